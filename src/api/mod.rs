@@ -1,0 +1,15 @@
+//! The Tusk API (group `tusk.dev`): `v1` is stored, `v1alpha1` is served and
+//! converted losslessly.
+
+pub mod conversion;
+pub mod crd;
+pub mod quantity;
+pub mod status;
+pub mod v1;
+pub mod v1alpha1;
+pub mod validate;
+
+#[cfg(test)]
+pub(crate) mod arbitrary;
+
+pub use v1::{Backup, Database};

@@ -1,0 +1,213 @@
+//! Status types, shared by every served version: status is written only by Tusk,
+//! so it has one shape and converts as the identity.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde::{Deserialize, Serialize};
+
+/// Observed state of a Database, written by Tusk.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DatabaseStatus {
+    /// Lifecycle phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<DatabasePhase>,
+
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// Standard conditions: Ready, Progressing, Degraded, BackupHealthy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+
+    /// The instance that currently runs as primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_primary: Option<String>,
+
+    /// The instance Tusk wants as primary; differs from `currentPrimary` during a
+    /// switchover or failover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_primary: Option<String>,
+
+    /// Number of instances that are ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_instances: Option<i32>,
+
+    /// Per-instance state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<InstanceStatus>,
+
+    /// The most recent completed backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_backup: Option<LastBackup>,
+}
+
+/// Lifecycle phase of a Database.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DatabasePhase {
+    /// Accepted, nothing created yet.
+    Pending,
+    /// Creating volumes, secrets and services.
+    Provisioning,
+    /// The first instance is being initialised (initdb or restore).
+    InitializingPrimary,
+    /// Replicas are cloning from the primary.
+    CreatingReplicas,
+    /// Every instance is ready.
+    Ready,
+    /// Instances are being added or removed.
+    Scaling,
+    /// A minor or major version change is under way.
+    Upgrading,
+    /// The primary role is moving on request.
+    SwitchingOver,
+    /// The primary failed and a replica is being promoted.
+    FailingOver,
+    /// Restoring from a backup.
+    Restoring,
+    /// Serving, but something needs attention (see the Degraded condition).
+    Degraded,
+    /// The finalizer runs (final backup, then release).
+    Deleting,
+    /// Tusk needs a human: the Ready condition says why.
+    Failed,
+}
+
+impl DatabasePhase {
+    pub const ALL: [DatabasePhase; 13] = [
+        Self::Pending,
+        Self::Provisioning,
+        Self::InitializingPrimary,
+        Self::CreatingReplicas,
+        Self::Ready,
+        Self::Scaling,
+        Self::Upgrading,
+        Self::SwitchingOver,
+        Self::FailingOver,
+        Self::Restoring,
+        Self::Degraded,
+        Self::Deleting,
+        Self::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Provisioning => "Provisioning",
+            Self::InitializingPrimary => "InitializingPrimary",
+            Self::CreatingReplicas => "CreatingReplicas",
+            Self::Ready => "Ready",
+            Self::Scaling => "Scaling",
+            Self::Upgrading => "Upgrading",
+            Self::SwitchingOver => "SwitchingOver",
+            Self::FailingOver => "FailingOver",
+            Self::Restoring => "Restoring",
+            Self::Degraded => "Degraded",
+            Self::Deleting => "Deleting",
+            Self::Failed => "Failed",
+        }
+    }
+}
+
+/// One PostgreSQL instance as last observed.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceStatus {
+    /// Instance (Pod) name.
+    pub name: String,
+    /// Role of the instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<InstanceRole>,
+    /// Whether the instance is ready to serve.
+    #[serde(default)]
+    pub ready: bool,
+    /// Last WAL location written (primary) or replayed (replica).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lsn: Option<String>,
+    /// How far behind the primary this replica is, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_bytes: Option<i64>,
+}
+
+/// Role of an instance.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum InstanceRole {
+    /// Accepts writes.
+    Primary,
+    /// Streams from the primary.
+    Replica,
+}
+
+/// The most recent completed backup.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LastBackup {
+    /// Name of the Backup object.
+    pub name: String,
+    /// When it completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Time>,
+}
+
+/// Observed state of a Backup, written by Tusk.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupStatus {
+    /// Backup phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<BackupPhase>,
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Standard conditions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// When the backup started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// When the backup completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Time>,
+    /// WAL location where the backup starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin_lsn: Option<String>,
+    /// WAL location where the backup ends (restorable from here on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_lsn: Option<String>,
+    /// Bytes stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<i64>,
+    /// Progress while running, for example `42%`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+    /// Where the backup is stored (`s3://bucket/path/...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+}
+
+/// Phase of a Backup.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackupPhase {
+    /// Accepted, not started.
+    Pending,
+    /// Streaming to object storage.
+    Running,
+    /// Stored and restorable.
+    Completed,
+    /// Did not complete: the Ready condition says why.
+    Failed,
+}
+
+impl BackupPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Running => "Running",
+            Self::Completed => "Completed",
+            Self::Failed => "Failed",
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! `tusk.dev/v1`: the storage version of the Tusk API.
+//!
+//! Every field carries a doc comment because those become the `description`s that
+//! `kubectl explain` shows. Rules the schema can express live here as OpenAPI
+//! constraints and CEL (`x-kubernetes-validations`); rules that need more context
+//! live in [`crate::api::validate`] and run in both the webhook and the reconciler.
+
+use std::collections::BTreeMap;
+
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+pub use super::status::{
+    BackupPhase, BackupStatus, DatabasePhase, DatabaseStatus, InstanceRole, InstanceStatus,
+    LastBackup,
+};
+
+/// Postgres parameters that Tusk renders itself; users may not set them.
+pub const OWNED_PARAMETERS: &[&str] = &[
+    "archive_command",
+    "archive_mode",
+    "restore_command",
+    "listen_addresses",
+    "port",
+    "data_directory",
+    "hba_file",
+    "ident_file",
+    "primary_conninfo",
+    "primary_slot_name",
+    "promote_trigger_file",
+    "recovery_target",
+    "recovery_target_lsn",
+    "recovery_target_time",
+    "recovery_target_timeline",
+    "ssl",
+    "ssl_ca_file",
+    "ssl_cert_file",
+    "ssl_key_file",
+    "synchronous_standby_names",
+    "unix_socket_directories",
+    "wal_level",
+];
+
+/// A PostgreSQL cluster managed by Tusk: a primary, streaming replicas, their
+/// volumes, services and credentials, and (optionally) backups to object storage.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "tusk.dev",
+    version = "v1",
+    kind = "Database",
+    namespaced,
+    status = "DatabaseStatus",
+    derive = "PartialEq",
+    shortname = "tdb",
+    category = "tusk",
+    cel,
+    doc = "A PostgreSQL cluster managed by Tusk.",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Lifecycle phase"),
+    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyInstances", description = "Instances ready"),
+    printcolumn(name = "Instances", type_ = "integer", json_path = ".spec.instances", description = "Instances desired"),
+    printcolumn(name = "Primary", type_ = "string", json_path = ".status.currentPrimary", description = "Current primary instance"),
+    printcolumn(name = "Version", type_ = "string", json_path = ".spec.version", description = "PostgreSQL version"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new("size(self.metadata.name) <= 50").message("metadata.name must be at most 50 characters so that Tusk's suffixes (-rw, -superuser, -<serial>) fit in 63"),
+)]
+#[x_kube(validation = Rule::new("!has(oldSelf.bootstrap) && !has(self.bootstrap) || has(oldSelf.bootstrap) && has(self.bootstrap) && self.bootstrap == oldSelf.bootstrap").message("spec.bootstrap is immutable: it only applies when the database is first created").field_path(".bootstrap"))]
+#[x_kube(validation = Rule::new("!has(self.replication) || self.replication.mode != 'sync' || self.replication.minSyncReplicas < self.instances").message("spec.replication.minSyncReplicas must be lower than spec.instances: sync replication needs that many standbys besides the primary").field_path(".replication.minSyncReplicas"))]
+#[x_kube(validation = Rule::new("!has(self.backup) || !has(self.backup.schedule) || has(self.backup.objectStore)").message("spec.backup.objectStore is required when spec.backup.schedule is set").field_path(".backup.objectStore"))]
+#[x_kube(validation = Rule::new("!has(self.backup) || !has(self.backup.retention) || has(self.backup.objectStore)").message("spec.backup.objectStore is required when spec.backup.retention is set").field_path(".backup.objectStore"))]
+#[serde(rename_all = "camelCase")]
+pub struct DatabaseSpec {
+    /// PostgreSQL major version ("17") or major.minor ("17.2"). The image is derived
+    /// from it unless `image` is set. Major versions may go up (through an upgrade
+    /// Job) but never down.
+    #[schemars(regex(pattern = r"^(1[3-9])(\.[0-9]{1,3})?$"), length(max = 8))]
+    pub version: String,
+
+    /// Container image running PostgreSQL, in the official `postgres:NN` layout.
+    /// Defaults to `postgres:<version>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    pub image: Option<String>,
+
+    /// Number of PostgreSQL instances: one primary plus `instances - 1` streaming replicas.
+    #[serde(default = "default_instances")]
+    #[schemars(range(min = 1, max = 16))]
+    pub instances: i32,
+
+    /// The persistent volume of each instance.
+    pub storage: StorageSpec,
+
+    /// How replicas follow the primary.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub replication: ReplicationSpec,
+
+    /// PostgreSQL configuration.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub postgresql: PostgresqlSpec,
+
+    /// How the first instance gets its data. Immutable. Defaults to `initdb` with
+    /// database `app` owned by `app`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<BootstrapSpec>,
+
+    /// Base backups and WAL archiving to S3-compatible object storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupConfig>,
+
+    /// Automatic failover.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub failover: FailoverSpec,
+
+    /// Name of the instance that should be primary. Setting it to a healthy
+    /// replica asks for a switchover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub primary: Option<String>,
+}
+
+fn default_instances() -> i32 {
+    1
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+/// The persistent volume of each instance.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageSpec {
+    /// Size of each instance's volume, as a Kubernetes quantity (for example `10Gi`).
+    /// It may grow but never shrink.
+    #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"), length(max = 32))]
+    pub size: String,
+
+    /// StorageClass of the volumes; the cluster default when unset. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub storage_class_name: Option<String>,
+}
+
+/// How replicas follow the primary.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicationSpec {
+    /// `async` (default): commits return once the primary has them. `sync`: commits
+    /// wait until `minSyncReplicas` standbys have them (quorum over all replicas).
+    #[serde(default)]
+    pub mode: ReplicationMode,
+
+    /// With `sync`, how many standbys must confirm each commit.
+    #[serde(default = "default_min_sync")]
+    #[schemars(range(min = 1, max = 15))]
+    pub min_sync_replicas: i32,
+}
+
+impl Default for ReplicationSpec {
+    fn default() -> Self {
+        Self {
+            mode: ReplicationMode::default(),
+            min_sync_replicas: default_min_sync(),
+        }
+    }
+}
+
+fn default_min_sync() -> i32 {
+    1
+}
+
+/// Replication mode.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplicationMode {
+    /// Asynchronous streaming replication.
+    #[default]
+    Async,
+    /// Quorum-based synchronous replication.
+    Sync,
+}
+
+/// PostgreSQL configuration.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PostgresqlSpec {
+    /// postgresql.conf parameters. Parameters that Tusk manages itself (archiving,
+    /// replication, listening, TLS files) are refused.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[x_kube(validation = Rule::new("self.all(k, !(k in ['archive_command', 'archive_mode', 'restore_command', 'listen_addresses', 'port', 'data_directory', 'hba_file', 'ident_file', 'primary_conninfo', 'primary_slot_name', 'promote_trigger_file', 'recovery_target', 'recovery_target_lsn', 'recovery_target_time', 'recovery_target_timeline', 'ssl', 'ssl_ca_file', 'ssl_cert_file', 'ssl_key_file', 'synchronous_standby_names', 'unix_socket_directories', 'wal_level']))").message("spec.postgresql.parameters sets a parameter that Tusk manages itself (archiving, replication, listening, TLS files)"))]
+    #[schemars(extend("maxProperties" = 256))]
+    pub parameters: BTreeMap<String, String>,
+}
+
+/// How the first instance gets its data. Set exactly one of `initdb` or `recovery`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.initdb) != has(self.recovery)").message("spec.bootstrap must set exactly one of initdb or recovery"))]
+pub struct BootstrapSpec {
+    /// Create a new, empty cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initdb: Option<InitdbSpec>,
+
+    /// Restore from a backup, optionally to a point in time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<RecoverySpec>,
+}
+
+/// Create a new cluster with `initdb`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct InitdbSpec {
+    /// The application database to create.
+    #[serde(default = "default_app")]
+    #[schemars(regex(pattern = r"^[a-z_][a-z0-9_]{0,62}$"))]
+    pub database: String,
+
+    /// The role that owns the application database; its password lands in the `<name>-app` Secret.
+    #[serde(default = "default_app")]
+    #[schemars(regex(pattern = r"^[a-z_][a-z0-9_]{0,62}$"))]
+    pub owner: String,
+}
+
+impl Default for InitdbSpec {
+    fn default() -> Self {
+        Self {
+            database: default_app(),
+            owner: default_app(),
+        }
+    }
+}
+
+fn default_app() -> String {
+    "app".to_owned()
+}
+
+/// Restore the first instance from a base backup and WAL.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!(has(self.targetTime) && has(self.targetLsn))").message("spec.bootstrap.recovery may set targetTime or targetLsn, not both"))]
+pub struct RecoverySpec {
+    /// Name of a Backup in this namespace to restore. When unset, the latest
+    /// backup before the target is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub backup: Option<String>,
+
+    /// Database whose backups to restore from (its object store and path), when
+    /// different from this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub source: Option<String>,
+
+    /// Recover up to this time (RFC 3339), then promote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub target_time: Option<String>,
+
+    /// Recover up to this WAL location (for example `0/3000148`), then promote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$"))]
+    pub target_lsn: Option<String>,
+}
+
+/// Base backups and WAL archiving.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupConfig {
+    /// Cron schedule for base backups, in standard five-field form (`0 2 * * *`)
+    /// or with a leading seconds field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(@(yearly|annually|monthly|weekly|daily|hourly))|(\S+(\s+\S+){4,6})$"), length(max = 128))]
+    pub schedule: Option<String>,
+
+    /// How long backups stay restorable, as a number and a unit: `30d`, `12h`, `4w`.
+    /// Older base backups and WAL are pruned, never the last restorable backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[1-9][0-9]{0,4}[hdw]$"))]
+    pub retention: Option<String>,
+
+    /// Where backups and WAL go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_store: Option<ObjectStore>,
+}
+
+/// An S3-compatible object store location.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectStore {
+    /// Bucket name.
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$"))]
+    pub bucket: String,
+
+    /// Key prefix inside the bucket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    pub path: Option<String>,
+
+    /// Endpoint URL for S3-compatible stores other than AWS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^https?://"), length(max = 512))]
+    pub endpoint: Option<String>,
+
+    /// Region of the bucket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub region: Option<String>,
+
+    /// Secret in this namespace with keys `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub credentials_secret: Option<String>,
+}
+
+/// Automatic failover.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FailoverSpec {
+    /// Seconds to wait after the primary's lease expires before promoting a replica.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 3600))]
+    pub delay_seconds: i32,
+}
+
+/// An on-demand base backup of a Database. Its spec is immutable.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "tusk.dev",
+    version = "v1",
+    kind = "Backup",
+    namespaced,
+    status = "BackupStatus",
+    derive = "PartialEq",
+    shortname = "tbk",
+    category = "tusk",
+    cel,
+    doc = "A base backup of a Tusk Database to object storage.",
+    printcolumn(name = "Database", type_ = "string", json_path = ".spec.database", description = "Database backed up"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Backup phase"),
+    printcolumn(name = "Size", type_ = "integer", json_path = ".status.bytes", description = "Bytes stored"),
+    printcolumn(name = "Completed", type_ = "date", json_path = ".status.completedAt", description = "When the backup completed"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+)]
+#[x_kube(validation = Rule::new("self == oldSelf").message("a Backup's spec is immutable: create a new Backup instead"))]
+#[serde(rename_all = "camelCase")]
+pub struct BackupSpec {
+    /// Name of the Database, in this namespace, to back up.
+    #[schemars(length(min = 1, max = 63))]
+    pub database: String,
+
+    /// Which instance takes the backup.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub target: BackupTarget,
+}
+
+/// Which instance takes a backup.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackupTarget {
+    /// A streaming replica when one is healthy, else the primary.
+    #[default]
+    PreferStandby,
+    /// Always the primary.
+    Primary,
+}

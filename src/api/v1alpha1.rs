@@ -1,0 +1,83 @@
+//! `tusk.dev/v1alpha1`: the first, flat API. Still served; the API server converts
+//! it to and from `v1` through Tusk's conversion webhook (see [`super::conversion`]).
+//! Whatever `v1` holds that this version cannot travels in the
+//! [`super::conversion::V1_FIELDS_ANNOTATION`] annotation, so nothing is lost.
+
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+pub use super::status::{BackupStatus, DatabaseStatus};
+
+/// A PostgreSQL cluster managed by Tusk (flat v1alpha1 form; prefer v1).
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "tusk.dev",
+    version = "v1alpha1",
+    kind = "Database",
+    namespaced,
+    status = "DatabaseStatus",
+    derive = "PartialEq",
+    shortname = "tdb",
+    category = "tusk",
+    cel,
+    doc = "A PostgreSQL cluster managed by Tusk (v1alpha1; prefer tusk.dev/v1).",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Lifecycle phase"),
+    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyInstances", description = "Instances ready"),
+    printcolumn(name = "Replicas", type_ = "integer", json_path = ".spec.replicas", description = "Instances desired"),
+    printcolumn(name = "Primary", type_ = "string", json_path = ".status.currentPrimary", description = "Current primary instance"),
+    printcolumn(name = "Version", type_ = "string", json_path = ".spec.version", description = "PostgreSQL version"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new("size(self.metadata.name) <= 50").message("metadata.name must be at most 50 characters so that Tusk's suffixes (-rw, -superuser, -<serial>) fit in 63"),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DatabaseSpec {
+    /// PostgreSQL major version ("15") or major.minor ("15.8").
+    #[schemars(regex(pattern = r"^(1[3-9])(\.[0-9]{1,3})?$"), length(max = 8))]
+    pub version: String,
+
+    /// Number of PostgreSQL instances (one primary, the rest streaming replicas).
+    #[serde(default = "default_replicas")]
+    #[schemars(range(min = 1, max = 16))]
+    pub replicas: i32,
+
+    /// Size of each instance's volume, as a Kubernetes quantity (for example `10Gi`).
+    #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"), length(max = 32))]
+    pub storage_size: String,
+
+    /// Cron schedule for base backups. Needs an object store, which only v1 can
+    /// describe (`spec.backup.objectStore`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(@(yearly|annually|monthly|weekly|daily|hourly))|(\S+(\s+\S+){4,6})$"), length(max = 128))]
+    pub backup_schedule: Option<String>,
+}
+
+fn default_replicas() -> i32 {
+    1
+}
+
+/// A base backup of a Tusk Database (v1alpha1; prefer tusk.dev/v1).
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "tusk.dev",
+    version = "v1alpha1",
+    kind = "Backup",
+    namespaced,
+    status = "BackupStatus",
+    derive = "PartialEq",
+    shortname = "tbk",
+    category = "tusk",
+    cel,
+    doc = "A base backup of a Tusk Database (v1alpha1; prefer tusk.dev/v1).",
+    printcolumn(name = "Database", type_ = "string", json_path = ".spec.database", description = "Database backed up"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Backup phase"),
+    printcolumn(name = "Size", type_ = "integer", json_path = ".status.bytes", description = "Bytes stored"),
+    printcolumn(name = "Completed", type_ = "date", json_path = ".status.completedAt", description = "When the backup completed"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+)]
+#[x_kube(validation = Rule::new("self == oldSelf").message("a Backup's spec is immutable: create a new Backup instead"))]
+#[serde(rename_all = "camelCase")]
+pub struct BackupSpec {
+    /// Name of the Database, in this namespace, to back up.
+    #[schemars(length(min = 1, max = 63))]
+    pub database: String,
+}

@@ -1,0 +1,382 @@
+//! Rules beyond the schema. The same functions run in the validating webhook and
+//! in the reconciler, so a Database admitted while webhooks were down still cannot
+//! make Tusk do something unsafe.
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::quantity;
+use super::v1::{self, OWNED_PARAMETERS, ReplicationMode};
+
+/// Longest Database name: Tusk appends suffixes such as `-superuser` (10 characters)
+/// and `-<serial>` and names must stay within 63.
+pub const MAX_NAME_LEN: usize = 50;
+
+/// One problem with a spec, naming the field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    pub path: String,
+    pub message: String,
+}
+
+impl FieldError {
+    fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// All problems, joined for a Condition message or an admission response.
+pub fn summary(errors: &[FieldError]) -> String {
+    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
+
+/// A parsed `spec.version`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PgVersion {
+    pub major: u32,
+    pub minor: Option<u32>,
+}
+
+impl FromStr for PgVersion {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("{s:?} is not a PostgreSQL version such as \"17\" or \"17.2\"");
+        let (major, minor) = match s.split_once('.') {
+            Some((major, minor)) => (major, Some(minor.parse().map_err(|_| bad())?)),
+            None => (s, None),
+        };
+        let major: u32 = major.parse().map_err(|_| bad())?;
+        if !(13..=19).contains(&major) {
+            return Err(format!("PostgreSQL {major} is not supported: use a major version from 13 to 19"));
+        }
+        Ok(Self { major, minor })
+    }
+}
+
+/// Parses a backup schedule in standard five-field cron form, or with a leading
+/// seconds field (the `cron` crate's native form).
+pub fn parse_schedule(expr: &str) -> Result<cron::Schedule, String> {
+    let fields = expr.split_whitespace().count();
+    let full = if fields == 5 { format!("0 {expr}") } else { expr.to_owned() };
+    cron::Schedule::from_str(&full).map_err(|e| format!("{expr:?} is not a valid cron schedule: {e}"))
+}
+
+/// Parses a retention such as `7d`, `12h` or `4w` into seconds.
+pub fn parse_retention(value: &str) -> Result<u64, String> {
+    let bad = || format!("{value:?} is not a retention such as \"7d\", \"12h\" or \"4w\"");
+    let unit = value.chars().last().ok_or_else(bad)?;
+    let amount: u64 = value[..value.len() - unit.len_utf8()].parse().map_err(|_| bad())?;
+    let seconds = match unit {
+        'h' => 3600,
+        'd' => 86_400,
+        'w' => 7 * 86_400,
+        _ => return Err(bad()),
+    };
+    if amount == 0 {
+        return Err(bad());
+    }
+    Ok(amount * seconds)
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '.')
+}
+
+/// Checks a Database on its own (create, and every reconcile).
+pub fn database(db: &v1::Database) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let spec = &db.spec;
+    let name = db.metadata.name.as_deref().unwrap_or_default();
+    if name.len() > MAX_NAME_LEN {
+        errors.push(FieldError::new(
+            "metadata.name",
+            format!("must be at most {MAX_NAME_LEN} characters so that the names Tusk derives from it fit in 63"),
+        ));
+    }
+    if let Err(e) = spec.version.parse::<PgVersion>() {
+        errors.push(FieldError::new("spec.version", e));
+    }
+    if !(1..=16).contains(&spec.instances) {
+        errors.push(FieldError::new("spec.instances", "must be between 1 and 16"));
+    }
+    match quantity::parse_bytes(&spec.storage.size) {
+        Ok(0) => errors.push(FieldError::new("spec.storage.size", "must be greater than zero")),
+        Ok(_) => {}
+        Err(e) => errors.push(FieldError::new("spec.storage.size", e)),
+    }
+    if spec.replication.mode == ReplicationMode::Sync && spec.replication.min_sync_replicas >= spec.instances {
+        errors.push(FieldError::new(
+            "spec.replication.minSyncReplicas",
+            format!(
+                "is {} but sync replication with {} instances has at most {} standbys: lower it or add instances",
+                spec.replication.min_sync_replicas,
+                spec.instances,
+                spec.instances - 1
+            ),
+        ));
+    }
+    for key in spec.postgresql.parameters.keys() {
+        let path = format!("spec.postgresql.parameters.{key}");
+        if OWNED_PARAMETERS.contains(&key.as_str()) {
+            errors.push(FieldError::new(path, "is managed by Tusk and cannot be set"));
+        } else if !is_identifier(key) {
+            errors.push(FieldError::new(path, "is not a PostgreSQL parameter name"));
+        }
+    }
+    if let Some(bootstrap) = &spec.bootstrap {
+        match (&bootstrap.initdb, &bootstrap.recovery) {
+            (Some(_), Some(_)) | (None, None) => {
+                errors.push(FieldError::new("spec.bootstrap", "must set exactly one of initdb or recovery"))
+            }
+            (_, Some(recovery)) => {
+                if let Some(time) = &recovery.target_time
+                    && time.parse::<k8s_openapi::jiff::Timestamp>().is_err()
+                {
+                    errors.push(FieldError::new(
+                        "spec.bootstrap.recovery.targetTime",
+                        format!("{time:?} is not an RFC 3339 time such as 2026-11-22T10:00:00Z"),
+                    ));
+                }
+                if recovery.target_time.is_some() && recovery.target_lsn.is_some() {
+                    errors.push(FieldError::new("spec.bootstrap.recovery", "may set targetTime or targetLsn, not both"));
+                }
+            }
+            (Some(_), None) => {}
+        }
+    }
+    if let Some(backup) = &spec.backup {
+        if let Some(schedule) = &backup.schedule
+            && let Err(e) = parse_schedule(schedule)
+        {
+            errors.push(FieldError::new("spec.backup.schedule", e));
+        }
+        if let Some(retention) = &backup.retention
+            && let Err(e) = parse_retention(retention)
+        {
+            errors.push(FieldError::new("spec.backup.retention", e));
+        }
+        if (backup.schedule.is_some() || backup.retention.is_some()) && backup.object_store.is_none() {
+            errors.push(FieldError::new(
+                "spec.backup.objectStore",
+                "is required when spec.backup.schedule or spec.backup.retention is set",
+            ));
+        }
+    }
+    if let Some(primary) = &spec.primary {
+        let serial = primary.strip_prefix(name).and_then(|rest| rest.strip_prefix('-'));
+        if !serial.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())) {
+            errors.push(FieldError::new(
+                "spec.primary",
+                format!("{primary:?} is not an instance of this database (expected {name}-<number>)"),
+            ));
+        }
+    }
+    errors
+}
+
+/// Checks a change from `old` to `new`: everything [`database`] checks, plus the
+/// transitions that would lose data or cannot be carried out.
+pub fn database_update(old: &v1::Database, new: &v1::Database) -> Vec<FieldError> {
+    let mut errors = database(new);
+    if let (Ok(before), Ok(after)) = (old.spec.version.parse::<PgVersion>(), new.spec.version.parse::<PgVersion>()) {
+        if after.major < before.major {
+            errors.push(FieldError::new(
+                "spec.version",
+                format!("cannot go down from major version {} to {}: downgrades are not supported", before.major, after.major),
+            ));
+        } else if after.major == before.major
+            && let (Some(from), Some(to)) = (before.minor, after.minor)
+            && to < from
+        {
+            errors.push(FieldError::new(
+                "spec.version",
+                format!("cannot go down from {} to {}: downgrades are not supported", old.spec.version, new.spec.version),
+            ));
+        }
+    }
+    if let (Ok(before), Ok(after)) = (quantity::parse_bytes(&old.spec.storage.size), quantity::parse_bytes(&new.spec.storage.size))
+        && after < before
+    {
+        errors.push(FieldError::new(
+            "spec.storage.size",
+            format!("cannot shrink from {} to {}: volumes may only grow", old.spec.storage.size, new.spec.storage.size),
+        ));
+    }
+    if old.spec.storage.storage_class_name != new.spec.storage.storage_class_name {
+        errors.push(FieldError::new("spec.storage.storageClassName", "is immutable"));
+    }
+    if old.spec.bootstrap != new.spec.bootstrap {
+        errors.push(FieldError::new("spec.bootstrap", "is immutable: it only applies when the database is first created"));
+    }
+    errors
+}
+
+/// Checks a Backup against the Database it names (`None`: no such Database in its namespace).
+pub fn backup(backup: &v1::Backup, database: Option<&v1::Database>) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    match database {
+        None => errors.push(FieldError::new(
+            "spec.database",
+            format!("no Database {:?} in this namespace", backup.spec.database),
+        )),
+        Some(db) if db.spec.backup.as_ref().and_then(|b| b.object_store.as_ref()).is_none() => errors.push(FieldError::new(
+            "spec.database",
+            format!("Database {:?} has no spec.backup.objectStore to back up to", backup.spec.database),
+        )),
+        Some(_) => {}
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::arbitrary::sample_database;
+
+    fn paths(errors: &[FieldError]) -> Vec<&str> {
+        errors.iter().map(|e| e.path.as_str()).collect()
+    }
+
+    #[test]
+    fn the_sample_is_valid() {
+        assert_eq!(database(&sample_database()), []);
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let cases: Vec<(&str, Box<dyn Fn(&mut v1::Database)>)> = vec![
+            ("metadata.name", Box::new(|db| db.metadata.name = Some("x".repeat(51)))),
+            ("spec.version", Box::new(|db| db.spec.version = "12".into())),
+            ("spec.instances", Box::new(|db| db.spec.instances = 0)),
+            ("spec.storage.size", Box::new(|db| db.spec.storage.size = "ten".into())),
+            ("spec.storage.size", Box::new(|db| db.spec.storage.size = "0".into())),
+            (
+                "spec.replication.minSyncReplicas",
+                Box::new(|db| {
+                    db.spec.replication.mode = ReplicationMode::Sync;
+                    db.spec.replication.min_sync_replicas = 3;
+                }),
+            ),
+            (
+                "spec.postgresql.parameters.archive_command",
+                Box::new(|db| {
+                    db.spec.postgresql.parameters.insert("archive_command".into(), "true".into());
+                }),
+            ),
+            (
+                "spec.postgresql.parameters.Bad-Name",
+                Box::new(|db| {
+                    db.spec.postgresql.parameters.insert("Bad-Name".into(), "1".into());
+                }),
+            ),
+            ("spec.bootstrap", Box::new(|db| db.spec.bootstrap = Some(v1::BootstrapSpec::default()))),
+            (
+                "spec.backup.schedule",
+                Box::new(|db| {
+                    db.spec.backup = Some(v1::BackupConfig {
+                        schedule: Some("every day".into()),
+                        object_store: Some(v1::ObjectStore { bucket: "b".into(), ..Default::default() }),
+                        ..Default::default()
+                    })
+                }),
+            ),
+            (
+                "spec.backup.objectStore",
+                Box::new(|db| {
+                    db.spec.backup = Some(v1::BackupConfig {
+                        schedule: Some("0 2 * * *".into()),
+                        ..Default::default()
+                    })
+                }),
+            ),
+            ("spec.primary", Box::new(|db| db.spec.primary = Some("other-1".into()))),
+        ];
+        for (path, mutate) in cases {
+            let mut db = sample_database();
+            mutate(&mut db);
+            assert_eq!(paths(&database(&db)), [path], "{db:?}");
+        }
+    }
+
+    #[test]
+    fn schedules_in_five_or_six_fields_parse() {
+        assert!(parse_schedule("0 2 * * *").is_ok());
+        assert!(parse_schedule("30 0 2 * * *").is_ok());
+        assert!(parse_schedule("@daily").is_ok());
+        assert!(parse_schedule("61 * * * *").is_err());
+    }
+
+    #[test]
+    fn retention_units() {
+        assert_eq!(parse_retention("7d"), Ok(7 * 86_400));
+        assert_eq!(parse_retention("12h"), Ok(12 * 3600));
+        assert_eq!(parse_retention("2w"), Ok(14 * 86_400));
+        assert!(parse_retention("0d").is_err());
+        assert!(parse_retention("7y").is_err());
+        assert!(parse_retention("").is_err());
+    }
+
+    #[test]
+    fn updates_refuse_downgrades_shrinking_and_bootstrap_changes() {
+        let old = sample_database();
+        let mut new = old.clone();
+        new.spec.version = "16".into();
+        new.spec.storage.size = "512Mi".into();
+        new.spec.bootstrap = Some(v1::BootstrapSpec {
+            initdb: Some(v1::InitdbSpec::default()),
+            recovery: None,
+        });
+        new.spec.storage.storage_class_name = Some("fast".into());
+        assert_eq!(
+            paths(&database_update(&old, &new)),
+            ["spec.version", "spec.storage.size", "spec.storage.storageClassName", "spec.bootstrap"]
+        );
+        let mut minor = old.clone();
+        minor.spec.version = "17.4".into();
+        let mut lower = old.clone();
+        lower.spec.version = "17.2".into();
+        assert_eq!(paths(&database_update(&minor, &lower)), ["spec.version"]);
+    }
+
+    #[test]
+    fn growing_and_upgrading_are_allowed() {
+        let old = sample_database();
+        let mut new = old.clone();
+        new.spec.version = "18".into();
+        new.spec.storage.size = "2Gi".into();
+        new.spec.instances = 5;
+        assert_eq!(database_update(&old, &new), []);
+    }
+
+    #[test]
+    fn a_backup_needs_its_database_and_a_store() {
+        let db = sample_database();
+        let bk = v1::Backup::new(
+            "b1",
+            v1::BackupSpec {
+                database: "orders".into(),
+                target: Default::default(),
+            },
+        );
+        assert_eq!(paths(&backup(&bk, None)), ["spec.database"]);
+        assert_eq!(paths(&backup(&bk, Some(&db))), ["spec.database"]);
+        let mut with_store = db.clone();
+        with_store.spec.backup = Some(v1::BackupConfig {
+            object_store: Some(v1::ObjectStore { bucket: "b".into(), ..Default::default() }),
+            ..Default::default()
+        });
+        assert_eq!(backup(&bk, Some(&with_store)), []);
+    }
+}

@@ -1,0 +1,50 @@
+//! The `tusk` command line: one binary, one subcommand per role.
+
+use std::io::Write;
+
+use clap::{Parser, Subcommand};
+
+use crate::api::crd::{self, WebhookService};
+use crate::error::Error;
+use crate::operator::{self, OperatorConfig};
+
+#[derive(Parser, Debug)]
+#[command(name = "tusk", version, about = "A PostgreSQL operator for Kubernetes")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the operator: controllers for Database and Backup, health and metrics.
+    Operator(OperatorConfig),
+    /// Print the CustomResourceDefinitions (both kinds, both versions) as YAML.
+    Crd {
+        /// Namespace of the Service that serves the conversion webhook.
+        #[arg(long, default_value = "tusk-system")]
+        webhook_namespace: String,
+        /// Name of the Service that serves the conversion webhook.
+        #[arg(long, default_value = "tusk-webhook")]
+        webhook_service: String,
+    },
+}
+
+pub async fn run(cli: Cli) -> Result<(), Error> {
+    match cli.command {
+        Command::Operator(config) => operator::run(config).await,
+        Command::Crd {
+            webhook_namespace,
+            webhook_service,
+        } => {
+            let webhook = WebhookService {
+                namespace: webhook_namespace,
+                name: webhook_service,
+                ..WebhookService::default()
+            };
+            let crds = crd::all(&webhook).map_err(Error::Crd)?;
+            let yaml = crd::to_yaml(&crds).map_err(Error::Yaml)?;
+            std::io::stdout().write_all(yaml.as_bytes()).map_err(Error::Stdout)
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! The Database status for one pass, written whole with server-side apply.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use super::plan::Plan;
+use crate::api::status::DatabaseStatus;
+use crate::api::v1::Database;
+use crate::controller::{FIELD_MANAGER, conditions};
+use crate::error::Error;
+
+/// Computes the status from the plan and the previous status (pure).
+pub fn build(db: &Database, plan: &Plan, now: &Time) -> DatabaseStatus {
+    let previous = db.status.clone().unwrap_or_default();
+    let generation = db.metadata.generation;
+    DatabaseStatus {
+        phase: Some(plan.phase),
+        observed_generation: generation,
+        conditions: conditions::merge(&previous.conditions, &plan.conditions, generation, now),
+        ..previous
+    }
+}
+
+/// The server-side apply body for the status subresource.
+pub fn patch_body(status: &DatabaseStatus) -> serde_json::Value {
+    json!({
+        "apiVersion": "tusk.dev/v1",
+        "kind": "Database",
+        "status": status,
+    })
+}
+
+pub async fn apply(api: &Api<Database>, name: &str, status: &DatabaseStatus) -> Result<(), Error> {
+    api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(patch_body(status)))
+        .await
+        .map_err(Error::kube("writing the Database status"))?;
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! Scenario tests of the reconcile shell against a mocked API server: they pin the
+//! exact API calls one pass makes.
+
+use std::sync::Arc;
+
+use http::{Method, Request, Response};
+use http_body_util::BodyExt;
+use kube::client::Body;
+use kube::runtime::events::Reporter;
+use kube::Client;
+use prometheus_client::registry::Registry;
+use serde_json::{Value, json};
+
+use super::reconcile;
+use crate::api::arbitrary::sample_database;
+use crate::api::v1::Database;
+use crate::controller::{Context, FINALIZER};
+use crate::telemetry::metrics::Metrics;
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+fn context() -> (Arc<Context>, Handle) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let metrics = Metrics::register(&mut Registry::default());
+    let reporter = Reporter {
+        controller: "tusk".into(),
+        instance: Some("test".into()),
+    };
+    (Context::new(client, metrics, reporter), handle)
+}
+
+/// Waits for the next request, checks its method and path, and answers with `reply`.
+async fn expect(handle: &mut Handle, method: Method, path: &str, reply: Value) -> Value {
+    let (request, send) = handle.next_request().await.expect("the reconciler made no further request");
+    assert_eq!(request.method(), method, "{}", request.uri());
+    assert_eq!(request.uri().path(), path);
+    let bytes = request.into_body().collect().await.unwrap().to_bytes();
+    let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+    send.send_response(Response::builder().body(Body::from(serde_json::to_vec(&reply).unwrap())).unwrap());
+    body
+}
+
+const DB_PATH: &str = "/apis/tusk.dev/v1/namespaces/shop/databases/orders";
+
+#[tokio::test]
+async fn first_pass_adds_the_finalizer_and_nothing_else() {
+    let (ctx, mut handle) = context();
+    let db = sample_database();
+    let server = tokio::spawn(async move {
+        let patch = expect(&mut handle, Method::PATCH, DB_PATH, serde_json::to_value(sample_database()).unwrap()).await;
+        assert!(patch.to_string().contains(FINALIZER), "{patch}");
+        handle
+    });
+    reconcile(Arc::new(db), ctx).await.unwrap();
+    let mut handle = server.await.unwrap();
+    // No status write and no event before the finalizer is in place.
+    let extra = tokio::time::timeout(std::time::Duration::from_millis(100), handle.next_request()).await;
+    assert!(matches!(extra, Err(_) | Ok(None)), "unexpected extra request");
+}
+
+fn with_finalizer(mut db: Database) -> Database {
+    db.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    db
+}
+
+#[tokio::test]
+async fn a_pass_writes_status_with_generation_and_conditions_then_an_event() {
+    let (ctx, mut handle) = context();
+    let mut db = with_finalizer(sample_database());
+    db.metadata.generation = Some(4);
+    let reply = serde_json::to_value(&db).unwrap();
+    let server = tokio::spawn(async move {
+        let status = expect(&mut handle, Method::PATCH, &format!("{DB_PATH}/status"), reply).await;
+        assert_eq!(status["status"]["observedGeneration"], 4);
+        assert_eq!(status["status"]["phase"], "Pending");
+        let conditions = status["status"]["conditions"].as_array().unwrap();
+        let types: Vec<_> = conditions.iter().map(|c| c["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["Ready", "Progressing", "Degraded"]);
+        assert!(conditions.iter().all(|c| c["observedGeneration"] == 4));
+        let event = expect(&mut handle, Method::POST, "/apis/events.k8s.io/v1/namespaces/shop/events", json!({})).await;
+        assert_eq!(event["regarding"]["name"], "orders");
+        assert_eq!(event["reportingController"], "tusk");
+    });
+    reconcile(Arc::new(db), ctx).await.unwrap();
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn an_invalid_spec_becomes_a_condition_and_a_warning() {
+    let (ctx, mut handle) = context();
+    let mut db = with_finalizer(sample_database());
+    db.spec.postgresql.parameters.insert("wal_level".into(), "minimal".into());
+    let reply = serde_json::to_value(&db).unwrap();
+    let server = tokio::spawn(async move {
+        let status = expect(&mut handle, Method::PATCH, &format!("{DB_PATH}/status"), reply).await;
+        let ready = &status["status"]["conditions"][0];
+        assert_eq!(ready["reason"], "InvalidSpec");
+        assert!(ready["message"].as_str().unwrap().contains("spec.postgresql.parameters.wal_level"));
+        let event = expect(&mut handle, Method::POST, "/apis/events.k8s.io/v1/namespaces/shop/events", json!({})).await;
+        assert_eq!(event["type"], "Warning");
+        assert_eq!(event["reason"], "InvalidSpec");
+    });
+    reconcile(Arc::new(db), ctx).await.unwrap();
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn deletion_runs_cleanup_and_removes_the_finalizer() {
+    let (ctx, mut handle) = context();
+    let mut db = with_finalizer(sample_database());
+    db.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::now(),
+    ));
+    let reply = serde_json::to_value(&db).unwrap();
+    let server = tokio::spawn(async move {
+        let event = expect(&mut handle, Method::POST, "/apis/events.k8s.io/v1/namespaces/shop/events", json!({})).await;
+        assert_eq!(event["reason"], "Deleting");
+        let patch = expect(&mut handle, Method::PATCH, DB_PATH, reply).await;
+        assert!(patch.to_string().contains("remove"), "{patch}");
+    });
+    reconcile(Arc::new(db), ctx).await.unwrap();
+    server.await.unwrap();
+}

@@ -1,0 +1,8 @@
+//! Tusk: a PostgreSQL operator for Kubernetes.
+
+pub mod api;
+pub mod cli;
+pub mod controller;
+pub mod error;
+pub mod operator;
+pub mod telemetry;

@@ -1,0 +1,213 @@
+//! `tusk operator`: leader election, the controllers, and the HTTP endpoints.
+
+pub mod http;
+pub mod leader;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use futures::future::join_all;
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::events::Reporter;
+use kube::runtime::{Controller, watcher};
+use kube::{Client, ResourceExt};
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+use tracing::{error, info, warn};
+
+use crate::api::v1::{Backup, Database};
+use crate::controller::{self, Context, backup, database};
+use crate::error::Error;
+use crate::telemetry::{self, metrics::Metrics};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct OperatorConfig {
+    /// Namespaces to watch, comma separated; all namespaces when empty.
+    #[arg(long, env = "TUSK_WATCH_NAMESPACES", value_delimiter = ',', default_value = "")]
+    pub namespaces: Vec<String>,
+
+    /// Address of the health and metrics endpoints.
+    #[arg(long, env = "TUSK_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+
+    /// Elect a leader among operator replicas through a Lease (turn off only for a single local process).
+    #[arg(long, env = "TUSK_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_election: bool,
+
+    /// Namespace of the leader Lease (the operator's own namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "tusk-system")]
+    pub lease_namespace: String,
+
+    /// Name of the leader Lease.
+    #[arg(long, env = "TUSK_LEASE_NAME", default_value = "tusk-operator")]
+    pub lease_name: String,
+
+    /// This replica's identity in the Lease and in Events (the Pod name).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+}
+
+/// Resolves when `shutdown` turns true (or its sender is gone).
+fn stopped(mut shutdown: watch::Receiver<bool>) -> impl std::future::Future<Output = ()> + Send + Sync + 'static {
+    async move {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+    }
+}
+
+async fn on_signal(stop: watch::Sender<bool>) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                warn!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => info!("interrupted, shutting down"),
+        _ = terminate => info!("SIGTERM, shutting down"),
+    }
+    let _ = stop.send(true);
+}
+
+fn apis<K>(client: &Client, namespaces: &[String]) -> Vec<Api<K>>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
+{
+    let namespaces: Vec<&String> = namespaces.iter().filter(|n| !n.is_empty()).collect();
+    if namespaces.is_empty() {
+        vec![Api::all(client.clone())]
+    } else {
+        namespaces.into_iter().map(|n| Api::namespaced(client.clone(), n)).collect()
+    }
+}
+
+async fn run_database(api: Api<Database>, ctx: Arc<Context>, shutdown: watch::Receiver<bool>) {
+    Controller::new(api, watcher::Config::default().any_semantic())
+        .graceful_shutdown_on(stopped(shutdown))
+        .run(
+            database::reconcile,
+            |db, error, ctx| controller::error_policy(database::CONTROLLER, db.as_ref(), error, &ctx),
+            ctx,
+        )
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                warn!(controller = database::CONTROLLER, %error, "controller event");
+            }
+        })
+        .await;
+}
+
+async fn run_backup(backups: Api<Backup>, databases: Api<Database>, ctx: Arc<Context>, shutdown: watch::Receiver<bool>) {
+    let controller = Controller::new(backups, watcher::Config::default().any_semantic());
+    let store = controller.store();
+    // A Backup that names a Database not created yet is revisited when it appears.
+    controller
+        .watches(databases, watcher::Config::default().any_semantic(), move |db: Database| {
+            let namespace = db.namespace();
+            let name = db.name_any();
+            store
+                .state()
+                .into_iter()
+                .filter(|b| b.namespace() == namespace && b.spec.database == name)
+                .map(|b| ObjectRef::from_obj(b.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .graceful_shutdown_on(stopped(shutdown))
+        .run(
+            backup::reconcile,
+            |b, error, ctx| controller::error_policy(backup::CONTROLLER, b.as_ref(), error, &ctx),
+            ctx,
+        )
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                warn!(controller = backup::CONTROLLER, %error, "controller event");
+            }
+        })
+        .await;
+}
+
+pub async fn run(config: OperatorConfig) -> Result<(), Error> {
+    telemetry::init_logging()?;
+    let client = Client::try_default().await.map_err(Error::KubeConfig)?;
+    let identity = config
+        .identity
+        .clone()
+        .unwrap_or_else(|| format!("tusk-{}", std::process::id()));
+    info!(%identity, namespaces = ?config.namespaces, "starting the operator");
+
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let (stop, shutdown) = watch::channel(false);
+    tokio::spawn(on_signal(stop.clone()));
+    let state = http::HttpState {
+        registry: Arc::new(registry),
+    };
+    let server = tokio::spawn(http::serve(config.metrics_addr, state, shutdown.clone()));
+
+    let (leading_tx, mut leading) = watch::channel(!config.leader_election);
+    let election = if config.leader_election {
+        let leases: Api<Lease> = Api::namespaced(client.clone(), &config.lease_namespace);
+        let leader = leader::LeaderConfig::new(config.lease_name.clone(), identity.clone());
+        leader::run(leases, leader, leading_tx, metrics.clone(), shutdown.clone()).boxed()
+    } else {
+        metrics.set_leader(true);
+        futures::future::pending().boxed()
+    };
+
+    let reporter = Reporter {
+        controller: "tusk".to_owned(),
+        instance: Some(identity),
+    };
+    let controllers = {
+        let client = client.clone();
+        let shutdown = shutdown.clone();
+        let namespaces = config.namespaces.clone();
+        async move {
+            if leading.wait_for(|l| *l).await.is_err() {
+                return;
+            }
+            info!("leading: starting the controllers");
+            let db_ctx = Context::new(client.clone(), metrics.clone(), reporter.clone());
+            let backup_ctx = Context::new(client.clone(), metrics.clone(), reporter);
+            let mut tasks = Vec::new();
+            for api in apis::<Database>(&client, &namespaces) {
+                tasks.push(run_database(api, db_ctx.clone(), shutdown.clone()).boxed());
+            }
+            for (backups, databases) in apis::<Backup>(&client, &namespaces)
+                .into_iter()
+                .zip(apis::<Database>(&client, &namespaces))
+            {
+                tasks.push(run_backup(backups, databases, backup_ctx.clone(), shutdown.clone()).boxed());
+            }
+            join_all(tasks).await;
+        }
+    };
+
+    let outcome = tokio::select! {
+        result = election => result,
+        _ = controllers => Ok(()),
+        _ = stopped(shutdown.clone()) => Ok(()),
+    };
+    // Whatever ended first, stop everything and let the server drain.
+    let _ = stop.send(true);
+    match server.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => error!(error = %e, "HTTP server failed"),
+        Err(e) => error!(error = %e, "HTTP server task panicked"),
+    }
+    if let Err(e) = &outcome {
+        error!(error = %e, "operator stopping");
+    }
+    outcome
+}
