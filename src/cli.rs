@@ -44,7 +44,9 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             };
             let crds = crd::all(&webhook).map_err(Error::Crd)?;
             let yaml = crd::to_yaml(&crds).map_err(Error::Yaml)?;
-            std::io::stdout().write_all(yaml.as_bytes()).map_err(Error::Stdout)
+            std::io::stdout()
+                .write_all(yaml.as_bytes())
+                .map_err(Error::Stdout)
         }
     }
 }

@@ -99,17 +99,17 @@ impl Error {
         match self {
             Error::Kube { source, .. } => kube_category(source),
             Error::Finalizer { source, .. } => match source.as_ref() {
-                kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => {
-                    e.category()
-                }
-                kube::runtime::finalizer::Error::AddFinalizer(e) | kube::runtime::finalizer::Error::RemoveFinalizer(e) => {
-                    kube_category(e)
-                }
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.category(),
+                kube::runtime::finalizer::Error::AddFinalizer(e)
+                | kube::runtime::finalizer::Error::RemoveFinalizer(e) => kube_category(e),
                 _ => Category::Internal,
             },
             Error::MissingField(_) | Error::Serialize { .. } => Category::Internal,
             Error::Crd(_) | Error::Yaml(_) | Error::Stdout(_) => Category::Internal,
-            Error::KubeConfig(_) | Error::Listen { .. } | Error::Serve(_) | Error::Logging(_) => Category::Config,
+            Error::KubeConfig(_) | Error::Listen { .. } | Error::Serve(_) | Error::Logging(_) => {
+                Category::Config
+            }
             Error::LostLeadership { .. } => Category::Api,
         }
     }

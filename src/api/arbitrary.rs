@@ -25,36 +25,50 @@ fn metadata() -> impl Strategy<Value = ObjectMeta> {
         option::of(btree_map("[a-z./]{1,12}", ".{0,16}", 0..3)),
         option::of(1i64..100),
     )
-        .prop_map(|(name, namespace, labels, annotations, generation)| ObjectMeta {
-            name: Some(name),
-            namespace,
-            // Kubernetes does not tell an empty map from none (Go's omitempty), so neither do we.
-            annotations: annotations
-                .map(|mut a: BTreeMap<String, String>| {
-                    a.remove(V1_FIELDS_ANNOTATION);
-                    a
-                })
-                .filter(|a| !a.is_empty()),
-            labels: labels.filter(|l: &BTreeMap<String, String>| !l.is_empty()),
-            generation,
-            ..ObjectMeta::default()
-        })
+        .prop_map(
+            |(name, namespace, labels, annotations, generation)| ObjectMeta {
+                name: Some(name),
+                namespace,
+                // Kubernetes does not tell an empty map from none (Go's omitempty), so neither do we.
+                annotations: annotations
+                    .map(|mut a: BTreeMap<String, String>| {
+                        a.remove(V1_FIELDS_ANNOTATION);
+                        a
+                    })
+                    .filter(|a| !a.is_empty()),
+                labels: labels.filter(|l: &BTreeMap<String, String>| !l.is_empty()),
+                generation,
+                ..ObjectMeta::default()
+            },
+        )
 }
 
 fn time() -> impl Strategy<Value = Time> {
-    (0i64..4_000_000_000).prop_map(|s| Time(Timestamp::from_second(s).unwrap_or(Timestamp::UNIX_EPOCH)))
+    (0i64..4_000_000_000)
+        .prop_map(|s| Time(Timestamp::from_second(s).unwrap_or(Timestamp::UNIX_EPOCH)))
 }
 
 fn condition() -> impl Strategy<Value = Condition> {
-    ("[A-Z][a-z]{1,10}", prop_oneof!["True", "False", "Unknown"], "[A-Z][a-zA-Z]{0,10}", ".{0,20}", time(), option::of(0i64..9))
-        .prop_map(|(type_, status, reason, message, last_transition_time, observed_generation)| Condition {
-            type_,
-            status: status.to_owned(),
-            reason,
-            message,
-            last_transition_time,
-            observed_generation,
-        })
+    (
+        "[A-Z][a-z]{1,10}",
+        prop_oneof!["True", "False", "Unknown"],
+        "[A-Z][a-zA-Z]{0,10}",
+        ".{0,20}",
+        time(),
+        option::of(0i64..9),
+    )
+        .prop_map(
+            |(type_, status, reason, message, last_transition_time, observed_generation)| {
+                Condition {
+                    type_,
+                    status: status.to_owned(),
+                    reason,
+                    message,
+                    last_transition_time,
+                    observed_generation,
+                }
+            },
+        )
 }
 
 fn database_status() -> impl Strategy<Value = DatabaseStatus> {
@@ -65,27 +79,42 @@ fn database_status() -> impl Strategy<Value = DatabaseStatus> {
         option::of(small_string()),
         option::of(0i32..5),
         vec(
-            (small_string(), any::<bool>(), option::of(0i64..1 << 40)).prop_map(|(name, ready, lag_bytes)| InstanceStatus {
-                name,
-                role: Some(InstanceRole::Replica),
-                ready,
-                lsn: Some("0/3000148".into()),
-                lag_bytes,
-            }),
+            (small_string(), any::<bool>(), option::of(0i64..1 << 40)).prop_map(
+                |(name, ready, lag_bytes)| InstanceStatus {
+                    name,
+                    role: Some(InstanceRole::Replica),
+                    ready,
+                    lsn: Some("0/3000148".into()),
+                    lag_bytes,
+                },
+            ),
             0..3,
         ),
-        option::of((small_string(), option::of(time())).prop_map(|(name, completed_at)| LastBackup { name, completed_at })),
+        option::of(
+            (small_string(), option::of(time()))
+                .prop_map(|(name, completed_at)| LastBackup { name, completed_at }),
+        ),
     )
-        .prop_map(|(phase, observed_generation, conditions, primary, ready_instances, instances, last_backup)| DatabaseStatus {
-            phase,
-            observed_generation,
-            conditions,
-            current_primary: primary.clone(),
-            target_primary: primary,
-            ready_instances,
-            instances,
-            last_backup,
-        })
+        .prop_map(
+            |(
+                phase,
+                observed_generation,
+                conditions,
+                primary,
+                ready_instances,
+                instances,
+                last_backup,
+            )| DatabaseStatus {
+                phase,
+                observed_generation,
+                conditions,
+                current_primary: primary.clone(),
+                target_primary: primary,
+                ready_instances,
+                instances,
+                last_backup,
+            },
+        )
 }
 
 fn version() -> impl Strategy<Value = String> {
@@ -104,14 +133,20 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
         option::of(small_string()),
         option::of(small_string()),
     )
-        .prop_map(|(bucket, path, endpoint, region, credentials_secret)| v1::ObjectStore {
-            bucket,
-            path,
-            endpoint,
-            region,
-            credentials_secret,
-        });
-    let backup = (option::of("[0-9] [0-9] \\* \\* \\*"), option::of("[1-9][dhw]"), option::of(object_store))
+        .prop_map(
+            |(bucket, path, endpoint, region, credentials_secret)| v1::ObjectStore {
+                bucket,
+                path,
+                endpoint,
+                region,
+                credentials_secret,
+            },
+        );
+    let backup = (
+        option::of("[0-9] [0-9] \\* \\* \\*"),
+        option::of("[1-9][dhw]"),
+        option::of(object_store),
+    )
         .prop_map(|(schedule, retention, object_store)| v1::BackupConfig {
             schedule,
             retention,
@@ -122,7 +157,11 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
             initdb: Some(v1::InitdbSpec { database, owner }),
             recovery: None,
         }),
-        (option::of(small_string()), option::of(small_string()), option::of(Just("2026-11-22T10:00:00Z".to_owned())))
+        (
+            option::of(small_string()),
+            option::of(small_string()),
+            option::of(Just("2026-11-22T10:00:00Z".to_owned()))
+        )
             .prop_map(|(backup, source, target_time)| v1::BootstrapSpec {
                 initdb: None,
                 recovery: Some(v1::RecoverySpec {
@@ -134,9 +173,18 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
             }),
     ];
     (
-        (version(), option::of(small_string()), 1i32..8, quantity(), option::of(small_string())),
         (
-            prop_oneof![Just(v1::ReplicationMode::Async), Just(v1::ReplicationMode::Sync)],
+            version(),
+            option::of(small_string()),
+            1i32..8,
+            quantity(),
+            option::of(small_string()),
+        ),
+        (
+            prop_oneof![
+                Just(v1::ReplicationMode::Async),
+                Just(v1::ReplicationMode::Sync)
+            ],
             1i32..4,
             btree_map("[a-z_]{1,12}", small_string(), 0..3),
             option::of(bootstrap),
@@ -146,13 +194,22 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
         ),
     )
         .prop_map(
-            |((version, image, instances, size, storage_class_name), (mode, min_sync_replicas, parameters, bootstrap, backup, delay_seconds, primary))| {
+            |(
+                (version, image, instances, size, storage_class_name),
+                (mode, min_sync_replicas, parameters, bootstrap, backup, delay_seconds, primary),
+            )| {
                 v1::DatabaseSpec {
                     version,
                     image,
                     instances,
-                    storage: v1::StorageSpec { size, storage_class_name },
-                    replication: v1::ReplicationSpec { mode, min_sync_replicas },
+                    storage: v1::StorageSpec {
+                        size,
+                        storage_class_name,
+                    },
+                    replication: v1::ReplicationSpec {
+                        mode,
+                        min_sync_replicas,
+                    },
                     postgresql: v1::PostgresqlSpec { parameters },
                     bootstrap,
                     backup,
@@ -164,42 +221,60 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
 }
 
 pub fn database_v1() -> impl Strategy<Value = v1::Database> {
-    (metadata(), spec_v1(), option::of(database_status())).prop_map(|(metadata, spec, status)| v1::Database {
-        metadata,
-        spec,
-        status,
+    (metadata(), spec_v1(), option::of(database_status())).prop_map(|(metadata, spec, status)| {
+        v1::Database {
+            metadata,
+            spec,
+            status,
+        }
     })
 }
 
 pub fn database_v1alpha1() -> impl Strategy<Value = v1alpha1::Database> {
-    (metadata(), version(), 1i32..8, quantity(), option::of("[0-9] [0-9] \\* \\* \\*"), option::of(database_status())).prop_map(
-        |(metadata, version, replicas, storage_size, backup_schedule, status)| v1alpha1::Database {
-            metadata,
-            spec: v1alpha1::DatabaseSpec {
-                version,
-                replicas,
-                storage_size,
-                backup_schedule,
-            },
-            status,
-        },
+    (
+        metadata(),
+        version(),
+        1i32..8,
+        quantity(),
+        option::of("[0-9] [0-9] \\* \\* \\*"),
+        option::of(database_status()),
     )
+        .prop_map(
+            |(metadata, version, replicas, storage_size, backup_schedule, status)| {
+                v1alpha1::Database {
+                    metadata,
+                    spec: v1alpha1::DatabaseSpec {
+                        version,
+                        replicas,
+                        storage_size,
+                        backup_schedule,
+                    },
+                    status,
+                }
+            },
+        )
 }
 
 pub fn backup_v1() -> impl Strategy<Value = v1::Backup> {
-    let status = (option::of(time()), option::of(0i64..1 << 40), option::of(".{0,12}")).prop_map(|(completed_at, bytes, location)| {
-        BackupStatus {
+    let status = (
+        option::of(time()),
+        option::of(0i64..1 << 40),
+        option::of(".{0,12}"),
+    )
+        .prop_map(|(completed_at, bytes, location)| BackupStatus {
             phase: Some(BackupPhase::Completed),
             completed_at,
             bytes,
             location,
             ..BackupStatus::default()
-        }
-    });
+        });
     (
         metadata(),
         "[a-z]{1,20}",
-        prop_oneof![Just(v1::BackupTarget::PreferStandby), Just(v1::BackupTarget::Primary)],
+        prop_oneof![
+            Just(v1::BackupTarget::PreferStandby),
+            Just(v1::BackupTarget::Primary)
+        ],
         option::of(status),
     )
         .prop_map(|(metadata, database, target, status)| v1::Backup {

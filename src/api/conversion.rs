@@ -24,7 +24,9 @@ pub const V1ALPHA1: &str = "tusk.dev/v1alpha1";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConversionError {
-    #[error("annotation {V1_FIELDS_ANNOTATION} of {name} does not hold a JSON object of v1 fields: {source}")]
+    #[error(
+        "annotation {V1_FIELDS_ANNOTATION} of {name} does not hold a JSON object of v1 fields: {source}"
+    )]
     Annotation {
         name: String,
         source: serde_json::Error,
@@ -82,10 +84,12 @@ fn unstash(meta: &ObjectMeta) -> Result<(ObjectMeta, Map<String, Value>), Conver
     let mut annotations: BTreeMap<String, String> = meta.annotations.take().unwrap_or_default();
     let rest = match annotations.remove(V1_FIELDS_ANNOTATION) {
         None => Map::new(),
-        Some(json) => serde_json::from_str(&json).map_err(|source| ConversionError::Annotation {
-            name: name_of(&meta),
-            source,
-        })?,
+        Some(json) => {
+            serde_json::from_str(&json).map_err(|source| ConversionError::Annotation {
+                name: name_of(&meta),
+                source,
+            })?
+        }
     };
     meta.annotations = (!annotations.is_empty()).then_some(annotations);
     Ok((meta, rest))
@@ -150,11 +154,12 @@ pub fn database_to_v1(db: &v1alpha1::Database) -> Result<v1::Database, Conversio
         object_entry(&mut spec, "backup", &name)?
             .insert("schedule".into(), Value::from(schedule.clone()));
     }
-    let spec = serde_json::from_value(Value::Object(spec)).map_err(|source| ConversionError::Shape {
-        name,
-        to: V1,
-        source,
-    })?;
+    let spec =
+        serde_json::from_value(Value::Object(spec)).map_err(|source| ConversionError::Shape {
+            name,
+            to: V1,
+            source,
+        })?;
     Ok(v1::Database {
         metadata,
         spec,
@@ -179,11 +184,12 @@ pub fn backup_to_v1(backup: &v1alpha1::Backup) -> Result<v1::Backup, ConversionE
     let name = name_of(&backup.metadata);
     let (metadata, mut spec) = unstash(&backup.metadata)?;
     spec.insert("database".into(), Value::from(backup.spec.database.clone()));
-    let spec = serde_json::from_value(Value::Object(spec)).map_err(|source| ConversionError::Shape {
-        name,
-        to: V1,
-        source,
-    })?;
+    let spec =
+        serde_json::from_value(Value::Object(spec)).map_err(|source| ConversionError::Shape {
+            name,
+            to: V1,
+            source,
+        })?;
     Ok(v1::Backup {
         metadata,
         spec,
@@ -191,7 +197,10 @@ pub fn backup_to_v1(backup: &v1alpha1::Backup) -> Result<v1::Backup, ConversionE
     })
 }
 
-fn decode<T: serde::de::DeserializeOwned>(object: Value, api_version: &'static str) -> Result<T, ConversionError> {
+fn decode<T: serde::de::DeserializeOwned>(
+    object: Value,
+    api_version: &'static str,
+) -> Result<T, ConversionError> {
     serde_json::from_value(object).map_err(|source| ConversionError::Shape {
         name: "object".to_owned(),
         to: api_version,
@@ -199,7 +208,10 @@ fn decode<T: serde::de::DeserializeOwned>(object: Value, api_version: &'static s
     })
 }
 
-fn encode<T: serde::Serialize>(object: &T, api_version: &'static str) -> Result<Value, ConversionError> {
+fn encode<T: serde::Serialize>(
+    object: &T,
+    api_version: &'static str,
+) -> Result<Value, ConversionError> {
     serde_json::to_value(object).map_err(|source| ConversionError::Shape {
         name: "object".to_owned(),
         to: api_version,
@@ -302,7 +314,10 @@ mod tests {
         assert_eq!(db.spec.version, "15");
         assert_eq!(db.spec.instances, 3);
         assert_eq!(db.spec.storage.size, "10Gi");
-        assert_eq!(db.spec.backup.unwrap().schedule.as_deref(), Some("0 2 * * *"));
+        assert_eq!(
+            db.spec.backup.unwrap().schedule.as_deref(),
+            Some("0 2 * * *")
+        );
         assert!(db.metadata.annotations.is_none());
     }
 
@@ -316,7 +331,10 @@ mod tests {
         let fields: Value = serde_json::from_str(note).unwrap();
         assert_eq!(fields["storage"]["storageClassName"], "fast");
         assert_eq!(fields["primary"], "orders-2");
-        assert!(fields.get("version").is_none(), "flat fields are not duplicated: {note}");
+        assert!(
+            fields.get("version").is_none(),
+            "flat fields are not duplicated: {note}"
+        );
     }
 
     #[test]
@@ -334,8 +352,15 @@ mod tests {
     #[test]
     fn unknown_versions_and_kinds_are_refused() {
         let raw = serde_json::json!({"apiVersion": "tusk.dev/v2", "kind": "Database"});
-        assert!(matches!(convert_object(raw, V1), Err(ConversionError::Unsupported { .. })));
-        let raw = serde_json::json!({"apiVersion": V1, "kind": "Cluster", "metadata": {}, "spec": {}});
-        assert!(matches!(convert_object(raw, V1ALPHA1), Err(ConversionError::Unsupported { .. })));
+        assert!(matches!(
+            convert_object(raw, V1),
+            Err(ConversionError::Unsupported { .. })
+        ));
+        let raw =
+            serde_json::json!({"apiVersion": V1, "kind": "Cluster", "metadata": {}, "spec": {}});
+        assert!(matches!(
+            convert_object(raw, V1ALPHA1),
+            Err(ConversionError::Unsupported { .. })
+        ));
     }
 }

@@ -5,8 +5,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinition, ServiceReference, WebhookClientConfig,
     WebhookConversion,
 };
-use kube::core::crd::{MergeError, merge_crds};
 use kube::CustomResourceExt;
+use kube::core::crd::{MergeError, merge_crds};
 
 use super::{v1, v1alpha1};
 
@@ -31,7 +31,10 @@ impl Default for WebhookService {
     }
 }
 
-fn with_conversion(mut crd: CustomResourceDefinition, webhook: &WebhookService) -> CustomResourceDefinition {
+fn with_conversion(
+    mut crd: CustomResourceDefinition,
+    webhook: &WebhookService,
+) -> CustomResourceDefinition {
     crd.spec.conversion = Some(CustomResourceConversion {
         strategy: "Webhook".to_owned(),
         webhook: Some(WebhookConversion {
@@ -55,7 +58,10 @@ fn with_conversion(mut crd: CustomResourceDefinition, webhook: &WebhookService) 
 pub fn all(webhook: &WebhookService) -> Result<Vec<CustomResourceDefinition>, MergeError> {
     let database = merge_crds(vec![v1::Database::crd(), v1alpha1::Database::crd()], "v1")?;
     let backup = merge_crds(vec![v1::Backup::crd(), v1alpha1::Backup::crd()], "v1")?;
-    Ok(vec![with_conversion(backup, webhook), with_conversion(database, webhook)])
+    Ok(vec![
+        with_conversion(backup, webhook),
+        with_conversion(database, webhook),
+    ])
 }
 
 /// The CRDs as one multi-document YAML stream, as committed under `config/crd/`.
@@ -73,26 +79,63 @@ mod tests {
     use super::*;
 
     fn versions(crd: &CustomResourceDefinition) -> Vec<(String, bool, bool)> {
-        crd.spec.versions.iter().map(|v| (v.name.clone(), v.served, v.storage)).collect()
+        crd.spec
+            .versions
+            .iter()
+            .map(|v| (v.name.clone(), v.served, v.storage))
+            .collect()
     }
 
     #[test]
     fn both_kinds_serve_both_versions_and_store_v1() {
         let crds = all(&WebhookService::default()).unwrap();
-        let names: Vec<_> = crds.iter().map(|c| c.metadata.name.clone().unwrap()).collect();
+        let names: Vec<_> = crds
+            .iter()
+            .map(|c| c.metadata.name.clone().unwrap())
+            .collect();
         assert_eq!(names, ["backups.tusk.dev", "databases.tusk.dev"]);
         for crd in &crds {
             let mut v = versions(crd);
             v.sort();
-            assert_eq!(v, [("v1".into(), true, true), ("v1alpha1".into(), true, false)]);
-            assert_eq!(crd.spec.names.categories.as_deref(), Some(&["tusk".to_owned()][..]));
+            assert_eq!(
+                v,
+                [("v1".into(), true, true), ("v1alpha1".into(), true, false)]
+            );
+            assert_eq!(
+                crd.spec.names.categories.as_deref(),
+                Some(&["tusk".to_owned()][..])
+            );
             let conversion = crd.spec.conversion.as_ref().unwrap();
             assert_eq!(conversion.strategy, "Webhook");
-            let service = conversion.webhook.as_ref().unwrap().client_config.as_ref().unwrap().service.as_ref().unwrap();
-            assert_eq!((service.name.as_str(), service.path.as_deref()), ("tusk-webhook", Some("/convert")));
+            let service = conversion
+                .webhook
+                .as_ref()
+                .unwrap()
+                .client_config
+                .as_ref()
+                .unwrap()
+                .service
+                .as_ref()
+                .unwrap();
+            assert_eq!(
+                (service.name.as_str(), service.path.as_deref()),
+                ("tusk-webhook", Some("/convert"))
+            );
             for version in &crd.spec.versions {
-                assert!(version.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
-                assert!(!version.additional_printer_columns.as_deref().unwrap_or_default().is_empty());
+                assert!(
+                    version
+                        .subresources
+                        .as_ref()
+                        .and_then(|s| s.status.as_ref())
+                        .is_some()
+                );
+                assert!(
+                    !version
+                        .additional_printer_columns
+                        .as_deref()
+                        .unwrap_or_default()
+                        .is_empty()
+                );
             }
         }
     }
@@ -104,7 +147,10 @@ mod tests {
             if let Some(props) = schema.get("properties").and_then(|p| p.as_object()) {
                 for (name, prop) in props {
                     let here = format!("{path}.{name}");
-                    let described = prop.get("description").and_then(|d| d.as_str()).is_some_and(|d| !d.is_empty());
+                    let described = prop
+                        .get("description")
+                        .and_then(|d| d.as_str())
+                        .is_some_and(|d| !d.is_empty());
                     // metadata and the Condition fields come from Kubernetes itself.
                     if !described && name != "metadata" && name != "apiVersion" && name != "kind" {
                         missing.push(here.clone());
@@ -121,11 +167,20 @@ mod tests {
         let mut missing = Vec::new();
         for crd in all(&WebhookService::default()).unwrap() {
             for version in &crd.spec.versions {
-                let schema = serde_json::to_value(&version.schema.as_ref().unwrap().open_api_v3_schema).unwrap();
-                walk(&format!("{}/{}", crd.spec.names.kind, version.name), &schema, &mut missing);
+                let schema =
+                    serde_json::to_value(&version.schema.as_ref().unwrap().open_api_v3_schema)
+                        .unwrap();
+                walk(
+                    &format!("{}/{}", crd.spec.names.kind, version.name),
+                    &schema,
+                    &mut missing,
+                );
             }
         }
-        assert!(missing.is_empty(), "properties without a description: {missing:#?}");
+        assert!(
+            missing.is_empty(),
+            "properties without a description: {missing:#?}"
+        );
     }
 
     /// The committed `config/crd/` must be exactly what the code generates.

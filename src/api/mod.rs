@@ -11,5 +11,7 @@ pub mod validate;
 
 #[cfg(test)]
 pub(crate) mod arbitrary;
+#[cfg(test)]
+mod schema_tests;
 
 pub use v1::{Backup, Database};

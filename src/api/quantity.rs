@@ -3,7 +3,9 @@
 /// Parses a quantity such as `10Gi`, `500M` or `1.5Ti` into bytes.
 pub fn parse_bytes(value: &str) -> Result<u128, String> {
     let bad = || format!("{value:?} is not a quantity such as \"10Gi\" or \"500M\"");
-    let split = value.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(value.len());
+    let split = value
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(value.len());
     let (number, suffix) = value.split_at(split);
     let multiplier: u128 = match suffix {
         "" => 1,
@@ -26,7 +28,11 @@ pub fn parse_bytes(value: &str) -> Result<u128, String> {
         return Err(bad());
     }
     let whole: u128 = whole.parse().map_err(|_| bad())?;
-    let fraction_value: u128 = if fraction.is_empty() { 0 } else { fraction.parse().map_err(|_| bad())? };
+    let fraction_value: u128 = if fraction.is_empty() {
+        0
+    } else {
+        fraction.parse().map_err(|_| bad())?
+    };
     let scale = 10u128.pow(fraction.len() as u32);
     whole
         .checked_mul(multiplier)

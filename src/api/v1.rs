@@ -5,6 +5,9 @@
 //! constraints and CEL (`x-kubernetes-validations`); rules that need more context
 //! live in [`crate::api::validate`] and run in both the webhook and the reconciler.
 
+// Several `printcolumn(...)` share a `type_`; clippy reads them as duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use kube::{CustomResource, KubeSchema};
@@ -131,7 +134,10 @@ fn is_default<T: Default + PartialEq>(value: &T) -> bool {
 pub struct StorageSpec {
     /// Size of each instance's volume, as a Kubernetes quantity (for example `10Gi`).
     /// It may grow but never shrink.
-    #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"), length(max = 32))]
+    #[schemars(
+        regex(pattern = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"),
+        length(max = 32)
+    )]
     pub size: String,
 
     /// StorageClass of the volumes; the cluster default when unset. Immutable.
@@ -169,7 +175,9 @@ fn default_min_sync() -> i32 {
 }
 
 /// Replication mode.
-#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ReplicationMode {
     /// Asynchronous streaming replication.
@@ -268,7 +276,10 @@ pub struct BackupConfig {
     /// Cron schedule for base backups, in standard five-field form (`0 2 * * *`)
     /// or with a leading seconds field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^(@(yearly|annually|monthly|weekly|daily|hourly))|(\S+(\s+\S+){4,6})$"), length(max = 128))]
+    #[schemars(
+        regex(pattern = r"^(@(yearly|annually|monthly|weekly|daily|hourly))|(\S+(\s+\S+){4,6})$"),
+        length(max = 128)
+    )]
     pub schedule: Option<String>,
 
     /// How long backups stay restorable, as a number and a unit: `30d`, `12h`, `4w`.
@@ -334,11 +345,35 @@ pub struct FailoverSpec {
     category = "tusk",
     cel,
     doc = "A base backup of a Tusk Database to object storage.",
-    printcolumn(name = "Database", type_ = "string", json_path = ".spec.database", description = "Database backed up"),
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Backup phase"),
-    printcolumn(name = "Size", type_ = "integer", json_path = ".status.bytes", description = "Bytes stored"),
-    printcolumn(name = "Completed", type_ = "date", json_path = ".status.completedAt", description = "When the backup completed"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Database",
+        type_ = "string",
+        json_path = ".spec.database",
+        description = "Database backed up"
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Backup phase"
+    ),
+    printcolumn(
+        name = "Size",
+        type_ = "integer",
+        json_path = ".status.bytes",
+        description = "Bytes stored"
+    ),
+    printcolumn(
+        name = "Completed",
+        type_ = "date",
+        json_path = ".status.completedAt",
+        description = "When the backup completed"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(validation = Rule::new("self == oldSelf").message("a Backup's spec is immutable: create a new Backup instead"))]
 #[serde(rename_all = "camelCase")]
@@ -353,7 +388,9 @@ pub struct BackupSpec {
 }
 
 /// Which instance takes a backup.
-#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum BackupTarget {
     /// A streaming replica when one is healthy, else the primary.

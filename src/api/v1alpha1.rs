@@ -3,6 +3,9 @@
 //! Whatever `v1` holds that this version cannot travels in the
 //! [`super::conversion::V1_FIELDS_ANNOTATION`] annotation, so nothing is lost.
 
+// Several `printcolumn(...)` share a `type_`; clippy reads them as duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
@@ -41,13 +44,19 @@ pub struct DatabaseSpec {
     pub replicas: i32,
 
     /// Size of each instance's volume, as a Kubernetes quantity (for example `10Gi`).
-    #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"), length(max = 32))]
+    #[schemars(
+        regex(pattern = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"),
+        length(max = 32)
+    )]
     pub storage_size: String,
 
     /// Cron schedule for base backups. Needs an object store, which only v1 can
     /// describe (`spec.backup.objectStore`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^(@(yearly|annually|monthly|weekly|daily|hourly))|(\S+(\s+\S+){4,6})$"), length(max = 128))]
+    #[schemars(
+        regex(pattern = r"^(@(yearly|annually|monthly|weekly|daily|hourly))|(\S+(\s+\S+){4,6})$"),
+        length(max = 128)
+    )]
     pub backup_schedule: Option<String>,
 }
 
@@ -68,11 +77,35 @@ fn default_replicas() -> i32 {
     category = "tusk",
     cel,
     doc = "A base backup of a Tusk Database (v1alpha1; prefer tusk.dev/v1).",
-    printcolumn(name = "Database", type_ = "string", json_path = ".spec.database", description = "Database backed up"),
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Backup phase"),
-    printcolumn(name = "Size", type_ = "integer", json_path = ".status.bytes", description = "Bytes stored"),
-    printcolumn(name = "Completed", type_ = "date", json_path = ".status.completedAt", description = "When the backup completed"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Database",
+        type_ = "string",
+        json_path = ".spec.database",
+        description = "Database backed up"
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Backup phase"
+    ),
+    printcolumn(
+        name = "Size",
+        type_ = "integer",
+        json_path = ".status.bytes",
+        description = "Bytes stored"
+    ),
+    printcolumn(
+        name = "Completed",
+        type_ = "date",
+        json_path = ".status.completedAt",
+        description = "When the backup completed"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(validation = Rule::new("self == oldSelf").message("a Backup's spec is immutable: create a new Backup instead"))]
 #[serde(rename_all = "camelCase")]

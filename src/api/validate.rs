@@ -36,7 +36,11 @@ impl fmt::Display for FieldError {
 
 /// All problems, joined for a Condition message or an admission response.
 pub fn summary(errors: &[FieldError]) -> String {
-    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// A parsed `spec.version`.
@@ -57,7 +61,9 @@ impl FromStr for PgVersion {
         };
         let major: u32 = major.parse().map_err(|_| bad())?;
         if !(13..=19).contains(&major) {
-            return Err(format!("PostgreSQL {major} is not supported: use a major version from 13 to 19"));
+            return Err(format!(
+                "PostgreSQL {major} is not supported: use a major version from 13 to 19"
+            ));
         }
         Ok(Self { major, minor })
     }
@@ -67,15 +73,22 @@ impl FromStr for PgVersion {
 /// seconds field (the `cron` crate's native form).
 pub fn parse_schedule(expr: &str) -> Result<cron::Schedule, String> {
     let fields = expr.split_whitespace().count();
-    let full = if fields == 5 { format!("0 {expr}") } else { expr.to_owned() };
-    cron::Schedule::from_str(&full).map_err(|e| format!("{expr:?} is not a valid cron schedule: {e}"))
+    let full = if fields == 5 {
+        format!("0 {expr}")
+    } else {
+        expr.to_owned()
+    };
+    cron::Schedule::from_str(&full)
+        .map_err(|e| format!("{expr:?} is not a valid cron schedule: {e}"))
 }
 
 /// Parses a retention such as `7d`, `12h` or `4w` into seconds.
 pub fn parse_retention(value: &str) -> Result<u64, String> {
     let bad = || format!("{value:?} is not a retention such as \"7d\", \"12h\" or \"4w\"");
     let unit = value.chars().last().ok_or_else(bad)?;
-    let amount: u64 = value[..value.len() - unit.len_utf8()].parse().map_err(|_| bad())?;
+    let amount: u64 = value[..value.len() - unit.len_utf8()]
+        .parse()
+        .map_err(|_| bad())?;
     let seconds = match unit {
         'h' => 3600,
         'd' => 86_400,
@@ -90,7 +103,9 @@ pub fn parse_retention(value: &str) -> Result<u64, String> {
 
 fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '.')
 }
 
@@ -109,14 +124,22 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
         errors.push(FieldError::new("spec.version", e));
     }
     if !(1..=16).contains(&spec.instances) {
-        errors.push(FieldError::new("spec.instances", "must be between 1 and 16"));
+        errors.push(FieldError::new(
+            "spec.instances",
+            "must be between 1 and 16",
+        ));
     }
     match quantity::parse_bytes(&spec.storage.size) {
-        Ok(0) => errors.push(FieldError::new("spec.storage.size", "must be greater than zero")),
+        Ok(0) => errors.push(FieldError::new(
+            "spec.storage.size",
+            "must be greater than zero",
+        )),
         Ok(_) => {}
         Err(e) => errors.push(FieldError::new("spec.storage.size", e)),
     }
-    if spec.replication.mode == ReplicationMode::Sync && spec.replication.min_sync_replicas >= spec.instances {
+    if spec.replication.mode == ReplicationMode::Sync
+        && spec.replication.min_sync_replicas >= spec.instances
+    {
         errors.push(FieldError::new(
             "spec.replication.minSyncReplicas",
             format!(
@@ -130,16 +153,20 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
     for key in spec.postgresql.parameters.keys() {
         let path = format!("spec.postgresql.parameters.{key}");
         if OWNED_PARAMETERS.contains(&key.as_str()) {
-            errors.push(FieldError::new(path, "is managed by Tusk and cannot be set"));
+            errors.push(FieldError::new(
+                path,
+                "is managed by Tusk and cannot be set",
+            ));
         } else if !is_identifier(key) {
             errors.push(FieldError::new(path, "is not a PostgreSQL parameter name"));
         }
     }
     if let Some(bootstrap) = &spec.bootstrap {
         match (&bootstrap.initdb, &bootstrap.recovery) {
-            (Some(_), Some(_)) | (None, None) => {
-                errors.push(FieldError::new("spec.bootstrap", "must set exactly one of initdb or recovery"))
-            }
+            (Some(_), Some(_)) | (None, None) => errors.push(FieldError::new(
+                "spec.bootstrap",
+                "must set exactly one of initdb or recovery",
+            )),
             (_, Some(recovery)) => {
                 if let Some(time) = &recovery.target_time
                     && time.parse::<k8s_openapi::jiff::Timestamp>().is_err()
@@ -150,7 +177,10 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
                     ));
                 }
                 if recovery.target_time.is_some() && recovery.target_lsn.is_some() {
-                    errors.push(FieldError::new("spec.bootstrap.recovery", "may set targetTime or targetLsn, not both"));
+                    errors.push(FieldError::new(
+                        "spec.bootstrap.recovery",
+                        "may set targetTime or targetLsn, not both",
+                    ));
                 }
             }
             (Some(_), None) => {}
@@ -167,7 +197,9 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
         {
             errors.push(FieldError::new("spec.backup.retention", e));
         }
-        if (backup.schedule.is_some() || backup.retention.is_some()) && backup.object_store.is_none() {
+        if (backup.schedule.is_some() || backup.retention.is_some())
+            && backup.object_store.is_none()
+        {
             errors.push(FieldError::new(
                 "spec.backup.objectStore",
                 "is required when spec.backup.schedule or spec.backup.retention is set",
@@ -175,11 +207,15 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
         }
     }
     if let Some(primary) = &spec.primary {
-        let serial = primary.strip_prefix(name).and_then(|rest| rest.strip_prefix('-'));
+        let serial = primary
+            .strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix('-'));
         if !serial.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())) {
             errors.push(FieldError::new(
                 "spec.primary",
-                format!("{primary:?} is not an instance of this database (expected {name}-<number>)"),
+                format!(
+                    "{primary:?} is not an instance of this database (expected {name}-<number>)"
+                ),
             ));
         }
     }
@@ -190,11 +226,17 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
 /// transitions that would lose data or cannot be carried out.
 pub fn database_update(old: &v1::Database, new: &v1::Database) -> Vec<FieldError> {
     let mut errors = database(new);
-    if let (Ok(before), Ok(after)) = (old.spec.version.parse::<PgVersion>(), new.spec.version.parse::<PgVersion>()) {
+    if let (Ok(before), Ok(after)) = (
+        old.spec.version.parse::<PgVersion>(),
+        new.spec.version.parse::<PgVersion>(),
+    ) {
         if after.major < before.major {
             errors.push(FieldError::new(
                 "spec.version",
-                format!("cannot go down from major version {} to {}: downgrades are not supported", before.major, after.major),
+                format!(
+                    "cannot go down from major version {} to {}: downgrades are not supported",
+                    before.major, after.major
+                ),
             ));
         } else if after.major == before.major
             && let (Some(from), Some(to)) = (before.minor, after.minor)
@@ -202,23 +244,37 @@ pub fn database_update(old: &v1::Database, new: &v1::Database) -> Vec<FieldError
         {
             errors.push(FieldError::new(
                 "spec.version",
-                format!("cannot go down from {} to {}: downgrades are not supported", old.spec.version, new.spec.version),
+                format!(
+                    "cannot go down from {} to {}: downgrades are not supported",
+                    old.spec.version, new.spec.version
+                ),
             ));
         }
     }
-    if let (Ok(before), Ok(after)) = (quantity::parse_bytes(&old.spec.storage.size), quantity::parse_bytes(&new.spec.storage.size))
-        && after < before
+    if let (Ok(before), Ok(after)) = (
+        quantity::parse_bytes(&old.spec.storage.size),
+        quantity::parse_bytes(&new.spec.storage.size),
+    ) && after < before
     {
         errors.push(FieldError::new(
             "spec.storage.size",
-            format!("cannot shrink from {} to {}: volumes may only grow", old.spec.storage.size, new.spec.storage.size),
+            format!(
+                "cannot shrink from {} to {}: volumes may only grow",
+                old.spec.storage.size, new.spec.storage.size
+            ),
         ));
     }
     if old.spec.storage.storage_class_name != new.spec.storage.storage_class_name {
-        errors.push(FieldError::new("spec.storage.storageClassName", "is immutable"));
+        errors.push(FieldError::new(
+            "spec.storage.storageClassName",
+            "is immutable",
+        ));
     }
     if old.spec.bootstrap != new.spec.bootstrap {
-        errors.push(FieldError::new("spec.bootstrap", "is immutable: it only applies when the database is first created"));
+        errors.push(FieldError::new(
+            "spec.bootstrap",
+            "is immutable: it only applies when the database is first created",
+        ));
     }
     errors
 }
@@ -231,10 +287,22 @@ pub fn backup(backup: &v1::Backup, database: Option<&v1::Database>) -> Vec<Field
             "spec.database",
             format!("no Database {:?} in this namespace", backup.spec.database),
         )),
-        Some(db) if db.spec.backup.as_ref().and_then(|b| b.object_store.as_ref()).is_none() => errors.push(FieldError::new(
-            "spec.database",
-            format!("Database {:?} has no spec.backup.objectStore to back up to", backup.spec.database),
-        )),
+        Some(db)
+            if db
+                .spec
+                .backup
+                .as_ref()
+                .and_then(|b| b.object_store.as_ref())
+                .is_none() =>
+        {
+            errors.push(FieldError::new(
+                "spec.database",
+                format!(
+                    "Database {:?} has no spec.backup.objectStore to back up to",
+                    backup.spec.database
+                ),
+            ))
+        }
         Some(_) => {}
     }
     errors
@@ -256,12 +324,22 @@ mod tests {
 
     #[test]
     fn each_bad_field_is_named() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut v1::Database)>)> = vec![
-            ("metadata.name", Box::new(|db| db.metadata.name = Some("x".repeat(51)))),
+        type Mutation = Box<dyn Fn(&mut v1::Database)>;
+        let cases: Vec<(&str, Mutation)> = vec![
+            (
+                "metadata.name",
+                Box::new(|db| db.metadata.name = Some("x".repeat(51))),
+            ),
             ("spec.version", Box::new(|db| db.spec.version = "12".into())),
             ("spec.instances", Box::new(|db| db.spec.instances = 0)),
-            ("spec.storage.size", Box::new(|db| db.spec.storage.size = "ten".into())),
-            ("spec.storage.size", Box::new(|db| db.spec.storage.size = "0".into())),
+            (
+                "spec.storage.size",
+                Box::new(|db| db.spec.storage.size = "ten".into()),
+            ),
+            (
+                "spec.storage.size",
+                Box::new(|db| db.spec.storage.size = "0".into()),
+            ),
             (
                 "spec.replication.minSyncReplicas",
                 Box::new(|db| {
@@ -272,22 +350,34 @@ mod tests {
             (
                 "spec.postgresql.parameters.archive_command",
                 Box::new(|db| {
-                    db.spec.postgresql.parameters.insert("archive_command".into(), "true".into());
+                    db.spec
+                        .postgresql
+                        .parameters
+                        .insert("archive_command".into(), "true".into());
                 }),
             ),
             (
                 "spec.postgresql.parameters.Bad-Name",
                 Box::new(|db| {
-                    db.spec.postgresql.parameters.insert("Bad-Name".into(), "1".into());
+                    db.spec
+                        .postgresql
+                        .parameters
+                        .insert("Bad-Name".into(), "1".into());
                 }),
             ),
-            ("spec.bootstrap", Box::new(|db| db.spec.bootstrap = Some(v1::BootstrapSpec::default()))),
+            (
+                "spec.bootstrap",
+                Box::new(|db| db.spec.bootstrap = Some(v1::BootstrapSpec::default())),
+            ),
             (
                 "spec.backup.schedule",
                 Box::new(|db| {
                     db.spec.backup = Some(v1::BackupConfig {
                         schedule: Some("every day".into()),
-                        object_store: Some(v1::ObjectStore { bucket: "b".into(), ..Default::default() }),
+                        object_store: Some(v1::ObjectStore {
+                            bucket: "b".into(),
+                            ..Default::default()
+                        }),
                         ..Default::default()
                     })
                 }),
@@ -301,7 +391,10 @@ mod tests {
                     })
                 }),
             ),
-            ("spec.primary", Box::new(|db| db.spec.primary = Some("other-1".into()))),
+            (
+                "spec.primary",
+                Box::new(|db| db.spec.primary = Some("other-1".into())),
+            ),
         ];
         for (path, mutate) in cases {
             let mut db = sample_database();
@@ -341,7 +434,12 @@ mod tests {
         new.spec.storage.storage_class_name = Some("fast".into());
         assert_eq!(
             paths(&database_update(&old, &new)),
-            ["spec.version", "spec.storage.size", "spec.storage.storageClassName", "spec.bootstrap"]
+            [
+                "spec.version",
+                "spec.storage.size",
+                "spec.storage.storageClassName",
+                "spec.bootstrap"
+            ]
         );
         let mut minor = old.clone();
         minor.spec.version = "17.4".into();
@@ -374,7 +472,10 @@ mod tests {
         assert_eq!(paths(&backup(&bk, Some(&db))), ["spec.database"]);
         let mut with_store = db.clone();
         with_store.spec.backup = Some(v1::BackupConfig {
-            object_store: Some(v1::ObjectStore { bucket: "b".into(), ..Default::default() }),
+            object_store: Some(v1::ObjectStore {
+                bucket: "b".into(),
+                ..Default::default()
+            }),
             ..Default::default()
         });
         assert_eq!(backup(&bk, Some(&with_store)), []);

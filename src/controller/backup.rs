@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
-use kube::ResourceExt;
 use serde_json::json;
 use tracing::{info, instrument};
 
@@ -66,7 +66,12 @@ pub async fn reconcile(backup: Arc<Backup>, ctx: Arc<Context>) -> Result<Action,
     })
 }
 
-async fn apply(backup: &Backup, api: &Api<Backup>, databases: &Api<Database>, ctx: &Context) -> Result<Action, Error> {
+async fn apply(
+    backup: &Backup,
+    api: &Api<Backup>,
+    databases: &Api<Database>,
+    ctx: &Context,
+) -> Result<Action, Error> {
     let database = databases
         .get_opt(&backup.spec.database)
         .await
@@ -74,13 +79,28 @@ async fn apply(backup: &Backup, api: &Api<Backup>, databases: &Api<Database>, ct
     let errors = validate::backup(backup, database.as_ref());
     let next = plan(backup, &errors, &Time(Timestamp::now()));
     let body = json!({ "apiVersion": "tusk.dev/v1", "kind": "Backup", "status": next });
-    api.patch_status(&backup.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(body))
-        .await
-        .map_err(Error::kube("writing the Backup status"))?;
+    api.patch_status(
+        &backup.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(body),
+    )
+    .await
+    .map_err(Error::kube("writing the Backup status"))?;
     let before = backup.status.clone().unwrap_or_default();
     for changed in conditions::transitions(&before.conditions, &next.conditions) {
-        let type_ = if changed.reason == "InvalidSpec" { EventType::Warning } else { EventType::Normal };
-        ctx.publish(backup, type_, &changed.reason, "Reconcile", changed.message.clone()).await;
+        let type_ = if changed.reason == "InvalidSpec" {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        ctx.publish(
+            backup,
+            type_,
+            &changed.reason,
+            "Reconcile",
+            changed.message.clone(),
+        )
+        .await;
     }
     reconciled(backup, ctx);
     info!(valid = errors.is_empty(), "reconciled");
@@ -111,6 +131,10 @@ mod tests {
         assert_eq!(status.phase, Some(BackupPhase::Pending));
         assert_eq!(status.observed_generation, Some(1));
         assert_eq!(status.conditions[0].reason, "InvalidSpec");
-        assert!(status.conditions[0].message.starts_with("spec.database: no Database \"orders\""));
+        assert!(
+            status.conditions[0]
+                .message
+                .starts_with("spec.database: no Database \"orders\"")
+        );
     }
 }

@@ -19,7 +19,12 @@ pub struct Desired {
 }
 
 impl Desired {
-    pub fn new(type_: &'static str, status: bool, reason: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(
+        type_: &'static str,
+        status: bool,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
         Self {
             type_,
             status,
@@ -36,7 +41,12 @@ fn status_str(status: bool) -> &'static str {
 /// Builds the new condition list from the previous one: unchanged statuses keep
 /// their `lastTransitionTime`, changed or new ones get `now`. Conditions not in
 /// `desired` are dropped, so the list always says exactly what Tusk computed.
-pub fn merge(previous: &[Condition], desired: &[Desired], generation: Option<i64>, now: &Time) -> Vec<Condition> {
+pub fn merge(
+    previous: &[Condition],
+    desired: &[Desired],
+    generation: Option<i64>,
+    now: &Time,
+) -> Vec<Condition> {
     desired
         .iter()
         .map(|want| {
@@ -62,7 +72,11 @@ pub fn merge(previous: &[Condition], desired: &[Desired], generation: Option<i64
 pub fn transitions<'a>(before: &[Condition], after: &'a [Condition]) -> Vec<&'a Condition> {
     after
         .iter()
-        .filter(|c| !before.iter().any(|b| b.type_ == c.type_ && b.status == c.status && b.reason == c.reason))
+        .filter(|c| {
+            !before
+                .iter()
+                .any(|b| b.type_ == c.type_ && b.status == c.status && b.reason == c.reason)
+        })
         .collect()
 }
 
@@ -77,21 +91,55 @@ mod tests {
 
     #[test]
     fn transition_time_is_kept_while_status_holds() {
-        let first = merge(&[], &[Desired::new(READY, false, "Provisioning", "a")], Some(1), &at(10));
-        let second = merge(&first, &[Desired::new(READY, false, "Provisioning", "b")], Some(2), &at(20));
+        let first = merge(
+            &[],
+            &[Desired::new(READY, false, "Provisioning", "a")],
+            Some(1),
+            &at(10),
+        );
+        let second = merge(
+            &first,
+            &[Desired::new(READY, false, "Provisioning", "b")],
+            Some(2),
+            &at(20),
+        );
         assert_eq!(second[0].last_transition_time, at(10));
         assert_eq!(second[0].observed_generation, Some(2));
         assert_eq!(second[0].message, "b");
-        let third = merge(&second, &[Desired::new(READY, true, "AllInstancesReady", "")], Some(2), &at(30));
+        let third = merge(
+            &second,
+            &[Desired::new(READY, true, "AllInstancesReady", "")],
+            Some(2),
+            &at(30),
+        );
         assert_eq!(third[0].last_transition_time, at(30));
         assert_eq!(third[0].status, "True");
     }
 
     #[test]
     fn transitions_lists_only_changes() {
-        let before = merge(&[], &[Desired::new(READY, false, "A", ""), Desired::new(DEGRADED, false, "B", "")], None, &at(1));
-        let after = merge(&before, &[Desired::new(READY, true, "C", ""), Desired::new(DEGRADED, false, "B", "x")], None, &at(2));
-        let changed: Vec<_> = transitions(&before, &after).into_iter().map(|c| c.type_.as_str()).collect();
+        let before = merge(
+            &[],
+            &[
+                Desired::new(READY, false, "A", ""),
+                Desired::new(DEGRADED, false, "B", ""),
+            ],
+            None,
+            &at(1),
+        );
+        let after = merge(
+            &before,
+            &[
+                Desired::new(READY, true, "C", ""),
+                Desired::new(DEGRADED, false, "B", "x"),
+            ],
+            None,
+            &at(2),
+        );
+        let changed: Vec<_> = transitions(&before, &after)
+            .into_iter()
+            .map(|c| c.type_.as_str())
+            .collect();
         assert_eq!(changed, [READY]);
     }
 }

@@ -42,7 +42,14 @@ impl Context {
 
     /// Publishes an Event about `obj`. Events are best effort: a failure is logged,
     /// never allowed to fail the reconciliation that already did its work.
-    pub async fn publish<K: Resource<DynamicType = ()>>(&self, obj: &K, type_: EventType, reason: &str, action: &str, note: String) {
+    pub async fn publish<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         let event = Event {
             type_,
             reason: reason.to_owned(),
@@ -74,7 +81,11 @@ impl Context {
 }
 
 fn key_of<K: Resource>(obj: &K) -> String {
-    format!("{}/{}", obj.meta().namespace.as_deref().unwrap_or_default(), obj.meta().name.as_deref().unwrap_or_default())
+    format!(
+        "{}/{}",
+        obj.meta().namespace.as_deref().unwrap_or_default(),
+        obj.meta().name.as_deref().unwrap_or_default()
+    )
 }
 
 /// Backoff for the `attempt`-th consecutive failure (from 1): doubling from one
@@ -89,7 +100,12 @@ pub fn backoff(attempt: u32, jitter: f64) -> Duration {
 /// What a controller does after a failed reconciliation: transient errors retry
 /// with backoff, the rest wait for the object to change (they already surfaced as
 /// a Condition where they could).
-pub fn error_policy<K: Resource>(controller: &'static str, obj: &K, error: &Error, ctx: &Context) -> Action {
+pub fn error_policy<K: Resource>(
+    controller: &'static str,
+    obj: &K,
+    error: &Error,
+    ctx: &Context,
+) -> Action {
     ctx.metrics.reconcile_failed(controller, error);
     let category = error.category();
     warn!(controller, object = %key_of(obj), category = category.as_str(), %error, "reconcile failed");
@@ -108,7 +124,8 @@ pub fn reconciled<K: Resource>(obj: &K, ctx: &Context) {
 
 /// Namespace of a namespaced object (every Tusk kind is namespaced).
 pub fn namespace_of<K: Resource>(obj: &K) -> Result<String, Error> {
-    obj.namespace().ok_or(Error::MissingField("metadata.namespace"))
+    obj.namespace()
+        .ok_or(Error::MissingField("metadata.namespace"))
 }
 
 #[cfg(test)]

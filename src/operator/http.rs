@@ -3,11 +3,11 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use axum::Router;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
@@ -31,7 +31,10 @@ async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
     match prometheus_client::encoding::text::encode(&mut body, &state.registry) {
         Ok(()) => (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
             body,
         ),
         Err(e) => (
@@ -43,7 +46,11 @@ async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
 }
 
 /// Serves until `shutdown` turns true.
-pub async fn serve(addr: SocketAddr, state: HttpState, mut shutdown: watch::Receiver<bool>) -> Result<(), Error> {
+pub async fn serve(
+    addr: SocketAddr,
+    state: HttpState,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), Error> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| Error::Listen { addr, source })?;
@@ -70,12 +77,19 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         drop(listener);
         let (stop, shutdown) = watch::channel(false);
-        let server = tokio::spawn(serve(addr, HttpState { registry: Arc::new(registry) }, shutdown));
+        let server = tokio::spawn(serve(
+            addr,
+            HttpState {
+                registry: Arc::new(registry),
+            },
+            shutdown,
+        ));
         let get = |path: &'static str| async move {
             for _ in 0..50 {
                 if let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await {
                     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                    let request =
+                        format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
                     stream.write_all(request.as_bytes()).await.unwrap();
                     let mut response = String::new();
                     stream.read_to_string(&mut response).await.unwrap();

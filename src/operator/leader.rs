@@ -59,8 +59,13 @@ pub fn decide(spec: Option<&LeaseSpec>, me: &str, now: Timestamp) -> Decision {
         None | Some("") => Decision::Acquire,
         Some(holder) if holder == me => Decision::Renew,
         Some(holder) => {
-            let last = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()).map(|t| t.0);
-            let duration = SignedDuration::from_secs(i64::from(spec.lease_duration_seconds.unwrap_or(15)));
+            let last = spec
+                .renew_time
+                .as_ref()
+                .or(spec.acquire_time.as_ref())
+                .map(|t| t.0);
+            let duration =
+                SignedDuration::from_secs(i64::from(spec.lease_duration_seconds.unwrap_or(15)));
             match last {
                 Some(last) if last + duration > now => Decision::Follow {
                     holder: holder.to_owned(),
@@ -72,7 +77,13 @@ pub fn decide(spec: Option<&LeaseSpec>, me: &str, now: Timestamp) -> Decision {
 }
 
 /// The lease spec to write for `decision` (`None` for [`Decision::Follow`]).
-pub fn next_spec(previous: Option<&LeaseSpec>, decision: &Decision, me: &str, now: Timestamp, duration: Duration) -> Option<LeaseSpec> {
+pub fn next_spec(
+    previous: Option<&LeaseSpec>,
+    decision: &Decision,
+    me: &str,
+    now: Timestamp,
+    duration: Duration,
+) -> Option<LeaseSpec> {
     let seconds = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
     match decision {
         Decision::Follow { .. } => None,
@@ -96,9 +107,19 @@ pub fn next_spec(previous: Option<&LeaseSpec>, decision: &Decision, me: &str, no
 async fn try_once(api: &Api<Lease>, config: &LeaderConfig) -> Result<bool, kube::Error> {
     let current = api.get_opt(&config.lease_name).await?;
     let now = Timestamp::now();
-    let decision = decide(current.as_ref().and_then(|l| l.spec.as_ref()), &config.identity, now);
+    let decision = decide(
+        current.as_ref().and_then(|l| l.spec.as_ref()),
+        &config.identity,
+        now,
+    );
     let previous = current.as_ref().and_then(|l| l.spec.as_ref());
-    let Some(spec) = next_spec(previous, &decision, &config.identity, now, config.lease_duration) else {
+    let Some(spec) = next_spec(
+        previous,
+        &decision,
+        &config.identity,
+        now,
+        config.lease_duration,
+    ) else {
         return Ok(false);
     };
     let result = match current {
@@ -115,7 +136,8 @@ async fn try_once(api: &Api<Lease>, config: &LeaderConfig) -> Result<bool, kube:
         Some(mut lease) => {
             // replace carries the resourceVersion we read: a concurrent writer makes it fail with 409.
             lease.spec = Some(spec);
-            api.replace(&config.lease_name, &PostParams::default(), &lease).await
+            api.replace(&config.lease_name, &PostParams::default(), &lease)
+                .await
         }
     };
     match result {
@@ -138,7 +160,8 @@ async fn release(api: &Api<Lease>, config: &LeaderConfig) {
             && spec.holder_identity.as_deref() == Some(config.identity.as_str())
         {
             spec.holder_identity = None;
-            api.replace(&config.lease_name, &PostParams::default(), &lease).await?;
+            api.replace(&config.lease_name, &PostParams::default(), &lease)
+                .await?;
             info!(lease = %config.lease_name, "released the leader lease");
         }
         Ok::<(), kube::Error>(())
@@ -218,32 +241,64 @@ mod tests {
     #[test]
     fn a_missing_or_free_lease_is_acquired() {
         assert_eq!(decide(None, "a", at(0)), Decision::Acquire);
-        assert_eq!(decide(Some(&LeaseSpec::default()), "a", at(0)), Decision::Acquire);
+        assert_eq!(
+            decide(Some(&LeaseSpec::default()), "a", at(0)),
+            Decision::Acquire
+        );
     }
 
     #[test]
     fn a_live_lease_of_another_is_followed_until_it_expires() {
         let lease = held_by("b", 0);
-        assert_eq!(decide(Some(&lease), "a", at(14)), Decision::Follow { holder: "b".into() });
+        assert_eq!(
+            decide(Some(&lease), "a", at(14)),
+            Decision::Follow { holder: "b".into() }
+        );
         assert_eq!(decide(Some(&lease), "a", at(15)), Decision::Acquire);
     }
 
     #[test]
     fn our_own_lease_is_renewed_even_when_late() {
-        assert_eq!(decide(Some(&held_by("a", 0)), "a", at(100)), Decision::Renew);
+        assert_eq!(
+            decide(Some(&held_by("a", 0)), "a", at(100)),
+            Decision::Renew
+        );
     }
 
     #[test]
     fn taking_over_counts_a_transition_and_renewing_keeps_acquire_time() {
         let lease = held_by("b", 0);
-        let taken = next_spec(Some(&lease), &Decision::Acquire, "a", at(20), Duration::from_secs(15)).unwrap();
+        let taken = next_spec(
+            Some(&lease),
+            &Decision::Acquire,
+            "a",
+            at(20),
+            Duration::from_secs(15),
+        )
+        .unwrap();
         assert_eq!(taken.holder_identity.as_deref(), Some("a"));
         assert_eq!(taken.lease_transitions, Some(4));
         assert_eq!(taken.acquire_time, Some(MicroTime(at(20))));
-        let renewed = next_spec(Some(&taken), &Decision::Renew, "a", at(22), Duration::from_secs(15)).unwrap();
+        let renewed = next_spec(
+            Some(&taken),
+            &Decision::Renew,
+            "a",
+            at(22),
+            Duration::from_secs(15),
+        )
+        .unwrap();
         assert_eq!(renewed.acquire_time, Some(MicroTime(at(20))));
         assert_eq!(renewed.renew_time, Some(MicroTime(at(22))));
         assert_eq!(renewed.lease_transitions, Some(4));
-        assert!(next_spec(Some(&lease), &Decision::Follow { holder: "b".into() }, "a", at(1), Duration::from_secs(15)).is_none());
+        assert!(
+            next_spec(
+                Some(&lease),
+                &Decision::Follow { holder: "b".into() },
+                "a",
+                at(1),
+                Duration::from_secs(15)
+            )
+            .is_none()
+        );
     }
 }

@@ -10,8 +10,8 @@ use futures::future::join_all;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::events::Reporter;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Client, ResourceExt};
 use prometheus_client::registry::Registry;
@@ -26,7 +26,12 @@ use crate::telemetry::{self, metrics::Metrics};
 #[derive(clap::Args, Debug, Clone)]
 pub struct OperatorConfig {
     /// Namespaces to watch, comma separated; all namespaces when empty.
-    #[arg(long, env = "TUSK_WATCH_NAMESPACES", value_delimiter = ',', default_value = "")]
+    #[arg(
+        long,
+        env = "TUSK_WATCH_NAMESPACES",
+        value_delimiter = ',',
+        default_value = ""
+    )]
     pub namespaces: Vec<String>,
 
     /// Address of the health and metrics endpoints.
@@ -51,10 +56,8 @@ pub struct OperatorConfig {
 }
 
 /// Resolves when `shutdown` turns true (or its sender is gone).
-fn stopped(mut shutdown: watch::Receiver<bool>) -> impl std::future::Future<Output = ()> + Send + Sync + 'static {
-    async move {
-        let _ = shutdown.wait_for(|stop| *stop).await;
-    }
+async fn stopped(mut shutdown: watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
 }
 
 async fn on_signal(stop: watch::Sender<bool>) {
@@ -88,7 +91,10 @@ where
     if namespaces.is_empty() {
         vec![Api::all(client.clone())]
     } else {
-        namespaces.into_iter().map(|n| Api::namespaced(client.clone(), n)).collect()
+        namespaces
+            .into_iter()
+            .map(|n| Api::namespaced(client.clone(), n))
+            .collect()
     }
 }
 
@@ -97,7 +103,9 @@ async fn run_database(api: Api<Database>, ctx: Arc<Context>, shutdown: watch::Re
         .graceful_shutdown_on(stopped(shutdown))
         .run(
             database::reconcile,
-            |db, error, ctx| controller::error_policy(database::CONTROLLER, db.as_ref(), error, &ctx),
+            |db, error, ctx| {
+                controller::error_policy(database::CONTROLLER, db.as_ref(), error, &ctx)
+            },
             ctx,
         )
         .for_each(|result| async move {
@@ -108,21 +116,30 @@ async fn run_database(api: Api<Database>, ctx: Arc<Context>, shutdown: watch::Re
         .await;
 }
 
-async fn run_backup(backups: Api<Backup>, databases: Api<Database>, ctx: Arc<Context>, shutdown: watch::Receiver<bool>) {
+async fn run_backup(
+    backups: Api<Backup>,
+    databases: Api<Database>,
+    ctx: Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+) {
     let controller = Controller::new(backups, watcher::Config::default().any_semantic());
     let store = controller.store();
     // A Backup that names a Database not created yet is revisited when it appears.
     controller
-        .watches(databases, watcher::Config::default().any_semantic(), move |db: Database| {
-            let namespace = db.namespace();
-            let name = db.name_any();
-            store
-                .state()
-                .into_iter()
-                .filter(|b| b.namespace() == namespace && b.spec.database == name)
-                .map(|b| ObjectRef::from_obj(b.as_ref()))
-                .collect::<Vec<_>>()
-        })
+        .watches(
+            databases,
+            watcher::Config::default().any_semantic(),
+            move |db: Database| {
+                let namespace = db.namespace();
+                let name = db.name_any();
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|b| b.namespace() == namespace && b.spec.database == name)
+                    .map(|b| ObjectRef::from_obj(b.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
         .graceful_shutdown_on(stopped(shutdown))
         .run(
             backup::reconcile,
@@ -159,7 +176,14 @@ pub async fn run(config: OperatorConfig) -> Result<(), Error> {
     let election = if config.leader_election {
         let leases: Api<Lease> = Api::namespaced(client.clone(), &config.lease_namespace);
         let leader = leader::LeaderConfig::new(config.lease_name.clone(), identity.clone());
-        leader::run(leases, leader, leading_tx, metrics.clone(), shutdown.clone()).boxed()
+        leader::run(
+            leases,
+            leader,
+            leading_tx,
+            metrics.clone(),
+            shutdown.clone(),
+        )
+        .boxed()
     } else {
         metrics.set_leader(true);
         futures::future::pending().boxed()
@@ -188,7 +212,9 @@ pub async fn run(config: OperatorConfig) -> Result<(), Error> {
                 .into_iter()
                 .zip(apis::<Database>(&client, &namespaces))
             {
-                tasks.push(run_backup(backups, databases, backup_ctx.clone(), shutdown.clone()).boxed());
+                tasks.push(
+                    run_backup(backups, databases, backup_ctx.clone(), shutdown.clone()).boxed(),
+                );
             }
             join_all(tasks).await;
         }

@@ -37,11 +37,17 @@ impl Metrics {
         let metrics = Self {
             reconciles: Family::default(),
             errors: Family::default(),
-            duration: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.005, 2.0, 12))),
+            duration: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.005, 2.0, 12))
+            }),
             leader: Gauge::default(),
         };
         let tusk = registry.sub_registry_with_prefix("tusk");
-        tusk.register("reconcile", "Reconciliations run, by controller", metrics.reconciles.clone());
+        tusk.register(
+            "reconcile",
+            "Reconciliations run, by controller",
+            metrics.reconciles.clone(),
+        );
         tusk.register(
             "reconcile_errors",
             "Reconciliations that failed, by controller and error category",
@@ -53,7 +59,11 @@ impl Metrics {
             prometheus_client::registry::Unit::Seconds,
             metrics.duration.clone(),
         );
-        tusk.register("leader", "1 when this replica holds the operator's leader lease", metrics.leader.clone());
+        tusk.register(
+            "leader",
+            "1 when this replica holds the operator's leader lease",
+            metrics.leader.clone(),
+        );
         metrics
     }
 

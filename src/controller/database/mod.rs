@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
-use kube::ResourceExt;
-use tracing::{field, info, instrument, Span};
+use tracing::{Span, field, info, instrument};
 
 use super::{Context, FINALIZER, conditions, namespace_of, reconciled};
 use crate::api::v1::Database;
@@ -59,14 +59,24 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         } else {
             EventType::Normal
         };
-        let note = format!("{} is {}: {}", changed.type_, changed.status, changed.message);
-        ctx.publish(db, type_, &changed.reason, "Reconcile", note).await;
+        let note = format!(
+            "{} is {}: {}",
+            changed.type_, changed.status, changed.message
+        );
+        ctx.publish(db, type_, &changed.reason, "Reconcile", note)
+            .await;
     }
     if before.phase != next.phase
         && let Some(phase) = next.phase
     {
-        ctx.publish(db, EventType::Normal, phase.as_str(), "Reconcile", format!("phase is now {}", phase.as_str()))
-            .await;
+        ctx.publish(
+            db,
+            EventType::Normal,
+            phase.as_str(),
+            "Reconcile",
+            format!("phase is now {}", phase.as_str()),
+        )
+        .await;
     }
     reconciled(db, ctx);
     info!(phase = ?next.phase, valid = errors.is_empty(), "reconciled");
@@ -77,7 +87,14 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
 async fn cleanup(db: &Database, ctx: &Context) -> Result<Action, Error> {
     // Everything Tusk creates carries an owner reference and is garbage-collected
     // with the Database; the final backup joins this step with the backup feature.
-    ctx.publish(db, EventType::Normal, "Deleting", "Delete", "releasing the Database".to_owned()).await;
+    ctx.publish(
+        db,
+        EventType::Normal,
+        "Deleting",
+        "Delete",
+        "releasing the Database".to_owned(),
+    )
+    .await;
     info!("released");
     Ok(Action::await_change())
 }

@@ -2,8 +2,8 @@
 //! found, which phase and conditions it should show. No I/O.
 
 use crate::api::status::DatabasePhase;
-use crate::api::validate::{self, FieldError};
 use crate::api::v1::Database;
+use crate::api::validate::{self, FieldError};
 use crate::controller::conditions::{DEGRADED, Desired, PROGRESSING, READY};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -19,13 +19,22 @@ pub struct Plan {
 /// provisioning is not part of this build, so a valid Database stays `Pending` and
 /// the Ready condition says so plainly.
 pub fn plan(db: &Database, errors: &[FieldError]) -> Plan {
-    let phase = db.status.as_ref().and_then(|s| s.phase).unwrap_or(DatabasePhase::Pending);
+    let phase = db
+        .status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .unwrap_or(DatabasePhase::Pending);
     if !errors.is_empty() {
         return Plan {
             phase,
             conditions: vec![
                 Desired::new(READY, false, "InvalidSpec", validate::summary(errors)),
-                Desired::new(PROGRESSING, false, "InvalidSpec", "waiting for the spec to be corrected"),
+                Desired::new(
+                    PROGRESSING,
+                    false,
+                    "InvalidSpec",
+                    "waiting for the spec to be corrected",
+                ),
                 Desired::new(DEGRADED, false, "InvalidSpec", "no instance is affected"),
             ],
         };
@@ -39,8 +48,18 @@ pub fn plan(db: &Database, errors: &[FieldError]) -> Plan {
                 "ProvisioningUnavailable",
                 "the spec is valid; this Tusk build does not provision instances yet",
             ),
-            Desired::new(PROGRESSING, false, "SpecAccepted", "nothing to do until provisioning is available"),
-            Desired::new(DEGRADED, false, "NoInstances", "no instance exists to be degraded"),
+            Desired::new(
+                PROGRESSING,
+                false,
+                "SpecAccepted",
+                "nothing to do until provisioning is available",
+            ),
+            Desired::new(
+                DEGRADED,
+                false,
+                "NoInstances",
+                "no instance exists to be degraded",
+            ),
         ],
     }
 }
@@ -71,6 +90,10 @@ mod tests {
         let plan = plan(&db, &errors);
         assert_eq!(plan.phase, DatabasePhase::Ready);
         assert_eq!(plan.conditions[0].reason, "InvalidSpec");
-        assert!(plan.conditions[0].message.starts_with("spec.instances:"), "{}", plan.conditions[0].message);
+        assert!(
+            plan.conditions[0].message.starts_with("spec.instances:"),
+            "{}",
+            plan.conditions[0].message
+        );
     }
 }

@@ -32,8 +32,12 @@ pub fn patch_body(status: &DatabaseStatus) -> serde_json::Value {
 }
 
 pub async fn apply(api: &Api<Database>, name: &str, status: &DatabaseStatus) -> Result<(), Error> {
-    api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(patch_body(status)))
-        .await
-        .map_err(Error::kube("writing the Database status"))?;
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(patch_body(status)),
+    )
+    .await
+    .map_err(Error::kube("writing the Database status"))?;
     Ok(())
 }

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use http::{Method, Request, Response};
 use http_body_util::BodyExt;
+use kube::Client;
 use kube::client::Body;
 use kube::runtime::events::Reporter;
-use kube::Client;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 
@@ -32,12 +32,23 @@ fn context() -> (Arc<Context>, Handle) {
 
 /// Waits for the next request, checks its method and path, and answers with `reply`.
 async fn expect(handle: &mut Handle, method: Method, path: &str, reply: Value) -> Value {
-    let (request, send) = handle.next_request().await.expect("the reconciler made no further request");
+    let (request, send) = handle
+        .next_request()
+        .await
+        .expect("the reconciler made no further request");
     assert_eq!(request.method(), method, "{}", request.uri());
     assert_eq!(request.uri().path(), path);
     let bytes = request.into_body().collect().await.unwrap().to_bytes();
-    let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
-    send.send_response(Response::builder().body(Body::from(serde_json::to_vec(&reply).unwrap())).unwrap());
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    send.send_response(
+        Response::builder()
+            .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+            .unwrap(),
+    );
     body
 }
 
@@ -48,15 +59,25 @@ async fn first_pass_adds_the_finalizer_and_nothing_else() {
     let (ctx, mut handle) = context();
     let db = sample_database();
     let server = tokio::spawn(async move {
-        let patch = expect(&mut handle, Method::PATCH, DB_PATH, serde_json::to_value(sample_database()).unwrap()).await;
+        let patch = expect(
+            &mut handle,
+            Method::PATCH,
+            DB_PATH,
+            serde_json::to_value(sample_database()).unwrap(),
+        )
+        .await;
         assert!(patch.to_string().contains(FINALIZER), "{patch}");
         handle
     });
     reconcile(Arc::new(db), ctx).await.unwrap();
     let mut handle = server.await.unwrap();
     // No status write and no event before the finalizer is in place.
-    let extra = tokio::time::timeout(std::time::Duration::from_millis(100), handle.next_request()).await;
-    assert!(matches!(extra, Err(_) | Ok(None)), "unexpected extra request");
+    let extra =
+        tokio::time::timeout(std::time::Duration::from_millis(100), handle.next_request()).await;
+    assert!(
+        matches!(extra, Err(_) | Ok(None)),
+        "unexpected extra request"
+    );
 }
 
 fn with_finalizer(mut db: Database) -> Database {
@@ -71,14 +92,29 @@ async fn a_pass_writes_status_with_generation_and_conditions_then_an_event() {
     db.metadata.generation = Some(4);
     let reply = serde_json::to_value(&db).unwrap();
     let server = tokio::spawn(async move {
-        let status = expect(&mut handle, Method::PATCH, &format!("{DB_PATH}/status"), reply).await;
+        let status = expect(
+            &mut handle,
+            Method::PATCH,
+            &format!("{DB_PATH}/status"),
+            reply,
+        )
+        .await;
         assert_eq!(status["status"]["observedGeneration"], 4);
         assert_eq!(status["status"]["phase"], "Pending");
         let conditions = status["status"]["conditions"].as_array().unwrap();
-        let types: Vec<_> = conditions.iter().map(|c| c["type"].as_str().unwrap()).collect();
+        let types: Vec<_> = conditions
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
         assert_eq!(types, ["Ready", "Progressing", "Degraded"]);
         assert!(conditions.iter().all(|c| c["observedGeneration"] == 4));
-        let event = expect(&mut handle, Method::POST, "/apis/events.k8s.io/v1/namespaces/shop/events", json!({})).await;
+        let event = expect(
+            &mut handle,
+            Method::POST,
+            "/apis/events.k8s.io/v1/namespaces/shop/events",
+            json!({}),
+        )
+        .await;
         assert_eq!(event["regarding"]["name"], "orders");
         assert_eq!(event["reportingController"], "tusk");
     });
@@ -90,14 +126,34 @@ async fn a_pass_writes_status_with_generation_and_conditions_then_an_event() {
 async fn an_invalid_spec_becomes_a_condition_and_a_warning() {
     let (ctx, mut handle) = context();
     let mut db = with_finalizer(sample_database());
-    db.spec.postgresql.parameters.insert("wal_level".into(), "minimal".into());
+    db.spec
+        .postgresql
+        .parameters
+        .insert("wal_level".into(), "minimal".into());
     let reply = serde_json::to_value(&db).unwrap();
     let server = tokio::spawn(async move {
-        let status = expect(&mut handle, Method::PATCH, &format!("{DB_PATH}/status"), reply).await;
+        let status = expect(
+            &mut handle,
+            Method::PATCH,
+            &format!("{DB_PATH}/status"),
+            reply,
+        )
+        .await;
         let ready = &status["status"]["conditions"][0];
         assert_eq!(ready["reason"], "InvalidSpec");
-        assert!(ready["message"].as_str().unwrap().contains("spec.postgresql.parameters.wal_level"));
-        let event = expect(&mut handle, Method::POST, "/apis/events.k8s.io/v1/namespaces/shop/events", json!({})).await;
+        assert!(
+            ready["message"]
+                .as_str()
+                .unwrap()
+                .contains("spec.postgresql.parameters.wal_level")
+        );
+        let event = expect(
+            &mut handle,
+            Method::POST,
+            "/apis/events.k8s.io/v1/namespaces/shop/events",
+            json!({}),
+        )
+        .await;
         assert_eq!(event["type"], "Warning");
         assert_eq!(event["reason"], "InvalidSpec");
     });
@@ -114,7 +170,13 @@ async fn deletion_runs_cleanup_and_removes_the_finalizer() {
     ));
     let reply = serde_json::to_value(&db).unwrap();
     let server = tokio::spawn(async move {
-        let event = expect(&mut handle, Method::POST, "/apis/events.k8s.io/v1/namespaces/shop/events", json!({})).await;
+        let event = expect(
+            &mut handle,
+            Method::POST,
+            "/apis/events.k8s.io/v1/namespaces/shop/events",
+            json!({}),
+        )
+        .await;
         assert_eq!(event["reason"], "Deleting");
         let patch = expect(&mut handle, Method::PATCH, DB_PATH, reply).await;
         assert!(patch.to_string().contains("remove"), "{patch}");

@@ -1,0 +1,148 @@
+//! The CEL rules and OpenAPI constraints in the generated schema, evaluated
+//! client-side with kube's CEL interpreter: the rules the API server enforces at
+//! admission, tested without one. (The e2e suite checks the same against a real
+//! API server.)
+
+use serde_json::json;
+
+use super::arbitrary::sample_database;
+use super::v1::{self, BackupConfig, ObjectStore, ReplicationMode};
+
+fn cel_messages(result: Result<(), kube::core::cel::ValidationErrors>) -> String {
+    match result {
+        Ok(()) => String::new(),
+        Err(errors) => format!("{errors:?}"),
+    }
+}
+
+#[test]
+fn the_sample_passes_every_rule() {
+    assert_eq!(cel_messages(sample_database().validate_cel()), "");
+}
+
+#[test]
+fn sync_replication_needs_enough_instances() {
+    let mut db = sample_database();
+    db.spec.replication.mode = ReplicationMode::Sync;
+    db.spec.replication.min_sync_replicas = 3;
+    let messages = cel_messages(db.validate_cel());
+    assert!(
+        messages.contains("minSyncReplicas must be lower than spec.instances"),
+        "{messages}"
+    );
+}
+
+#[test]
+fn a_schedule_needs_an_object_store() {
+    let mut db = sample_database();
+    db.spec.backup = Some(BackupConfig {
+        schedule: Some("0 2 * * *".into()),
+        ..Default::default()
+    });
+    let messages = cel_messages(db.validate_cel());
+    assert!(
+        messages.contains("spec.backup.objectStore is required"),
+        "{messages}"
+    );
+    db.spec.backup.as_mut().unwrap().object_store = Some(ObjectStore {
+        bucket: "backups".into(),
+        ..Default::default()
+    });
+    assert_eq!(cel_messages(db.validate_cel()), "");
+}
+
+#[test]
+fn owned_parameters_are_refused() {
+    let mut db = sample_database();
+    db.spec
+        .postgresql
+        .parameters
+        .insert("max_connections".into(), "200".into());
+    assert_eq!(cel_messages(db.validate_cel()), "");
+    db.spec
+        .postgresql
+        .parameters
+        .insert("archive_command".into(), "/bin/true".into());
+    let messages = cel_messages(db.validate_cel());
+    assert!(
+        messages.contains("parameter that Tusk manages itself"),
+        "{messages}"
+    );
+}
+
+#[test]
+fn bootstrap_is_immutable() {
+    let old = sample_database();
+    let mut new = old.clone();
+    new.spec.bootstrap = Some(v1::BootstrapSpec {
+        initdb: Some(v1::InitdbSpec::default()),
+        recovery: None,
+    });
+    let messages = cel_messages(new.validate_cel_update(&old));
+    assert!(
+        messages.contains("spec.bootstrap is immutable"),
+        "{messages}"
+    );
+    // On create there is no old object and the rule does not apply.
+    assert_eq!(cel_messages(new.validate_cel()), "");
+}
+
+#[test]
+fn bootstrap_sets_exactly_one_method() {
+    let mut db = sample_database();
+    db.spec.bootstrap = Some(v1::BootstrapSpec::default());
+    let messages = cel_messages(db.validate_cel());
+    assert!(
+        messages.contains("exactly one of initdb or recovery"),
+        "{messages}"
+    );
+}
+
+#[test]
+fn a_backup_spec_is_immutable() {
+    let old = v1::Backup::new(
+        "nightly",
+        v1::BackupSpec {
+            database: "orders".into(),
+            target: v1::BackupTarget::PreferStandby,
+        },
+    );
+    let mut new = old.clone();
+    new.spec.database = "other".into();
+    let messages = cel_messages(new.validate_cel_update(&old));
+    assert!(messages.contains("immutable"), "{messages}");
+}
+
+#[test]
+fn the_schema_pins_types_ranges_and_formats() {
+    let crd = super::crd::all(&super::crd::WebhookService::default()).unwrap();
+    let database = crd
+        .iter()
+        .find(|c| c.spec.names.kind == "Database")
+        .unwrap();
+    let v1 = database
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.name == "v1")
+        .unwrap();
+    let schema = serde_json::to_value(&v1.schema.as_ref().unwrap().open_api_v3_schema).unwrap();
+    let spec = &schema["properties"]["spec"]["properties"];
+    assert_eq!(spec["instances"]["minimum"], json!(1.0));
+    assert_eq!(spec["instances"]["maximum"], json!(16.0));
+    assert_eq!(spec["instances"]["type"], "integer");
+    assert!(
+        spec["version"]["pattern"]
+            .as_str()
+            .unwrap()
+            .starts_with("^(1[3-9])")
+    );
+    assert_eq!(
+        spec["replication"]["properties"]["mode"]["enum"],
+        json!(["async", "sync"])
+    );
+    assert_eq!(
+        schema["properties"]["spec"]["required"],
+        json!(["storage", "version"])
+    );
+}
