@@ -1,0 +1,42 @@
+# Tusk — the two commands that matter:
+#   make demo   a local cluster, Tusk installed in it, a sample Database
+#   make test   everything: format, lints, unit and component tests, then the
+#               end-to-end suite on the local cluster (brought up when needed)
+
+SHELL := /bin/bash
+export TUSK_CACHE ?= $(HOME)/.cache/tusk
+export TUSK_CLUSTER_DIR ?= $(HOME)/.local/state/tusk/cluster
+# The cargo target dir lives outside the clone so a fresh clone builds warm.
+export CARGO_TARGET_DIR ?= $(TUSK_CACHE)/target
+KUBECONFIG_LOCAL := $(TUSK_CLUSTER_DIR)/kubeconfig
+
+.PHONY: test check unit crds crds-check cluster-up cluster-down images e2e demo
+
+test: check unit e2e
+
+## Formatting, lints, and the committed CRDs match the code.
+check:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets --locked -- -D warnings
+
+## Unit and component tests (no cluster needed).
+unit:
+	cargo test --locked
+
+## Regenerate config/crd from the Rust types.
+crds:
+	cargo run --locked --quiet -- crd > config/crd/tusk.dev.yaml
+
+cluster-up:
+	e2e/cluster up
+
+cluster-down:
+	e2e/cluster down
+
+## The end-to-end suite against $$KUBECONFIG, or the local cluster (started if needed).
+e2e:
+	@if [[ -z "$${KUBECONFIG:-}" ]]; then e2e/cluster up; fi
+	KUBECONFIG=$${KUBECONFIG:-$(KUBECONFIG_LOCAL)} cargo test --locked -p tusk-e2e -- --test-threads=4
+
+demo:
+	e2e/demo
