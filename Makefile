@@ -17,7 +17,9 @@ test: check unit e2e
 ## Formatting, lints, and the committed CRDs match the code.
 check:
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets --locked -- -D warnings
+	cargo fmt --all --manifest-path e2e/Cargo.toml -- --check
+	cargo clippy --all-targets --locked -- -D warnings
+	cargo clippy --all-targets --locked --manifest-path e2e/Cargo.toml -- -D warnings
 
 ## Unit and component tests (no cluster needed).
 unit:
@@ -36,7 +38,7 @@ cluster-down:
 ## The end-to-end suite against $$KUBECONFIG, or the local cluster (started if needed).
 e2e:
 	@if [[ -z "$${KUBECONFIG:-}" ]]; then e2e/cluster up; fi
-	KUBECONFIG=$${KUBECONFIG:-$(KUBECONFIG_LOCAL)} cargo test --locked -p tusk-e2e -- --test-threads=4
+	KUBECONFIG=$${KUBECONFIG:-$(KUBECONFIG_LOCAL)} cargo test --locked --manifest-path e2e/Cargo.toml -- --test-threads=4
 
 demo:
 	e2e/demo
