@@ -1,0 +1,590 @@
+# shellcheck shell=bash
+# Implementation of e2e/cluster. Sourced; expects HERE, REPO, D, CACHE, STATE.
+
+NODE_NAME=tusk-node
+BRIDGE=tusk0
+NODE_IP=198.18.0.1
+NODE_POD_CIDR=198.18.0.0/24
+CLUSTER_CIDR=198.18.0.0/16
+SERVICE_CIDR=198.19.0.0/16
+API_SERVICE_IP=198.19.0.1
+DNS_IP=198.19.0.10
+DOMAIN=cluster.local
+API_PORT=6443
+ETCD_PORT=12379
+ETCD_PEER_PORT=12380
+COREDNS_VERSION=${COREDNS_VERSION:-v1.12.4}
+LOCALPATH_VERSION=${LOCALPATH_VERSION:-v0.0.30}
+export COREDNS_VERSION LOCALPATH_VERSION
+
+K8S_VERSION=$(awk '$1=="k8s.io/kubernetes" && $2 ~ /^v1\./ {print $2; exit}' "$HERE/tools/go.mod")
+BIN=$CACHE/k8s/$K8S_VERSION/bin
+PKI=$STATE/pki
+CONF=$STATE/conf
+LOGS=$STATE/logs
+RUN=$STATE/run
+CTRD=$STATE/containerd
+SOCK=$CTRD/containerd.sock
+KUBECONFIG_ADMIN=$STATE/kubeconfig
+VOLUMES=$STATE/volumes
+# start order; stop order is the reverse
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
+
+# fd 3 = the caller's stderr, so messages survive wait_for's redirections
+exec 3>&2
+log() { printf '[cluster] %s\n' "$*" >&3; }
+die() { printf '[cluster] error: %s\n' "$*" >&3; exit 1; }
+kc() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
+ctr_() { ctr --address "$SOCK" --namespace k8s.io "$@"; }
+
+# --- processes ---------------------------------------------------------------
+comp_bin() {
+  case $1 in
+    etcd) echo /usr/bin/etcd ;;
+    containerd) echo /usr/bin/containerd ;;
+    *) echo "$BIN/$1" ;;
+  esac
+}
+
+comp_pid() { # prints the pid if the component runs
+  local f=$RUN/$1.pid pid exe
+  [[ -f $f ]] || return 1
+  pid=$(<"$f")
+  [[ -n $pid && -d /proc/$pid ]] || return 1
+  exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+  [[ ${exe% (deleted)} == "$(comp_bin "$1")" ]] || return 1
+  echo "$pid"
+}
+
+start_comp() { # name args...
+  local name=$1
+  shift
+  if comp_pid "$name" >/dev/null; then return 0; fi
+  mkdir -p "$LOGS" "$RUN"
+  printf '\n==== %s start %s\n' "$name" "$(date -Is)" >>"$LOGS/$name.log"
+  setsid "$(comp_bin "$name")" "$@" </dev/null >>"$LOGS/$name.log" 2>&1 3>&- &
+  echo $! >"$RUN/$name.pid"
+}
+
+stop_comps() { # names...: TERM them all, wait up to 15s, then KILL
+  local name pid pids=() i
+  for name in "$@"; do
+    if pid=$(comp_pid "$name"); then
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$pid")
+    fi
+    rm -f "$RUN/$name.pid"
+  done
+  for ((i = 0; i < 150; i++)); do
+    local alive=0
+    for pid in "${pids[@]}"; do [[ -d /proc/$pid ]] && alive=1; done
+    ((alive)) || return 0
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+}
+
+wait_for() { # description timeout-seconds command...
+  local what=$1 t=$2 i
+  shift 2
+  for ((i = 0; i < t * 2; i++)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.5
+  done
+  die "timed out after ${t}s waiting for $what"
+}
+
+comp_alive() { comp_pid "$1" >/dev/null || die "$1 exited; see $LOGS/$1.log: $(tail -5 "$LOGS/$1.log")"; }
+
+# --- build & install -----------------------------------------------------------
+ensure_parts() {
+  "$D/install-deps"
+  "$D/build-k8s"
+  "$D/build-extras"
+}
+
+# --- PKI -------------------------------------------------------------------------
+cert() { # name CN O ext-usage(client|server|both) [SAN]
+  local name=$1 cn=$2 o=$3 usage=$4 san=${5:-} subj eku ext
+  [[ -s $PKI/$name.crt ]] && return 0
+  subj="/CN=$cn"
+  [[ -n $o ]] && subj="/O=$o$subj"
+  case $usage in
+    client) eku=clientAuth ;;
+    server) eku=serverAuth ;;
+    both) eku=serverAuth,clientAuth ;;
+  esac
+  ext=$PKI/$name.ext
+  {
+    echo "basicConstraints=critical,CA:FALSE"
+    echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    echo "extendedKeyUsage=$eku"
+    [[ -n $san ]] && echo "subjectAltName=$san"
+  } >"$ext"
+  openssl ecparam -name prime256v1 -genkey -noout -out "$PKI/$name.key" 2>/dev/null
+  openssl req -new -key "$PKI/$name.key" -subj "$subj" -out "$PKI/$name.csr" 2>/dev/null
+  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/${CA_NAME:-ca}.crt" -CAkey "$PKI/${CA_NAME:-ca}.key" \
+    -CAcreateserial -days 3650 -sha256 -extfile "$ext" -out "$PKI/$name.crt" 2>/dev/null
+  rm -f "$PKI/$name.csr" "$ext"
+  chmod 600 "$PKI/$name.key"
+}
+
+make_ca() { # name CN
+  [[ -s $PKI/$1.crt ]] && return 0
+  openssl ecparam -name prime256v1 -genkey -noout -out "$PKI/$1.key" 2>/dev/null
+  openssl req -x509 -new -key "$PKI/$1.key" -subj "/CN=$2" -days 3650 -sha256 \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+    -out "$PKI/$1.crt" 2>/dev/null
+  chmod 600 "$PKI/$1.key"
+}
+
+make_pki() {
+  mkdir -p "$PKI"
+  chmod 700 "$PKI"
+  make_ca ca tusk-ca
+  make_ca front-proxy-ca tusk-front-proxy-ca
+  cert apiserver kube-apiserver "" server \
+    "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.$DOMAIN,DNS:localhost,DNS:$NODE_NAME,IP:127.0.0.1,IP:$API_SERVICE_IP,IP:$NODE_IP"
+  cert apiserver-kubelet-client kube-apiserver-kubelet-client "" client
+  cert admin tusk-admin system:masters client
+  cert controller-manager system:kube-controller-manager "" client
+  cert scheduler system:kube-scheduler "" client
+  cert kube-proxy system:kube-proxy "" client
+  cert kubelet-client "system:node:$NODE_NAME" system:nodes client
+  cert kubelet-serving "system:node:$NODE_NAME" system:nodes server "DNS:$NODE_NAME,DNS:localhost,IP:$NODE_IP,IP:127.0.0.1"
+  CA_NAME=front-proxy-ca cert front-proxy-client front-proxy-client "" client
+  if [[ ! -s $PKI/sa.key ]]; then
+    openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
+    openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+    chmod 600 "$PKI/sa.key"
+  fi
+}
+
+kubeconfig() { # file user cert-name
+  local f=$1
+  [[ -s $f ]] && return 0
+  cat >"$f" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: tusk
+  cluster:
+    server: https://$NODE_IP:$API_PORT
+    certificate-authority-data: $(base64 -w0 "$PKI/ca.crt")
+users:
+- name: $2
+  user:
+    client-certificate-data: $(base64 -w0 "$PKI/$3.crt")
+    client-key-data: $(base64 -w0 "$PKI/$3.key")
+contexts:
+- name: tusk
+  context: {cluster: tusk, user: $2}
+current-context: tusk
+EOF
+  chmod 600 "$f"
+}
+
+# --- network ---------------------------------------------------------------------
+net_up() {
+  modprobe br_netfilter 2>/dev/null || true
+  modprobe overlay 2>/dev/null || true
+  modprobe nf_conntrack 2>/dev/null || true
+  sysctl -qw net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1 net.ipv4.ip_forward=1
+  if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+    ip link add "$BRIDGE" type bridge
+  fi
+  ip addr replace "$NODE_IP/24" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+  # Service IPs are answered by kube-proxy's DNAT; keep anything else on the bridge.
+  ip route replace "$SERVICE_CIDR" dev "$BRIDGE" src "$NODE_IP"
+  # Pods may talk to each other and to this host, never be forwarded off the machine.
+  iptables -w -N TUSK-FORWARD 2>/dev/null || iptables -w -F TUSK-FORWARD
+  iptables -w -A TUSK-FORWARD -s "$CLUSTER_CIDR" -o "$BRIDGE" -j ACCEPT
+  iptables -w -A TUSK-FORWARD -s "$CLUSTER_CIDR" -j DROP
+  iptables -w -A TUSK-FORWARD -d "$CLUSTER_CIDR" ! -i "$BRIDGE" -j DROP
+  iptables -w -C FORWARD -j TUSK-FORWARD 2>/dev/null || iptables -w -I FORWARD 1 -j TUSK-FORWARD
+}
+
+purge_chains() { # iptables|ip6tables: remove jumps to, then flush and delete, KUBE-/CNI-/TUSK- chains
+  local ipt=$1 t line c
+  command -v "$ipt-save" >/dev/null || return 0
+  for t in filter nat mangle; do
+    while read -r line; do
+      [[ -n $line ]] && eval "$ipt -w -t $t -D ${line#-A }" 2>/dev/null || true
+    done < <("$ipt-save" -t "$t" 2>/dev/null | awk '$1=="-A" && $2 !~ /^(KUBE|CNI|TUSK)-/ { for (i = 3; i < NF; i++) if ($i == "-j" && $(i+1) ~ /^(KUBE|CNI|TUSK)-/) { print; break } }')
+    for c in $("$ipt-save" -t "$t" 2>/dev/null | awk '$1 ~ /^:(KUBE|CNI|TUSK)-/ {print substr($1, 2)}'); do
+      "$ipt" -w -t "$t" -F "$c" 2>/dev/null || true
+    done
+    for c in $("$ipt-save" -t "$t" 2>/dev/null | awk '$1 ~ /^:(KUBE|CNI|TUSK)-/ {print substr($1, 2)}'); do
+      "$ipt" -w -t "$t" -X "$c" 2>/dev/null || true
+    done
+  done
+}
+
+net_down() {
+  if iptables -w -C FORWARD -j TUSK-FORWARD 2>/dev/null; then iptables -w -D FORWARD -j TUSK-FORWARD; fi
+  iptables -w -F TUSK-FORWARD 2>/dev/null || true
+  iptables -w -X TUSK-FORWARD 2>/dev/null || true
+  # rules and chains of kube-proxy, the kubelet and CNI portmap (KUBE-*, CNI-*)
+  purge_chains iptables
+  purge_chains ip6tables
+  ip link del "$BRIDGE" 2>/dev/null || true
+}
+
+# --- configs ---------------------------------------------------------------------
+write_configs() {
+  mkdir -p "$CONF" "$CTRD" "$STATE/cni/net.d" "$STATE/kubelet" "$VOLUMES"
+  kubeconfig "$KUBECONFIG_ADMIN" tusk-admin admin
+  kubeconfig "$CONF/controller-manager.kubeconfig" system:kube-controller-manager controller-manager
+  kubeconfig "$CONF/scheduler.kubeconfig" system:kube-scheduler scheduler
+  kubeconfig "$CONF/kube-proxy.kubeconfig" system:kube-proxy kube-proxy
+  kubeconfig "$CONF/kubelet.kubeconfig" "system:node:$NODE_NAME" kubelet-client
+
+  # no off-machine nameserver for pods with dnsPolicy Default (CoreDNS itself)
+  printf '# tusk: pods resolve through CoreDNS only; no upstream nameserver\noptions ndots:1\n' >"$CONF/resolv.conf"
+
+  cat >"$CTRD/config.toml" <<EOF
+version = 2
+root = "$CTRD/root"
+state = "$CTRD/state"
+disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = "$SOCK"
+[ttrpc]
+  address = "$CTRD/containerd.sock.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$CTRD/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "localhost/pause:3.10"
+  netns_mounts_under_state_dir = true
+  enable_unprivileged_ports = false
+  # this machine's root lacks CAP_SYS_RESOURCE, so oom_score_adj can't go below
+  # containerd's own (kubelet asks -998 for sandboxes/critical pods): clamp it
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$CTRD/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$STATE/cni/net.d"
+    max_conf_num = 1
+EOF
+
+  cat >"$STATE/cni/net.d/10-tusk.conflist" <<EOF
+{
+  "cniVersion": "0.4.0",
+  "name": "tusk",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$BRIDGE",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$STATE/cni/ipam",
+        "ranges": [[{"subnet": "$NODE_POD_CIDR", "gateway": "$NODE_IP"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOF
+  # the CRI plugin adds the loopback interface itself; keep the conf for completeness
+  printf '{"cniVersion": "0.4.0", "name": "lo", "type": "loopback"}\n' >"$STATE/cni/net.d/99-loopback.conf"
+
+  cat >"$CONF/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $NODE_IP
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $PKI/ca.crt}
+authorization:
+  mode: Webhook
+tlsCertFile: $PKI/kubelet-serving.crt
+tlsPrivateKeyFile: $PKI/kubelet-serving.key
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+clusterDNS: [$DNS_IP]
+clusterDomain: $DOMAIN
+containerRuntimeEndpoint: unix://$SOCK
+resolvConf: $CONF/resolv.conf
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: "1%"
+  nodefs.inodesFree: "1%"
+  imagefs.available: "1%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+maxPods: 110
+podPidsLimit: -1
+rotateCertificates: false
+serverTLSBootstrap: false
+registerNode: true
+EOF
+
+  cat >"$CONF/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: $CONF/kube-proxy.kubeconfig
+mode: iptables
+clusterCIDR: $CLUSTER_CIDR
+hostnameOverride: $NODE_NAME
+bindAddress: $NODE_IP
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+nodePortAddresses: [primary]
+conntrack:
+  maxPerCore: 0
+EOF
+}
+
+# --- components --------------------------------------------------------------------
+start_etcd() {
+  start_comp etcd --name tusk --data-dir "$STATE/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "tusk=http://127.0.0.1:$ETCD_PEER_PORT" --listen-metrics-urls "" \
+    --quota-backend-bytes 4294967296 --auto-compaction-retention 1h --log-level warn
+}
+
+start_apiserver() {
+  start_comp kube-apiserver \
+    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+    --bind-address "$NODE_IP" --advertise-address "$NODE_IP" --secure-port "$API_PORT" \
+    --service-cluster-ip-range "$SERVICE_CIDR" \
+    --client-ca-file "$PKI/ca.crt" \
+    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+    --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority "$PKI/ca.crt" --kubelet-preferred-address-types InternalIP \
+    --service-account-issuer "https://kubernetes.default.svc.$DOMAIN" \
+    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+    --authorization-mode Node,RBAC \
+    --enable-admission-plugins NodeRestriction,PodSecurity \
+    --allow-privileged=true \
+    --requestheader-client-ca-file "$PKI/front-proxy-ca.crt" \
+    --proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key" \
+    --requestheader-allowed-names front-proxy-client \
+    --requestheader-extra-headers-prefix X-Remote-Extra- --requestheader-group-headers X-Remote-Group \
+    --requestheader-username-headers X-Remote-User \
+    --profiling=false --v=1
+}
+
+start_controller_manager() {
+  local k=$CONF/controller-manager.kubeconfig
+  start_comp kube-controller-manager \
+    --kubeconfig "$k" --authentication-kubeconfig "$k" --authorization-kubeconfig "$k" \
+    --bind-address 127.0.0.1 --leader-elect=false --controllers '*' \
+    --use-service-account-credentials \
+    --allocate-node-cidrs --cluster-cidr "$CLUSTER_CIDR" --node-cidr-mask-size 24 \
+    --service-cluster-ip-range "$SERVICE_CIDR" \
+    --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
+    --root-ca-file "$PKI/ca.crt" --service-account-private-key-file "$PKI/sa.key" \
+    --requestheader-client-ca-file "$PKI/front-proxy-ca.crt" \
+    --profiling=false --v=1
+}
+
+start_scheduler() {
+  local k=$CONF/scheduler.kubeconfig
+  start_comp kube-scheduler --kubeconfig "$k" --authentication-kubeconfig "$k" --authorization-kubeconfig "$k" \
+    --bind-address 127.0.0.1 --leader-elect=false --profiling=false --v=1
+}
+
+start_containerd() {
+  start_comp containerd --config "$CTRD/config.toml"
+}
+
+start_kubelet() {
+  start_comp kubelet --config "$CONF/kubelet.yaml" --kubeconfig "$CONF/kubelet.kubeconfig" \
+    --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --root-dir "$STATE/kubelet" \
+    --node-labels "tusk.dev/e2e=true" --v=1
+}
+
+start_kube_proxy() {
+  start_comp kube-proxy --config "$CONF/kube-proxy.yaml" --v=1
+}
+
+api_ready() { kc get --raw /readyz; }
+node_ready() {
+  [[ $(kc get node "$NODE_NAME" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
+}
+
+# --- images & add-ons ----------------------------------------------------------------
+load_images() {
+  local t
+  if [[ ${TUSK_SKIP_IMAGES:-} == 1 ]]; then
+    log "TUSK_SKIP_IMAGES=1: not building/loading the project images"
+  elif [[ -x $REPO/e2e/images/build-all && -x $REPO/e2e/images/load ]]; then
+    log "images: e2e/images/build-all"
+    "$REPO/e2e/images/build-all"
+    log "images: e2e/images/load $SOCK"
+    "$REPO/e2e/images/load" "$SOCK"
+  else
+    log "WARNING: e2e/images/build-all or e2e/images/load missing; project images (pause, busybox, postgres, tusk) not loaded"
+  fi
+  # the add-on images are built here, around the Go-built static binaries
+  for t in $("$D/build-images"); do
+    local ref
+    ref=localhost/$(basename "$t" .tar | sed -E 's/-(v[0-9][^-]*)$/:\1/')
+    if ! ctr_ images ls -q | grep -qx "$ref"; then
+      ctr_ images import "$t" >/dev/null
+    fi
+  done
+}
+
+addons() {
+  sed -e "s|@DNS_IP@|$DNS_IP|g" -e "s|@DOMAIN@|$DOMAIN|g" -e "s|@COREDNS_VERSION@|$COREDNS_VERSION|g" \
+    -e "s|@LOCALPATH_VERSION@|$LOCALPATH_VERSION|g" -e "s|@VOLUMES@|$VOLUMES|g" -e "s|@NODE_NAME@|$NODE_NAME|g" \
+    "$D/addons.yaml" | kc apply --server-side --force-conflicts -f - >/dev/null
+}
+
+# --- verbs -------------------------------------------------------------------------------
+all_running() {
+  local c
+  for c in "${COMPONENTS[@]}"; do comp_pid "$c" >/dev/null || return 1; done
+  node_ready
+}
+
+print_export() { echo "export KUBECONFIG=$KUBECONFIG_ADMIN"; }
+
+cluster_up() {
+  local t0=$SECONDS
+  [[ $(id -u) == 0 ]] || die "must run as root (bridges, iptables, mounts, cgroups)"
+  if [[ -s $KUBECONFIG_ADMIN && -x $BIN/kubectl ]] && all_running; then
+    log "already running ($NODE_NAME Ready)"
+    print_export
+    return 0
+  fi
+  ensure_parts
+  mkdir -p "$STATE" "$LOGS" "$RUN"
+  make_pki
+  write_configs
+  net_up
+
+  log "starting etcd, kube-apiserver"
+  start_etcd
+  start_apiserver
+  start_containerd
+  wait_for "kube-apiserver /readyz" 120 api_ready_or_die
+
+  log "starting controller-manager, scheduler, kubelet, kube-proxy"
+  start_controller_manager
+  start_scheduler
+  kc apply --server-side --force-conflicts -f "$D/rbac.yaml" >/dev/null
+  wait_for "containerd socket" 30 ctr_ version
+  start_kubelet
+  start_kube_proxy
+
+  load_images
+  wait_for "node $NODE_NAME registration" 60 kc get node "$NODE_NAME"
+  kc label node "$NODE_NAME" --overwrite node-role.kubernetes.io/control-plane= tusk.dev/e2e=true >/dev/null
+  wait_for "node $NODE_NAME Ready" 120 node_ready_or_die
+
+  log "deploying CoreDNS and local-path-provisioner"
+  addons
+  wait_for "CoreDNS rollout" 120 kc -n kube-system rollout status deploy/coredns --timeout=5s
+  wait_for "local-path-provisioner rollout" 120 kc -n local-path-storage rollout status deploy/local-path-provisioner --timeout=5s
+
+  log "up in $((SECONDS - t0))s: Kubernetes $K8S_VERSION, node $NODE_NAME, containerd $SOCK"
+  print_export
+}
+
+api_ready_or_die() { comp_alive etcd; comp_alive kube-apiserver; api_ready; }
+node_ready_or_die() {
+  local c
+  for c in "${COMPONENTS[@]}"; do comp_alive "$c"; done
+  node_ready
+}
+
+remove_pods() {
+  # Kill every container of our containerd, then drop the records (keeps images).
+  local id cg
+  if comp_pid containerd >/dev/null && ctr_ version >/dev/null 2>&1; then
+    for id in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -a -s SIGKILL "$id" >/dev/null 2>&1 || true; done
+    sleep 0.5
+    for id in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks rm -f "$id" >/dev/null 2>&1 || true; done
+    for id in $(ctr_ containers ls -q 2>/dev/null); do ctr_ containers rm "$id" >/dev/null 2>&1 || true; done
+  fi
+  # anything left in the kubelet's cgroups, and shims of our socket
+  for cg in /sys/fs/cgroup/pids/kubepods /sys/fs/cgroup/memory/kubepods; do
+    [[ -d $cg ]] || continue
+    find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+  done
+  pgrep -f -- "containerd-shim-runc-v2 .*-address $SOCK( |$)" | xargs -r kill -KILL 2>/dev/null || true
+}
+
+unmount_state() {
+  local m
+  # deepest first
+  for m in $(awk -v s="$STATE/" 'index($5, s) == 1 {print $5}' /proc/self/mountinfo | sort -r | uniq); do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+  done
+}
+
+remove_cgroups() {
+  local cg
+  for cg in /sys/fs/cgroup/*/kubepods; do
+    [[ -d $cg ]] || continue
+    find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+}
+
+cluster_down() {
+  [[ $(id -u) == 0 ]] || die "must run as root"
+  stop_comps kube-proxy kubelet
+  remove_pods
+  stop_comps containerd kube-scheduler kube-controller-manager kube-apiserver
+  stop_comps etcd
+  pgrep -f -- "containerd-shim-runc-v2 .*-address $SOCK( |$)" | xargs -r kill -KILL 2>/dev/null || true
+  unmount_state
+  remove_cgroups
+  [[ -x $BIN/kube-proxy ]] && "$BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  net_down
+  # cluster data goes; PKI, configs, logs and containerd's images stay
+  rm -rf "$STATE/etcd" "$STATE/kubelet" "$CTRD/state" "$STATE/cni/ipam" "$VOLUMES" "$RUN"
+  log "down"
+}
+
+cluster_status() {
+  local c pid rc=0
+  for c in "${COMPONENTS[@]}"; do
+    if pid=$(comp_pid "$c"); then
+      printf '%-24s running (pid %s)\n' "$c" "$pid"
+    else
+      printf '%-24s stopped\n' "$c"
+      rc=1
+    fi
+  done
+  if comp_pid kube-apiserver >/dev/null; then
+    kc get nodes -o wide || rc=1
+    echo "export KUBECONFIG=$KUBECONFIG_ADMIN"
+  fi
+  return $rc
+}
+
+cluster_logs() {
+  local c=${1:-}
+  if [[ -z $c ]]; then
+    echo "components: ${COMPONENTS[*]}"
+    echo "logs in $LOGS"
+    return 0
+  fi
+  [[ -f $LOGS/$c.log ]] || die "no log for '$c' (components: ${COMPONENTS[*]})"
+  if [[ -t 1 ]]; then tail -n 200 -F "$LOGS/$c.log"; else tail -n "${TUSK_LOG_LINES:-200}" "$LOGS/$c.log"; fi
+}
