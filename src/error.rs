@@ -86,6 +86,12 @@ pub enum Error {
     #[error("cannot set up logging: {0}")]
     Logging(String),
 
+    #[error("webhook certificate: {0}")]
+    Certificate(#[from] crate::webhook::certs::CertError),
+
+    #[error("cannot load the webhook TLS certificate: {0}")]
+    Tls(#[source] std::io::Error),
+
     #[error("lost the leader lease {lease}; stopping so that another replica takes over")]
     LostLeadership { lease: String },
 }
@@ -110,6 +116,7 @@ impl Error {
             Error::KubeConfig(_) | Error::Listen { .. } | Error::Serve(_) | Error::Logging(_) => {
                 Category::Config
             }
+            Error::Certificate(_) | Error::Tls(_) => Category::Internal,
             Error::LostLeadership { .. } => Category::Api,
         }
     }

@@ -6,3 +6,4 @@ pub mod controller;
 pub mod error;
 pub mod operator;
 pub mod telemetry;
+pub mod webhook;
