@@ -47,7 +47,7 @@ async fn validate_database(
 ) -> Json<AdmissionReview<DynamicObject>> {
     Json(match admission::request_of(review) {
         Ok(request) => admission::review_database(&request).into_review(),
-        Err(answer) => answer,
+        Err(message) => admission::unusable(message),
     })
 }
 
@@ -57,7 +57,7 @@ async fn validate_backup(
 ) -> Json<AdmissionReview<DynamicObject>> {
     let request = match admission::request_of(review) {
         Ok(request) => request,
-        Err(answer) => return Json(answer),
+        Err(message) => return Json(admission::unusable(message)),
     };
     let database = match (
         &state.client,
