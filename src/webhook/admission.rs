@@ -128,6 +128,17 @@ pub fn request_of(
         .map_err(|e| format!("not an AdmissionReview request: {e}"))
 }
 
+/// The name of the Database a Backup request names, to look up before [`review_backup`].
+pub fn backup_database_name(request: &AdmissionRequest<DynamicObject>) -> Option<String> {
+    request
+        .object
+        .as_ref()
+        .and_then(|o| o.data.get("spec"))
+        .and_then(|s| s.get("database"))
+        .and_then(|d| d.as_str())
+        .map(str::to_owned)
+}
+
 /// The answer to a review that carried no usable request.
 pub fn unusable(message: String) -> AdmissionReview<DynamicObject> {
     AdmissionResponse::invalid(message).into_review()
