@@ -242,10 +242,11 @@ pub async fn run(config: OperatorConfig) -> Result<(), Error> {
     let state = http::HttpState {
         registry: Arc::new(registry),
     };
-    let server = tokio::spawn(http::serve(config.metrics_addr, state, shutdown.clone()));
+    // Webhooks first: once /readyz answers, the Service may send API server traffic here.
     if config.webhooks {
         start_webhooks(&client, &config, shutdown.clone()).await?;
     }
+    let server = tokio::spawn(http::serve(config.metrics_addr, state, shutdown.clone()));
 
     let (leading_tx, mut leading) = watch::channel(!config.leader_election);
     let election = if config.leader_election {
