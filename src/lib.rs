@@ -5,5 +5,6 @@ pub mod cli;
 pub mod controller;
 pub mod error;
 pub mod operator;
+pub mod resources;
 pub mod telemetry;
 pub mod webhook;
