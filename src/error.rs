@@ -92,6 +92,9 @@ pub enum Error {
     #[error("cannot load the webhook TLS certificate: {0}")]
     Tls(#[source] std::io::Error),
 
+    #[error("instance manager: {0}")]
+    Instance(#[from] crate::instance::Error),
+
     #[error("lost the leader lease {lease}; stopping so that another replica takes over")]
     LostLeadership { lease: String },
 }
@@ -117,6 +120,7 @@ impl Error {
                 Category::Config
             }
             Error::Certificate(_) | Error::Tls(_) => Category::Internal,
+            Error::Instance(_) => Category::Config,
             Error::LostLeadership { .. } => Category::Api,
         }
     }
