@@ -21,8 +21,9 @@ check:
 	cargo clippy --all-targets --locked -- -D warnings
 	cargo clippy --all-targets --locked --manifest-path e2e/Cargo.toml -- -D warnings
 
-## Unit and component tests (no cluster needed).
+## Unit and component tests (no cluster; real PostgreSQL 15 and 17 on loopback).
 unit:
+	scripts/install-test-deps
 	cargo test --locked
 
 ## Regenerate config/crd from the Rust types.

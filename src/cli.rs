@@ -1,6 +1,7 @@
 //! The `tusk` command line: one binary, one subcommand per role.
 
 use std::io::Write;
+use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
@@ -19,6 +20,11 @@ pub struct Cli {
 pub enum Command {
     /// Run the operator: controllers for Database and Backup, health and metrics.
     Operator(OperatorConfig),
+    /// Run the instance manager: PID 1 of every Postgres pod.
+    Instance(Box<crate::instance::InstanceConfig>),
+    /// Copy this executable to a path with mode 0755 (for the init container that
+    /// brings tusk into a stock Postgres image, which has no shell).
+    CopyBinary { destination: PathBuf },
     /// Print the CustomResourceDefinitions (both kinds, both versions) as YAML.
     Crd {
         /// Namespace of the Service that serves the conversion webhook.
@@ -33,6 +39,8 @@ pub enum Command {
 pub async fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Operator(config) => operator::run(config).await,
+        Command::Instance(config) => Ok(crate::instance::run(*config).await?),
+        Command::CopyBinary { destination } => Ok(crate::instance::copy_binary(&destination)?),
         Command::Crd {
             webhook_namespace,
             webhook_service,

@@ -86,6 +86,15 @@ pub enum Error {
     #[error("cannot set up logging: {0}")]
     Logging(String),
 
+    #[error("webhook certificate: {0}")]
+    Certificate(#[from] crate::webhook::certs::CertError),
+
+    #[error("cannot load the webhook TLS certificate: {0}")]
+    Tls(#[source] std::io::Error),
+
+    #[error("instance manager: {0}")]
+    Instance(#[from] crate::instance::Error),
+
     #[error("lost the leader lease {lease}; stopping so that another replica takes over")]
     LostLeadership { lease: String },
 }
@@ -110,6 +119,8 @@ impl Error {
             Error::KubeConfig(_) | Error::Listen { .. } | Error::Serve(_) | Error::Logging(_) => {
                 Category::Config
             }
+            Error::Certificate(_) | Error::Tls(_) => Category::Internal,
+            Error::Instance(_) => Category::Config,
             Error::LostLeadership { .. } => Category::Api,
         }
     }

@@ -154,12 +154,7 @@ pub fn database_to_v1(db: &v1alpha1::Database) -> Result<v1::Database, Conversio
         object_entry(&mut spec, "backup", &name)?
             .insert("schedule".into(), Value::from(schedule.clone()));
     }
-    let spec =
-        serde_json::from_value(Value::Object(spec)).map_err(|source| ConversionError::Shape {
-            name,
-            to: V1,
-            source,
-        })?;
+    let spec = decode(Value::Object(spec), &name, V1)?;
     Ok(v1::Database {
         metadata,
         spec,
@@ -184,12 +179,7 @@ pub fn backup_to_v1(backup: &v1alpha1::Backup) -> Result<v1::Backup, ConversionE
     let name = name_of(&backup.metadata);
     let (metadata, mut spec) = unstash(&backup.metadata)?;
     spec.insert("database".into(), Value::from(backup.spec.database.clone()));
-    let spec =
-        serde_json::from_value(Value::Object(spec)).map_err(|source| ConversionError::Shape {
-            name,
-            to: V1,
-            source,
-        })?;
+    let spec = decode(Value::Object(spec), &name, V1)?;
     Ok(v1::Backup {
         metadata,
         spec,
@@ -198,12 +188,13 @@ pub fn backup_to_v1(backup: &v1alpha1::Backup) -> Result<v1::Backup, ConversionE
 }
 
 fn decode<T: serde::de::DeserializeOwned>(
-    object: Value,
-    api_version: &'static str,
+    value: Value,
+    name: &str,
+    to: &'static str,
 ) -> Result<T, ConversionError> {
-    serde_json::from_value(object).map_err(|source| ConversionError::Shape {
-        name: "object".to_owned(),
-        to: api_version,
+    serde_json::from_value(value).map_err(|source| ConversionError::Shape {
+        name: name.to_owned(),
+        to,
         source,
     })
 }
@@ -245,10 +236,16 @@ pub fn convert_object(object: Value, desired_api_version: &str) -> Result<Value,
         return Ok(object);
     }
     match (kind.as_str(), desired_api_version) {
-        ("Database", V1) => encode(&database_to_v1(&decode(object, V1ALPHA1)?)?, V1),
-        ("Database", _) => encode(&database_to_v1alpha1(&decode(object, V1)?)?, V1ALPHA1),
-        ("Backup", V1) => encode(&backup_to_v1(&decode(object, V1ALPHA1)?)?, V1),
-        ("Backup", _) => encode(&backup_to_v1alpha1(&decode(object, V1)?)?, V1ALPHA1),
+        ("Database", V1) => encode(&database_to_v1(&decode(object, "object", V1ALPHA1)?)?, V1),
+        ("Database", _) => encode(
+            &database_to_v1alpha1(&decode(object, "object", V1)?)?,
+            V1ALPHA1,
+        ),
+        ("Backup", V1) => encode(&backup_to_v1(&decode(object, "object", V1ALPHA1)?)?, V1),
+        ("Backup", _) => encode(
+            &backup_to_v1alpha1(&decode(object, "object", V1)?)?,
+            V1ALPHA1,
+        ),
         _ => Err(unsupported(&api_version)),
     }
 }

@@ -22,6 +22,8 @@ use crate::api::v1::{Backup, Database};
 use crate::controller::{self, Context, backup, database};
 use crate::error::Error;
 use crate::telemetry::{self, metrics::Metrics};
+use crate::webhook::rotation::{self, RotationConfig};
+use crate::webhook::{self, WebhookState};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct OperatorConfig {
@@ -53,6 +55,34 @@ pub struct OperatorConfig {
     /// This replica's identity in the Lease and in Events (the Pod name).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+
+    /// Serve the conversion and validation webhooks (HTTPS).
+    #[arg(long, env = "TUSK_WEBHOOKS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub webhooks: bool,
+
+    /// Address of the HTTPS webhook server.
+    #[arg(long, env = "TUSK_WEBHOOK_ADDR", default_value = "0.0.0.0:9443")]
+    pub webhook_addr: SocketAddr,
+
+    /// Service through which the API server reaches the webhooks (in the lease namespace).
+    #[arg(long, env = "TUSK_WEBHOOK_SERVICE", default_value = "tusk-webhook")]
+    pub webhook_service: String,
+
+    /// Secret holding the self-managed webhook CA and serving certificate.
+    #[arg(long, env = "TUSK_WEBHOOK_SECRET", default_value = "tusk-webhook-cert")]
+    pub webhook_secret: String,
+
+    /// ValidatingWebhookConfiguration whose caBundle Tusk keeps current.
+    #[arg(
+        long,
+        env = "TUSK_VALIDATING_WEBHOOK",
+        default_value = "tusk-validating"
+    )]
+    pub validating_webhook: String,
+
+    /// How often to check the webhook certificate, in seconds.
+    #[arg(long, env = "TUSK_CERT_CHECK_SECONDS", default_value_t = 60)]
+    pub cert_check_seconds: u64,
 }
 
 /// Resolves when `shutdown` turns true (or its sender is gone).
@@ -154,8 +184,50 @@ async fn run_backup(
         .await;
 }
 
+/// Issues or loads the webhook certificate, then serves the webhooks and keeps the
+/// certificate current in the background.
+async fn start_webhooks(
+    client: &Client,
+    config: &OperatorConfig,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), Error> {
+    let rotation = RotationConfig {
+        namespace: config.lease_namespace.clone(),
+        secret: config.webhook_secret.clone(),
+        service: config.webhook_service.clone(),
+        crds: vec![
+            "databases.tusk.dev".to_owned(),
+            "backups.tusk.dev".to_owned(),
+        ],
+        validating_webhook: config.validating_webhook.clone(),
+        interval: std::time::Duration::from_secs(config.cert_check_seconds.max(1)),
+    };
+    let (tls, bundle) = rotation::initial(client, &rotation).await?;
+    let state = WebhookState {
+        client: Some(client.clone()),
+    };
+    let addr = config.webhook_addr;
+    let server_shutdown = shutdown.clone();
+    let server_tls = tls.clone();
+    tokio::spawn(async move {
+        if let Err(error) = webhook::serve(addr, server_tls, state, server_shutdown).await {
+            error!(%error, "webhook server failed");
+        }
+    });
+    tokio::spawn(rotation::run(
+        client.clone(),
+        rotation,
+        tls,
+        bundle,
+        shutdown,
+    ));
+    Ok(())
+}
+
 pub async fn run(config: OperatorConfig) -> Result<(), Error> {
     telemetry::init_logging()?;
+    // One process-wide TLS provider (ring, as kube uses) for the webhook server.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = Client::try_default().await.map_err(Error::KubeConfig)?;
     let identity = config
         .identity
@@ -170,6 +242,10 @@ pub async fn run(config: OperatorConfig) -> Result<(), Error> {
     let state = http::HttpState {
         registry: Arc::new(registry),
     };
+    // Webhooks first: once /readyz answers, the Service may send API server traffic here.
+    if config.webhooks {
+        start_webhooks(&client, &config, shutdown.clone()).await?;
+    }
     let server = tokio::spawn(http::serve(config.metrics_addr, state, shutdown.clone()));
 
     let (leading_tx, mut leading) = watch::channel(!config.leader_election);

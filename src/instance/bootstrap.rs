@@ -1,0 +1,230 @@
+//! Filling an empty data directory, and the idempotent upkeep that follows every
+//! start (roles and database on a primary, the replication slot for a replica).
+//!
+//! `initdb` and `pg_basebackup` write into a sibling directory,
+//! `<PGDATA>.tusk-bootstrap`, which is renamed to PGDATA only when complete. A pod
+//! killed halfway leaves no half-made PGDATA that a restart would mistake for a
+//! cluster; the leftover is removed and the bootstrap starts over.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::process::Command;
+use tokio::sync::watch;
+
+use crate::postgres::identifiers::slot_name;
+use crate::postgres::{REPLICATION_USER, SUPERUSER};
+
+use super::{BootstrapMode, Error, Shared, files, is_set, sql};
+
+/// Make sure PGDATA holds a cluster: keep an existing one, else create it the way
+/// the operator said.
+pub async fn ensure_data_directory(shared: &Shared) -> Result<(), Error> {
+    let pgdata = &shared.config.pgdata;
+    let staging = staging_dir(pgdata);
+    if staging.exists() {
+        tracing::warn!(path = %staging.display(), "removing an interrupted bootstrap");
+        std::fs::remove_dir_all(&staging).map_err(Error::io("remove", &staging))?;
+    }
+    if pgdata.join("PG_VERSION").is_file() {
+        tracing::info!(
+            standby = files::is_standby(pgdata),
+            "using the existing data directory"
+        );
+        return Ok(());
+    }
+    if let Ok(mut entries) = std::fs::read_dir(pgdata)
+        && entries.next().is_some()
+    {
+        return Err(Error::NotEmpty(pgdata.clone()));
+    }
+    match shared.config.bootstrap {
+        BootstrapMode::Initdb => initdb(shared, &staging).await?,
+        BootstrapMode::Clone => clone(shared, &staging).await?,
+    }
+    // rename(2) replaces an empty directory, so an empty PGDATA (a fresh mount
+    // point's subdirectory created by someone else) is fine too.
+    std::fs::rename(&staging, pgdata).map_err(Error::io("move the new cluster into", pgdata))?;
+    tracing::info!(mode = ?shared.config.bootstrap, "bootstrap complete");
+    Ok(())
+}
+
+fn staging_dir(pgdata: &Path) -> PathBuf {
+    let mut name = pgdata.as_os_str().to_owned();
+    name.push(".tusk-bootstrap");
+    PathBuf::from(name)
+}
+
+/// `initdb` for the first primary.
+///
+/// - `--auth-local=peer`: until Tusk's pg_hba.conf replaces it, only the OS user
+///   running PostgreSQL gets in over the socket; `--auth-host=scram-sha-256`
+///   needs the superuser password, given through a 0600 file, not argv.
+/// - `--data-checksums`: corruption is detected, and pg_rewind works without
+///   `wal_log_hints`.
+/// - `--locale=C` with UTF8: byte-order collation cannot change under an index
+///   when the image's glibc changes, and it exists in every image.
+async fn initdb(shared: &Shared, staging: &Path) -> Result<(), Error> {
+    let config = &shared.config;
+    let pwfile = config.socket_dir.join(".tusk-initdb-pwfile");
+    files::write_if_changed(
+        &pwfile,
+        &format!("{}\n", config.superuser_password.expose()),
+    )?;
+    let mut command = Command::new(shared.bindir.join("initdb"));
+    command
+        .arg("--pgdata")
+        .arg(staging)
+        .args([
+            "--username",
+            SUPERUSER,
+            "--auth-local=peer",
+            "--auth-host=scram-sha-256",
+            "--data-checksums",
+            "--encoding=UTF8",
+            "--locale=C",
+            "--no-instructions",
+        ])
+        .arg("--pwfile")
+        .arg(&pwfile);
+    let result = run(command, "initdb").await;
+    let _ = std::fs::remove_file(&pwfile);
+    result
+}
+
+/// Clone the primary: first its replication slot for this instance (so the
+/// primary keeps every WAL segment from the backup's start on), then
+/// `pg_basebackup` streaming WAL through that slot. The password reaches the child
+/// through `PGPASSWORD`, never argv. No `-R`: it would write `primary_conninfo`,
+/// password included, to `postgresql.auto.conf`, where it would override Tusk's;
+/// the manager writes `standby.signal` and its own settings instead.
+async fn clone(shared: &Shared, staging: &Path) -> Result<(), Error> {
+    let config = &shared.config;
+    let host = config
+        .primary_host
+        .as_deref()
+        .ok_or(Error::MissingPrimary("TUSK_BOOTSTRAP=clone"))?;
+    let slot = slot_name(&config.instance);
+    let primary = sql::connect_primary(config).await?;
+    if sql::ensure_slot(&primary, &slot).await? {
+        tracing::info!(%slot, "created the replication slot on the primary");
+    }
+    drop(primary);
+
+    let mut command = Command::new(shared.bindir.join("pg_basebackup"));
+    command
+        .arg("--pgdata")
+        .arg(staging)
+        .args(["--host", host, "--port"])
+        .arg(config.primary_port.to_string())
+        .args([
+            "--username",
+            REPLICATION_USER,
+            "--no-password",
+            "--wal-method=stream",
+            "--checkpoint=fast",
+            "--slot",
+            &slot,
+        ])
+        .env("PGPASSWORD", config.replication_password.expose())
+        .env("PGAPPNAME", &config.instance);
+    run(command, "pg_basebackup").await?;
+    files::mark_standby(staging)?;
+    Ok(())
+}
+
+/// Run a bootstrap program to completion, its output captured for the error.
+async fn run(mut command: Command, program: &str) -> Result<(), Error> {
+    tracing::info!(%program, "running");
+    // The children must not see the other secrets in the manager's environment.
+    for name in SECRET_ENV {
+        command.env_remove(name);
+    }
+    let output = command
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|source| Error::Spawn {
+            program: program.to_owned(),
+            source,
+        })?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = stderr.trim();
+    let tail = stderr
+        .char_indices()
+        .rev()
+        .nth(2000)
+        .map_or(stderr, |(i, _)| &stderr[i..]);
+    Err(Error::Command {
+        program: program.to_owned(),
+        status: output.status.to_string(),
+        stderr: tail.to_owned(),
+    })
+}
+
+/// Environment variables holding secrets, removed from every child's environment.
+pub const SECRET_ENV: &[&str] = &[
+    "POSTGRES_SUPERUSER_PASSWORD",
+    "TUSK_REPLICATION_PASSWORD",
+    "TUSK_APP_PASSWORD",
+    "TUSK_INSTANCE_TOKEN",
+];
+
+/// After the postmaster starts: on a primary, create or update roles and the
+/// application database once (then `/readyz` turns true); on a replica, keep its
+/// replication slot present on whichever instance is primary, so that after a
+/// failover the new primary keeps WAL for it too.
+pub async fn maintain(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut interval = tokio::time::interval(Duration::from_secs(1));
+    let mut last_slot_check: Option<tokio::time::Instant> = None;
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        if !is_set(&shared.running) {
+            continue;
+        }
+        let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
+            Ok(client) => client,
+            Err(_) => continue, // still starting, or restarting
+        };
+        let Ok(in_recovery) = sql::in_recovery(&client).await else {
+            continue;
+        };
+        if !in_recovery {
+            if !is_set(&shared.setup_done) {
+                match sql::setup_primary(&client, &shared.config).await {
+                    Ok(()) => {
+                        shared.setup_done.store(true, Ordering::SeqCst);
+                        tracing::info!("primary roles and database are in place");
+                    }
+                    Err(err) => tracing::warn!(error = %err, "primary setup failed; retrying"),
+                }
+            }
+            continue;
+        }
+        if last_slot_check.is_some_and(|at| at.elapsed() < SLOT_CHECK_INTERVAL) {
+            continue;
+        }
+        last_slot_check = Some(tokio::time::Instant::now());
+        let slot = slot_name(&shared.config.instance);
+        match sql::connect_primary(&shared.config).await {
+            Ok(primary) => match sql::ensure_slot(&primary, &slot).await {
+                Ok(true) => tracing::info!(%slot, "re-created the replication slot on the primary"),
+                Ok(false) => {}
+                Err(err) => tracing::debug!(error = %err, "cannot check the replication slot"),
+            },
+            Err(err) => tracing::debug!(error = %err, "cannot reach the primary"),
+        }
+    }
+}
+
+const SLOT_CHECK_INTERVAL: Duration = Duration::from_secs(15);

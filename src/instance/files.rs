@@ -1,0 +1,198 @@
+//! The files the manager writes: Tusk's part of the configuration, `pg_hba.conf`,
+//! the replication password file, and the marker that makes an instance a standby.
+//!
+//! Tusk's settings live in `postgresql.tusk.conf`, included on the last line of
+//! `postgresql.conf`. An include (rather than rewriting `postgresql.conf`) keeps the
+//! defaults `initdb` tuned for the image and lets the manager replace its own file
+//! wholesale; being last, it wins over anything earlier in `postgresql.conf`. A
+//! clone copies both files from the primary and simply re-renders its own.
+//! (`postgresql.auto.conf`, written by `ALTER SYSTEM`, is still read after it;
+//! that is why Tusk never uses `pg_basebackup -R`, which writes there.)
+
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::postgres::config::{self, Settings, Standby, SyncReplication};
+use crate::postgres::identifiers::slot_name;
+use crate::postgres::{REPLICATION_USER, SUPERUSER, hba};
+
+use super::{Error, InstanceConfig, Shared, SyncMode};
+
+pub const TUSK_CONF: &str = "postgresql.tusk.conf";
+const INCLUDE_LINE: &str = "include 'postgresql.tusk.conf'";
+const STANDBY_SIGNAL: &str = "standby.signal";
+const PASSFILE: &str = ".tusk-replication.pgpass";
+
+/// A standby is an instance whose data directory carries `standby.signal`;
+/// PostgreSQL removes it when it is promoted.
+pub fn is_standby(pgdata: &Path) -> bool {
+    pgdata.join(STANDBY_SIGNAL).exists()
+}
+
+pub fn mark_standby(pgdata: &Path) -> Result<(), Error> {
+    let path = pgdata.join(STANDBY_SIGNAL);
+    write_if_changed(&path, "")
+}
+
+/// The password file libpq reads for replication (`passfile=` in
+/// `primary_conninfo`), so the password never sits in a config file in PGDATA
+/// (which backups copy) or on a command line. It lives in the runtime directory,
+/// an emptyDir rewritten at every start.
+pub fn passfile(config: &InstanceConfig) -> PathBuf {
+    config.socket_dir.join(PASSFILE)
+}
+
+/// `hostname:port:database:username:password`, with `:` and `\` escaped.
+fn passfile_line(user: &str, password: &str) -> String {
+    let escape = |s: &str| s.replace('\\', "\\\\").replace(':', "\\:");
+    format!("*:*:*:{}:{}\n", escape(user), escape(password))
+}
+
+pub fn write_passfile(config: &InstanceConfig) -> Result<(), Error> {
+    write_if_changed(
+        &passfile(config),
+        &passfile_line(REPLICATION_USER, config.replication_password.expose()),
+    )
+}
+
+/// The settings for this instance in its current role.
+pub fn settings(shared: &Shared, standby: bool) -> Result<Settings, Error> {
+    let config = &shared.config;
+    let standby = if standby {
+        let host = config
+            .primary_host
+            .as_deref()
+            .ok_or(Error::MissingPrimary("a replica"))?;
+        let port = config.primary_port.to_string();
+        let passfile = passfile(config);
+        let passfile = passfile.to_string_lossy();
+        Some(Standby {
+            primary_conninfo: config::conninfo(&[
+                ("host", host),
+                ("port", &port),
+                ("user", REPLICATION_USER),
+                ("passfile", &passfile),
+                ("application_name", &config.instance),
+                ("sslmode", "prefer"),
+            ]),
+            slot: slot_name(&config.instance),
+        })
+    } else {
+        None
+    };
+    let sync = (config.sync_mode == SyncMode::Sync).then(|| SyncReplication {
+        min: config.min_sync,
+        standbys: config.sync_standbys.clone(),
+    });
+    Ok(Settings {
+        listen_addresses: config.listen_addresses.clone(),
+        port: config.port,
+        socket_dir: config.socket_dir.to_string_lossy().into_owned(),
+        hba_file: config
+            .pgdata
+            .join("pg_hba.conf")
+            .to_string_lossy()
+            .into_owned(),
+        standby,
+        sync,
+        parameters: shared.parameters(),
+    })
+}
+
+/// Render and write everything PostgreSQL reads at start or reload, for the role
+/// the data directory says this instance has. Unchanged files are left alone.
+pub fn write_config(shared: &Shared) -> Result<(), Error> {
+    let pgdata = &shared.config.pgdata;
+    let standby = is_standby(pgdata);
+    let text = config::render(&settings(shared, standby)?)?;
+    write_if_changed(&pgdata.join(TUSK_CONF), &text)?;
+    write_if_changed(
+        &pgdata.join("pg_hba.conf"),
+        &hba::render(SUPERUSER, REPLICATION_USER),
+    )?;
+    ensure_include(&pgdata.join("postgresql.conf"))?;
+    write_passfile(&shared.config)?;
+    Ok(())
+}
+
+/// Append the include line to `postgresql.conf` unless it is there already.
+fn ensure_include(path: &Path) -> Result<(), Error> {
+    let current = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(err) => return Err(Error::io("read", path)(err)),
+    };
+    if current.lines().any(|line| line.trim() == INCLUDE_LINE) {
+        return Ok(());
+    }
+    let mut text = current;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str("\n# Tusk's settings; last, so that they win over the lines above.\n");
+    text.push_str(INCLUDE_LINE);
+    text.push('\n');
+    write_if_changed(path, &text)
+}
+
+/// Write `contents` to `path` with mode 0600 (libpq ignores a password file others
+/// can read; config files hold nothing others need), through a temporary file and
+/// a rename so PostgreSQL never reads half a file.
+pub fn write_if_changed(path: &Path, contents: &str) -> Result<(), Error> {
+    if let Ok(existing) = std::fs::read(path)
+        && existing == contents.as_bytes()
+    {
+        if let Ok(meta) = std::fs::metadata(path)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .map_err(Error::io("set the mode of", path))?;
+        }
+        return Ok(());
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tusk-tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(Error::io("create", &tmp))?;
+    file.write_all(contents.as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(Error::io("write", &tmp))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+        .map_err(Error::io("set the mode of", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(Error::io("rename into", path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passfile_lines_escape_colons_and_backslashes() {
+        assert_eq!(
+            passfile_line("tusk_replication", r"a:b\c"),
+            "*:*:*:tusk_replication:a\\:b\\\\c\n"
+        );
+    }
+
+    #[test]
+    fn the_include_is_appended_once() {
+        let dir = std::env::temp_dir().join(format!("tusk-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let conf = dir.join("postgresql.conf");
+        std::fs::write(&conf, "max_connections = 100").expect("write");
+        ensure_include(&conf).expect("first");
+        ensure_include(&conf).expect("second");
+        let text = std::fs::read_to_string(&conf).expect("read");
+        assert_eq!(text.matches(INCLUDE_LINE).count(), 1);
+        assert!(text.starts_with("max_connections = 100\n"));
+        assert!(text.trim_end().ends_with(INCLUDE_LINE));
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+}

@@ -1,0 +1,461 @@
+//! `tusk instance`: the instance manager, PID 1 of every Postgres pod.
+//!
+//! It bootstraps the data directory (initdb for the first primary, a clone of the
+//! primary for a replica), renders the configuration from [`crate::postgres`],
+//! supervises the `postgres` postmaster as its child, and serves an HTTP API the
+//! operator (and the other instances) poll: `/healthz`, `/readyz`, `/status`,
+//! `POST /reload`, `POST /promote`.
+//!
+//! Everything it needs comes from the environment the operator sets on the pod
+//! (see [`InstanceConfig`]); every setting is also a flag so tests can pass it.
+
+mod bootstrap;
+mod files;
+mod process;
+mod server;
+mod sql;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
+
+use crate::postgres::config::{self, ConfigError};
+
+pub use server::Status;
+
+/// A secret from the environment. Its `Debug` output is redacted so that logging
+/// the configuration never prints a password.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl From<String> for Secret {
+    fn from(value: String) -> Self {
+        Secret(value)
+    }
+}
+
+/// How an empty data directory gets its data; decided by the operator.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BootstrapMode {
+    /// Create a new cluster: this instance is the first primary.
+    Initdb,
+    /// Copy the primary with `pg_basebackup` and follow it as a replica.
+    Clone,
+}
+
+/// `spec.replication.mode`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SyncMode {
+    #[default]
+    Async,
+    Sync,
+}
+
+/// The instance manager's settings: the pod contract, as environment variables.
+#[derive(clap::Args, Debug, Clone)]
+pub struct InstanceConfig {
+    /// This instance's name (`<db>-<serial>`); also its `application_name` upstream
+    /// and, mangled, its replication slot.
+    #[arg(long, env = "TUSK_INSTANCE")]
+    pub instance: String,
+
+    /// Name of the Database this instance belongs to.
+    #[arg(long, env = "TUSK_DATABASE")]
+    pub database: Option<String>,
+
+    /// Pod name (downward API), reported in /status.
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+
+    /// Pod namespace (downward API), reported in /status.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub pod_namespace: Option<String>,
+
+    /// The data directory. A subdirectory of the volume, so that a fresh one can
+    /// be renamed into place atomically.
+    #[arg(long, env = "PGDATA")]
+    pub pgdata: PathBuf,
+
+    /// Host of the primary (the `<db>-rw` Service) for cloning and streaming.
+    #[arg(long, env = "TUSK_PRIMARY_SERVICE")]
+    pub primary_host: Option<String>,
+
+    /// Port of the primary.
+    #[arg(long, env = "TUSK_PRIMARY_PORT", default_value_t = 5432)]
+    pub primary_port: u16,
+
+    /// How to fill an empty data directory.
+    #[arg(long, env = "TUSK_BOOTSTRAP", value_enum)]
+    pub bootstrap: BootstrapMode,
+
+    /// Password of the `postgres` superuser.
+    #[arg(long, env = "POSTGRES_SUPERUSER_PASSWORD", hide_env_values = true)]
+    pub superuser_password: Secret,
+
+    /// Password of the `tusk_replication` role.
+    #[arg(long, env = "TUSK_REPLICATION_PASSWORD", hide_env_values = true)]
+    pub replication_password: Secret,
+
+    /// Password of the application owner role.
+    #[arg(long, env = "TUSK_APP_PASSWORD", hide_env_values = true)]
+    pub app_password: Option<Secret>,
+
+    /// The application database created on the first primary.
+    #[arg(long, env = "TUSK_APP_DATABASE")]
+    pub app_database: Option<String>,
+
+    /// The role that owns the application database.
+    #[arg(long, env = "TUSK_APP_OWNER")]
+    pub app_owner: Option<String>,
+
+    /// Replication mode.
+    #[arg(long, env = "TUSK_SYNC_MODE", value_enum, default_value_t = SyncMode::Async)]
+    pub sync_mode: SyncMode,
+
+    /// With sync mode, how many standbys must confirm each commit.
+    #[arg(long, env = "TUSK_MIN_SYNC", default_value_t = 1)]
+    pub min_sync: u32,
+
+    /// With sync mode, the standbys' instance names (comma-separated); when empty,
+    /// any standby counts (`ANY n (*)`).
+    #[arg(long, env = "TUSK_SYNC_STANDBYS", value_delimiter = ',')]
+    pub sync_standbys: Vec<String>,
+
+    /// `spec.postgresql.parameters` as a JSON object of strings.
+    #[arg(long, env = "TUSK_PARAMETERS", default_value = "{}")]
+    pub parameters: String,
+
+    /// Bearer token the mutating endpoints require; without it they are refused.
+    #[arg(long, env = "TUSK_INSTANCE_TOKEN", hide_env_values = true)]
+    pub token: Option<Secret>,
+
+    /// Address of the manager's HTTP API.
+    #[arg(long, env = "TUSK_LISTEN", default_value = "0.0.0.0:8000")]
+    pub listen: SocketAddr,
+
+    /// Port PostgreSQL listens on.
+    #[arg(long, env = "TUSK_PORT", default_value_t = 5432)]
+    pub port: u16,
+
+    /// PostgreSQL's `listen_addresses`; tests narrow it to loopback.
+    #[arg(long, env = "TUSK_LISTEN_ADDRESSES", default_value = "*")]
+    pub listen_addresses: String,
+
+    /// Directory for PostgreSQL's Unix socket and the manager's runtime files
+    /// (a writable emptyDir in the pod).
+    #[arg(long, env = "TUSK_SOCKET_DIR", default_value = "/var/run/postgresql")]
+    pub socket_dir: PathBuf,
+
+    /// Directory of the PostgreSQL programs; found through PATH (official images
+    /// put `/usr/lib/postgresql/NN/bin` there) or `pg_config --bindir` when unset.
+    #[arg(long, env = "TUSK_BINDIR")]
+    pub bindir: Option<PathBuf>,
+}
+
+/// What can go wrong in the instance manager.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("{program} failed ({status}): {stderr}")]
+    Command {
+        program: String,
+        status: String,
+        stderr: String,
+    },
+
+    #[error("SQL failed while {context}: {source}")]
+    Sql {
+        context: &'static str,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+
+    #[error("TUSK_PARAMETERS is not a JSON object of strings: {0}")]
+    ParametersJson(#[source] serde_json::Error),
+
+    #[error("invalid PostgreSQL configuration: {0}")]
+    Config(#[from] ConfigError),
+
+    #[error(
+        "{} holds files but no PG_VERSION; refusing to initialise over data that is not a PostgreSQL cluster",
+        .0.display()
+    )]
+    NotEmpty(PathBuf),
+
+    #[error(
+        "cannot find the PostgreSQL programs: no --bindir/TUSK_BINDIR, no postgres on PATH, no pg_config"
+    )]
+    NoBinaries,
+
+    #[error("{0} needs TUSK_PRIMARY_SERVICE (the primary's host)")]
+    MissingPrimary(&'static str),
+
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("HTTP server failed: {0}")]
+    Serve(#[source] std::io::Error),
+
+    #[error("cannot install a handler for {signal}: {source}")]
+    Signal {
+        signal: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("cannot find the running executable: {0}")]
+    CurrentExe(#[source] std::io::Error),
+}
+
+impl Error {
+    fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
+        let path = path.to_owned();
+        move |source| Error::Io {
+            action,
+            path,
+            source,
+        }
+    }
+
+    fn sql(context: &'static str) -> impl FnOnce(tokio_postgres::Error) -> Error {
+        move |source| Error::Sql { context, source }
+    }
+}
+
+/// State shared by the supervisor, the bootstrap tasks and the HTTP handlers.
+pub(crate) struct Shared {
+    pub config: InstanceConfig,
+    pub bindir: PathBuf,
+    /// The user parameters currently rendered; `POST /reload` may replace them.
+    parameters: Mutex<BTreeMap<String, String>>,
+    /// Set once the data directory exists and the postmaster has been started.
+    pub running: AtomicBool,
+    /// Set once the primary's roles, passwords and database are in place.
+    pub setup_done: AtomicBool,
+    /// Serialises rendering, reloads and promotion, which all rewrite the config.
+    pub config_lock: tokio::sync::Mutex<()>,
+}
+
+impl Shared {
+    pub fn parameters(&self) -> BTreeMap<String, String> {
+        self.parameters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn set_parameters(&self, parameters: BTreeMap<String, String>) {
+        *self
+            .parameters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = parameters;
+    }
+}
+
+/// Parse and validate `TUSK_PARAMETERS`.
+pub fn parse_parameters(json: &str) -> Result<BTreeMap<String, String>, Error> {
+    let parameters: BTreeMap<String, String> =
+        serde_json::from_str(json).map_err(Error::ParametersJson)?;
+    config::validate_parameters(&parameters)?;
+    Ok(parameters)
+}
+
+/// Run the instance manager until SIGTERM or SIGINT, then stop PostgreSQL with a
+/// fast shutdown and return.
+pub async fn run(config: InstanceConfig) -> Result<(), Error> {
+    if let Err(err) = crate::telemetry::init_logging() {
+        eprintln!("tusk instance: {err}");
+    }
+    // Bad parameters are a spec error: fail before touching the data directory.
+    let parameters = parse_parameters(&config.parameters)?;
+    let bindir = find_bindir(config.bindir.as_deref())?;
+    tracing::info!(
+        instance = %config.instance,
+        pgdata = %config.pgdata.display(),
+        bindir = %bindir.display(),
+        bootstrap = ?config.bootstrap,
+        "starting the instance manager"
+    );
+    let shared = Arc::new(Shared {
+        config,
+        bindir,
+        parameters: Mutex::new(parameters),
+        running: AtomicBool::new(false),
+        setup_done: AtomicBool::new(false),
+        config_lock: tokio::sync::Mutex::new(()),
+    });
+
+    // As PID 1 the default action of SIGTERM is "ignore", so handlers come first.
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut sigterm = signal(SignalKind::terminate()).map_err(|source| Error::Signal {
+        signal: "SIGTERM",
+        source,
+    })?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(|source| Error::Signal {
+        signal: "SIGINT",
+        source,
+    })?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = sigint.recv() => tracing::info!("SIGINT: shutting down"),
+        }
+        let _ = stop_tx.send(true);
+    });
+
+    // The API comes up before the bootstrap so that /healthz answers during a
+    // long clone; /readyz stays false until PostgreSQL accepts connections.
+    let listen = shared.config.listen;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|source| Error::Listen {
+            addr: listen,
+            source,
+        })?;
+    let (server_stop_tx, server_stop_rx) = watch::channel(false);
+    let server = tokio::spawn(server::serve(listener, shared.clone(), server_stop_rx));
+
+    let result = manage(shared, stop_rx).await;
+    let _ = server_stop_tx.send(true);
+    match server.await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => tracing::warn!(error = %err, "HTTP server failed"),
+        Err(err) => tracing::warn!(error = %err, "HTTP server task failed"),
+    }
+    result
+}
+
+async fn manage(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Result<(), Error> {
+    tokio::select! {
+        result = bootstrap::ensure_data_directory(&shared) => result?,
+        _ = stop.wait_for(|stop| *stop) => {
+            tracing::info!("stopped during bootstrap");
+            return Ok(());
+        }
+    }
+    tokio::spawn(bootstrap::maintain(shared.clone(), stop.clone()));
+    process::supervise(shared, stop).await
+}
+
+/// Where the PostgreSQL programs are.
+fn find_bindir(explicit: Option<&Path>) -> Result<PathBuf, Error> {
+    if let Some(dir) = explicit {
+        return Ok(dir.to_owned());
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            if dir.join("postgres").is_file() && dir.join("initdb").is_file() {
+                return Ok(dir);
+            }
+        }
+    }
+    // Debian's packages keep the server programs off PATH; pg_config knows them.
+    // This runs before the supervisor's reaper exists, so a plain wait is safe.
+    if let Ok(output) = std::process::Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        && output.status.success()
+    {
+        let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+        if dir.join("postgres").is_file() {
+            return Ok(dir);
+        }
+    }
+    Err(Error::NoBinaries)
+}
+
+/// `tusk copy-binary`: copy this executable to `destination` with mode 0755, for
+/// the init container that brings `tusk` into a stock Postgres image (which has
+/// no shell to run `cp` with). Written under a temporary name and renamed, so a
+/// restarted init container never leaves a half-written binary behind.
+pub fn copy_binary(destination: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+
+    let source = std::env::current_exe().map_err(Error::CurrentExe)?;
+    let mut partial = destination.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    std::fs::copy(&source, &partial).map_err(Error::io("copy the tusk binary to", &partial))?;
+    std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o755))
+        .map_err(Error::io("set the mode of", &partial))?;
+    std::fs::rename(&partial, destination).map_err(Error::io("rename into", destination))?;
+    Ok(())
+}
+
+/// How long the manager waits for PostgreSQL after a fast shutdown request before
+/// it escalates to an immediate shutdown.
+const FAST_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn is_set(flag: &AtomicBool) -> bool {
+    flag.load(Ordering::SeqCst)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_come_from_a_json_object_and_owned_ones_are_refused() {
+        let parsed = parse_parameters(r#"{"work_mem": "8MB"}"#).expect("parses");
+        assert_eq!(parsed.get("work_mem").map(String::as_str), Some("8MB"));
+        let err = parse_parameters(r#"{"port": "6000"}"#).expect_err("owned");
+        assert!(err.to_string().contains("port"), "{err}");
+        assert!(parse_parameters("[1]").is_err());
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_debug_output() {
+        let secret = Secret::from("hunter2".to_owned());
+        assert!(!format!("{secret:?}").contains("hunter2"));
+        assert_eq!(secret.expose(), "hunter2");
+    }
+
+    #[test]
+    fn copy_binary_writes_an_executable_copy() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("tusk-copy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let dest = dir.join("tusk");
+        copy_binary(&dest).expect("copies");
+        let meta = std::fs::metadata(&dest).expect("stat");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o755);
+        assert!(meta.len() > 0);
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+}

@@ -1,0 +1,291 @@
+//! The manager's HTTP API. Reads are open (the operator and the other instances
+//! poll them); mutations need `Authorization: Bearer $TUSK_INSTANCE_TOKEN`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::postgres::config;
+use crate::postgres::params::{self, Change};
+
+use super::sql::{self, PgStatus, Role};
+use super::{Error, Shared, files, is_set};
+
+type AppState = Arc<Shared>;
+
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: AppState,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), Error> {
+    tracing::info!(addr = ?listener.local_addr().ok(), "serving the instance API");
+    axum::serve(listener, router(shared))
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|stop| *stop).await;
+        })
+        .await
+        .map_err(Error::Serve)
+}
+
+fn router(shared: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/status", get(status))
+        .route("/reload", post(reload))
+        .route("/promote", post(promote))
+        .with_state(shared)
+}
+
+/// `/status`: who this instance is and where its WAL stands.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub instance: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(flatten)]
+    pub postgres: PgStatus,
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
+}
+
+fn unavailable(err: impl std::fmt::Display) -> Response {
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("PostgreSQL is not available: {err}"),
+    )
+}
+
+async fn readyz(State(shared): State<AppState>) -> Response {
+    if !is_set(&shared.running) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "postgres is not running").into_response();
+    }
+    let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
+        Ok(client) => client,
+        Err(err) => return (StatusCode::SERVICE_UNAVAILABLE, err.to_string()).into_response(),
+    };
+    match sql::in_recovery(&client).await {
+        // A replica is ready once it accepts (read-only) connections in recovery.
+        Ok(true) => (StatusCode::OK, "ok").into_response(),
+        Ok(false) if is_set(&shared.setup_done) => (StatusCode::OK, "ok").into_response(),
+        Ok(false) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "primary roles and database are not set up yet",
+        )
+            .into_response(),
+        Err(err) => (StatusCode::SERVICE_UNAVAILABLE, err.to_string()).into_response(),
+    }
+}
+
+async fn current_status(shared: &Shared) -> Result<Status, Response> {
+    let client = sql::connect_local(&shared.config.socket_dir, shared.config.port)
+        .await
+        .map_err(unavailable)?;
+    let postgres = sql::status(&client).await.map_err(unavailable)?;
+    Ok(Status {
+        instance: shared.config.instance.clone(),
+        pod: shared.config.pod_name.clone(),
+        namespace: shared.config.pod_namespace.clone(),
+        postgres,
+    })
+}
+
+async fn status(State(shared): State<AppState>) -> Response {
+    match current_status(&shared).await {
+        Ok(status) => Json(status).into_response(),
+        Err(response) => response,
+    }
+}
+
+/// Why a mutating request is refused.
+enum Refusal {
+    NoTokenConfigured,
+    BadToken,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Refusal::NoTokenConfigured => error(
+                StatusCode::FORBIDDEN,
+                "mutating endpoints are disabled: TUSK_INSTANCE_TOKEN is not set",
+            ),
+            Refusal::BadToken => (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                Json(serde_json::json!({ "error": "missing or wrong bearer token" })),
+            )
+                .into_response(),
+        }
+    }
+}
+
+/// Check the bearer token in constant time. Without a configured token nothing
+/// may mutate: an unset Secret must not mean "open".
+fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), Refusal> {
+    let Some(expected) = &shared.config.token else {
+        return Err(Refusal::NoTokenConfigured);
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "));
+    match presented {
+        Some(token) if constant_time_eq(token.as_bytes(), expected.expose().as_bytes()) => Ok(()),
+        _ => Err(Refusal::BadToken),
+    }
+}
+
+/// Equal-length inputs are compared without an early exit, so the time taken does
+/// not reveal how much of a guess was right. (The length is not secret.)
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReloadRequest {
+    /// New `spec.postgresql.parameters`; when absent, the current ones are re-rendered.
+    parameters: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Serialize)]
+struct ReloadResponse {
+    /// What the parameter change takes; `restart` means the operator should
+    /// roll the instances.
+    change: Change,
+    pending_restart: bool,
+}
+
+/// `POST /reload`: re-render the configuration (optionally with new parameters)
+/// and `pg_reload_conf()`.
+async fn reload(State(shared): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(refusal) = authorize(&shared, &headers) {
+        return refusal.into_response();
+    }
+    let request = if body.iter().all(u8::is_ascii_whitespace) {
+        ReloadRequest { parameters: None }
+    } else {
+        match serde_json::from_slice::<ReloadRequest>(&body) {
+            Ok(request) => request,
+            Err(err) => return error(StatusCode::BAD_REQUEST, format!("invalid body: {err}")),
+        }
+    };
+    let _guard = shared.config_lock.lock().await;
+    let old = shared.parameters();
+    let change = match request.parameters {
+        Some(new) => {
+            if let Err(err) = config::validate_parameters(&new) {
+                return error(StatusCode::BAD_REQUEST, err.to_string());
+            }
+            let change = params::classify(&old, &new);
+            shared.set_parameters(new);
+            change
+        }
+        None => Change::Nothing,
+    };
+    if let Err(err) = files::write_config(&shared) {
+        shared.set_parameters(old);
+        return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
+    }
+    let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
+        Ok(client) => client,
+        Err(err) => return unavailable(err),
+    };
+    if let Err(err) = sql::reload(&client).await {
+        return unavailable(err);
+    }
+    // pg_reload_conf() only signals the postmaster; give it a moment before
+    // asking whether a restart is pending.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let pending_restart = sql::pending_restart(&client).await.unwrap_or(false);
+    tracing::info!(?change, pending_restart, "configuration reloaded");
+    Json(ReloadResponse {
+        change,
+        pending_restart,
+    })
+    .into_response()
+}
+
+/// `POST /promote`: promote this replica and wait until it accepts writes, then
+/// re-render its configuration as a primary. Promoting a primary is a no-op.
+async fn promote(State(shared): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(refusal) = authorize(&shared, &headers) {
+        return refusal.into_response();
+    }
+    let _guard = shared.config_lock.lock().await;
+    let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
+        Ok(client) => client,
+        Err(err) => return unavailable(err),
+    };
+    match sql::in_recovery(&client).await {
+        Ok(true) => {}
+        Ok(false) => {
+            return match current_status(&shared).await {
+                Ok(status) => Json(status).into_response(),
+                Err(response) => response,
+            };
+        }
+        Err(err) => return unavailable(err),
+    }
+    tracing::info!("promoting");
+    match sql::promote(&client).await {
+        Ok(true) => {}
+        Ok(false) => {
+            return error(
+                StatusCode::GATEWAY_TIMEOUT,
+                "promotion did not finish within 60 seconds",
+            );
+        }
+        Err(err) => return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string()),
+    }
+    // PostgreSQL removed standby.signal; drop primary_conninfo and the slot name.
+    if let Err(err) = files::write_config(&shared) {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
+    }
+    if let Err(err) = sql::reload(&client).await {
+        return unavailable(err);
+    }
+    // The new primary runs the role setup (passwords may have rotated); readiness
+    // waits for it, as after a bootstrap.
+    shared.setup_done.store(false, Ordering::SeqCst);
+    match current_status(&shared).await {
+        Ok(status) if status.postgres.role == Role::Primary => Json(status).into_response(),
+        Ok(status) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!(
+                "promotion returned but the instance is still a {:?}",
+                status.postgres.role
+            ),
+        ),
+        Err(response) => response,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_time_eq_compares_whole_inputs() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret!"));
+        assert!(!constant_time_eq(b"", b"x"));
+    }
+}

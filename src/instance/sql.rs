@@ -1,0 +1,286 @@
+//! SQL the manager runs, over the Unix socket as `postgres` (peer
+//! authentication), or over TCP to the primary as the replication role.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio_postgres::{Client, NoTls};
+
+use crate::postgres::identifiers::{quote_ident, quote_literal};
+use crate::postgres::{REPLICATION_USER, SUPERUSER};
+
+use super::{Error, InstanceConfig};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connect to the local PostgreSQL through its Unix socket.
+pub async fn connect_local(socket_dir: &Path, port: u16) -> Result<Client, tokio_postgres::Error> {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host_path(socket_dir)
+        .port(port)
+        .user(SUPERUSER)
+        .dbname("postgres")
+        .application_name("tusk-instance")
+        .connect_timeout(CONNECT_TIMEOUT);
+    connect(config).await
+}
+
+/// Connect to the primary over TCP as the replication role (it may open
+/// ordinary connections too, which slot management needs).
+pub async fn connect_primary(config: &InstanceConfig) -> Result<Client, Error> {
+    let host = config
+        .primary_host
+        .as_deref()
+        .ok_or(Error::MissingPrimary("cloning"))?;
+    let mut pg = tokio_postgres::Config::new();
+    pg.host(host)
+        .port(config.primary_port)
+        .user(REPLICATION_USER)
+        .password(config.replication_password.expose())
+        .dbname("postgres")
+        .application_name(&config.instance)
+        .connect_timeout(CONNECT_TIMEOUT);
+    connect(pg)
+        .await
+        .map_err(Error::sql("connecting to the primary"))
+}
+
+async fn connect(config: tokio_postgres::Config) -> Result<Client, tokio_postgres::Error> {
+    let (client, connection) = config.connect(NoTls).await?;
+    tokio::spawn(async move {
+        if let Err(err) = connection.await {
+            tracing::debug!(error = %err, "PostgreSQL connection closed");
+        }
+    });
+    Ok(client)
+}
+
+/// Create this instance's physical replication slot on the primary unless it
+/// exists. `immediately_reserve` makes the primary keep WAL from now on, so the
+/// clone that follows never misses a segment.
+pub async fn ensure_slot(primary: &Client, slot: &str) -> Result<bool, Error> {
+    let exists = primary
+        .query_opt(
+            "SELECT 1 FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await
+        .map_err(Error::sql("looking up the replication slot"))?
+        .is_some();
+    if exists {
+        return Ok(false);
+    }
+    match primary
+        .execute(
+            "SELECT pg_create_physical_replication_slot($1, true)",
+            &[&slot],
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        // Another attempt won the race: the slot exists, which is all we want.
+        Err(err) if err.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_OBJECT) => {
+            Ok(false)
+        }
+        Err(err) => Err(Error::sql("creating the replication slot")(err)),
+    }
+}
+
+/// Roles, passwords and the application database on a primary. Idempotent, and
+/// run at every start, so a crash halfway through bootstrap heals and rotated
+/// Secrets reach the database.
+///
+/// Passwords go in as literals because `CREATE/ALTER ROLE` takes no parameters;
+/// `password_encryption = scram-sha-256` stores only the SCRAM verifier.
+pub async fn setup_primary(client: &Client, config: &InstanceConfig) -> Result<(), Error> {
+    ensure_role(
+        client,
+        REPLICATION_USER,
+        "LOGIN REPLICATION",
+        config.replication_password.expose(),
+    )
+    .await?;
+    ensure_role(
+        client,
+        SUPERUSER,
+        "LOGIN SUPERUSER",
+        config.superuser_password.expose(),
+    )
+    .await?;
+    if let (Some(owner), Some(password)) = (&config.app_owner, &config.app_password) {
+        ensure_role(client, owner, "LOGIN", password.expose()).await?;
+        if let Some(database) = &config.app_database {
+            let exists = client
+                .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[database])
+                .await
+                .map_err(Error::sql("looking up the application database"))?
+                .is_some();
+            if !exists {
+                client
+                    .batch_execute(&format!(
+                        "CREATE DATABASE {} OWNER {}",
+                        quote_ident(database),
+                        quote_ident(owner)
+                    ))
+                    .await
+                    .map_err(Error::sql("creating the application database"))?;
+                tracing::info!(%database, %owner, "created the application database");
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn ensure_role(
+    client: &Client,
+    name: &str,
+    attributes: &str,
+    password: &str,
+) -> Result<(), Error> {
+    let exists = client
+        .query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&name])
+        .await
+        .map_err(Error::sql("looking up a role"))?
+        .is_some();
+    let verb = if exists { "ALTER" } else { "CREATE" };
+    client
+        .batch_execute(&format!(
+            "{verb} ROLE {} WITH {attributes} PASSWORD {}",
+            quote_ident(name),
+            quote_literal(password)
+        ))
+        .await
+        .map_err(Error::sql("creating or updating a role"))?;
+    if !exists {
+        tracing::info!(role = %name, "created role");
+    }
+    Ok(())
+}
+
+/// What an instance reports about itself on `/status`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PgStatus {
+    pub role: Role,
+    pub timeline: Option<i64>,
+    /// The primary's current WAL insert position.
+    pub current_lsn: Option<String>,
+    /// A replica's last WAL position received and flushed.
+    pub received_lsn: Option<String>,
+    /// A replica's last WAL position replayed.
+    pub replayed_lsn: Option<String>,
+    /// A replica's WAL received but not yet replayed, in bytes. The lag behind the
+    /// primary is the primary's `current_lsn` minus `received_lsn`, which the
+    /// operator computes from both instances' status.
+    pub lag_bytes: Option<i64>,
+    /// A replica: whether its WAL receiver is streaming from the primary.
+    pub streaming: Option<bool>,
+    pub system_identifier: String,
+    pub version: String,
+    pub version_num: i32,
+    /// A changed parameter waits for a restart.
+    pub pending_restart: bool,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Primary,
+    Replica,
+}
+
+pub async fn status(client: &Client) -> Result<PgStatus, tokio_postgres::Error> {
+    let row = client
+        .query_one(
+            "SELECT pg_is_in_recovery(), \
+                    current_setting('server_version'), \
+                    current_setting('server_version_num')::int, \
+                    (SELECT system_identifier::text FROM pg_control_system()), \
+                    EXISTS (SELECT 1 FROM pg_settings WHERE pending_restart)",
+            &[],
+        )
+        .await?;
+    let in_recovery: bool = row.try_get(0)?;
+    let mut status = PgStatus {
+        role: if in_recovery {
+            Role::Replica
+        } else {
+            Role::Primary
+        },
+        timeline: None,
+        current_lsn: None,
+        received_lsn: None,
+        replayed_lsn: None,
+        lag_bytes: None,
+        streaming: None,
+        system_identifier: row.try_get(3)?,
+        version: row.try_get(1)?,
+        version_num: row.try_get(2)?,
+        pending_restart: row.try_get(4)?,
+    };
+    if in_recovery {
+        let row = client
+            .query_one(
+                "SELECT pg_last_wal_receive_lsn()::text, \
+                        pg_last_wal_replay_lsn()::text, \
+                        pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint, \
+                        (SELECT status = 'streaming' FROM pg_stat_wal_receiver), \
+                        COALESCE((SELECT received_tli FROM pg_stat_wal_receiver), \
+                                 (SELECT timeline_id FROM pg_control_checkpoint()))::bigint",
+                &[],
+            )
+            .await?;
+        status.received_lsn = row.try_get(0)?;
+        status.replayed_lsn = row.try_get(1)?;
+        status.lag_bytes = row.try_get::<_, Option<i64>>(2)?.map(|lag| lag.max(0));
+        status.streaming = Some(row.try_get::<_, Option<bool>>(3)?.unwrap_or(false));
+        status.timeline = row.try_get(4)?;
+    } else {
+        // The timeline is the first 8 hex digits of the current WAL file name;
+        // pg_control_checkpoint() would lag behind a promotion until the next
+        // checkpoint.
+        let row = client
+            .query_one(
+                "SELECT pg_current_wal_lsn()::text, pg_walfile_name(pg_current_wal_lsn())",
+                &[],
+            )
+            .await?;
+        status.current_lsn = row.try_get(0)?;
+        let walfile: String = row.try_get(1)?;
+        status.timeline = walfile
+            .get(..8)
+            .and_then(|tli| i64::from_str_radix(tli, 16).ok());
+    }
+    Ok(status)
+}
+
+/// Promote a replica and wait (up to a minute) for it to accept writes.
+pub async fn promote(client: &Client) -> Result<bool, tokio_postgres::Error> {
+    client
+        .query_one("SELECT pg_promote(true, 60)", &[])
+        .await?
+        .try_get(0)
+}
+
+pub async fn reload(client: &Client) -> Result<(), tokio_postgres::Error> {
+    client.execute("SELECT pg_reload_conf()", &[]).await?;
+    Ok(())
+}
+
+pub async fn pending_restart(client: &Client) -> Result<bool, tokio_postgres::Error> {
+    client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_settings WHERE pending_restart)",
+            &[],
+        )
+        .await?
+        .try_get(0)
+}
+
+pub async fn in_recovery(client: &Client) -> Result<bool, tokio_postgres::Error> {
+    client
+        .query_one("SELECT pg_is_in_recovery()", &[])
+        .await?
+        .try_get(0)
+}

@@ -1,0 +1,345 @@
+//! Rendering the `postgresql.conf` settings Tusk owns, merged with the user's
+//! `spec.postgresql.parameters`.
+//!
+//! The instance manager writes the result to its own file included from
+//! `postgresql.conf`; this module only produces the text. Every value is written
+//! as a quoted string (PostgreSQL accepts quotes around numbers and booleans
+//! too), so one escaping rule covers all of them.
+
+use std::collections::BTreeMap;
+
+use crate::api::v1::OWNED_PARAMETERS;
+
+use super::identifiers::quote_ident;
+
+/// Why a set of parameters cannot be rendered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("parameter {name} is managed by Tusk and cannot be set in spec.postgresql.parameters")]
+    OwnedParameter { name: String },
+
+    #[error("{name:?} is not a valid PostgreSQL parameter name")]
+    InvalidName { name: String },
+
+    #[error("{name} is a configuration-file directive, not a parameter, and cannot be set")]
+    Directive { name: String },
+
+    #[error("the value of parameter {name} contains a control character")]
+    ControlCharacter { name: String },
+}
+
+/// What Tusk needs to say about one instance's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// `listen_addresses`: `*` in a pod; tests narrow it to loopback.
+    pub listen_addresses: String,
+    /// `port`: 5432 in a pod.
+    pub port: u16,
+    /// `unix_socket_directories`: `/var/run/postgresql` in a pod (a writable emptyDir).
+    pub socket_dir: String,
+    /// `hba_file`: absolute path of the `pg_hba.conf` Tusk renders.
+    pub hba_file: String,
+    /// Set when the instance is a streaming replica.
+    pub standby: Option<Standby>,
+    /// Set with `spec.replication.mode: sync`.
+    pub sync: Option<SyncReplication>,
+    /// `spec.postgresql.parameters`, validated by [`validate_parameters`].
+    pub parameters: BTreeMap<String, String>,
+}
+
+/// How a replica reaches its primary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Standby {
+    /// `primary_conninfo`, usually built with [`conninfo`].
+    pub primary_conninfo: String,
+    /// `primary_slot_name`: the physical slot the primary keeps for this instance.
+    pub slot: String,
+}
+
+/// Quorum synchronous replication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncReplication {
+    /// How many standbys must confirm each commit.
+    pub min: u32,
+    /// `application_name`s of the standbys (their instance names). Empty means any
+    /// standby (`*`), for when the manager does not know the other instances.
+    pub standbys: Vec<String>,
+}
+
+/// Defaults for settings that replication depends on but a user may tune.
+const TUNABLE_DEFAULTS: &[(&str, &str)] = &[
+    ("hot_standby", "on"),
+    ("max_replication_slots", "10"),
+    ("max_wal_senders", "10"),
+    ("password_encryption", "scram-sha-256"),
+    // Slots keep the WAL each replica needs; this only covers a replica whose slot
+    // has not been created yet, so it stays modest.
+    ("wal_keep_size", "256MB"),
+];
+
+/// Names that `postgresql.conf` treats as directives; accepting them would let a
+/// user include arbitrary files and so bypass the owned-parameter check.
+const DIRECTIVES: &[&str] = &["config_file", "include", "include_dir", "include_if_exists"];
+
+/// Refuse parameters Tusk owns, directives, malformed names and values that cannot
+/// be written safely.
+pub fn validate_parameters(parameters: &BTreeMap<String, String>) -> Result<(), ConfigError> {
+    for (name, value) in parameters {
+        let lower = name.to_ascii_lowercase();
+        if !is_valid_name(name) {
+            return Err(ConfigError::InvalidName { name: name.clone() });
+        }
+        if OWNED_PARAMETERS.contains(&lower.as_str()) {
+            return Err(ConfigError::OwnedParameter { name: name.clone() });
+        }
+        if DIRECTIVES.contains(&lower.as_str()) {
+            return Err(ConfigError::Directive { name: name.clone() });
+        }
+        if value.chars().any(char::is_control) {
+            return Err(ConfigError::ControlCharacter { name: name.clone() });
+        }
+    }
+    Ok(())
+}
+
+/// A GUC name: letters, digits, `_` and `$`, with `.` separating an extension prefix.
+fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.split('.').all(|part| {
+            part.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+        })
+}
+
+/// Render the configuration: Tusk's tunable defaults, overridden by the user's
+/// parameters, then the settings Tusk owns. Sorted by name, so the same input
+/// always gives the same bytes (and an unchanged file is not rewritten).
+pub fn render(settings: &Settings) -> Result<String, ConfigError> {
+    validate_parameters(&settings.parameters)?;
+
+    let mut values: BTreeMap<String, String> = TUNABLE_DEFAULTS
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect();
+    for (name, value) in &settings.parameters {
+        values.insert(name.to_ascii_lowercase(), value.clone());
+    }
+    let owned = [
+        ("listen_addresses", settings.listen_addresses.clone()),
+        ("port", settings.port.to_string()),
+        ("unix_socket_directories", settings.socket_dir.clone()),
+        ("wal_level", "replica".to_owned()),
+        ("hba_file", settings.hba_file.clone()),
+    ];
+    for (name, value) in owned {
+        values.insert(name.to_owned(), value);
+    }
+    if let Some(standby) = &settings.standby {
+        values.insert(
+            "primary_conninfo".to_owned(),
+            standby.primary_conninfo.clone(),
+        );
+        values.insert("primary_slot_name".to_owned(), standby.slot.clone());
+    }
+    if let Some(sync) = &settings.sync {
+        values.insert(
+            "synchronous_standby_names".to_owned(),
+            synchronous_standby_names(sync),
+        );
+    }
+
+    let mut out = String::from(
+        "# Written by the Tusk instance manager at every start and reload; edits are lost.\n\
+         # Set parameters in spec.postgresql.parameters of the Database instead.\n",
+    );
+    for (name, value) in &values {
+        out.push_str(name);
+        out.push_str(" = ");
+        out.push_str(&quote_value(value));
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// `ANY n ("a", "b")`: quorum commit over the named standbys, or over any standby.
+pub fn synchronous_standby_names(sync: &SyncReplication) -> String {
+    let names = if sync.standbys.is_empty() {
+        "*".to_owned()
+    } else {
+        let mut names: Vec<&str> = sync.standbys.iter().map(String::as_str).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+            .into_iter()
+            .map(quote_ident)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!("ANY {} ({names})", sync.min.max(1))
+}
+
+/// Quote a value for `postgresql.conf`: inside single quotes the file format
+/// treats a doubled quote as a quote and processes backslash escapes, so both are
+/// escaped. Control characters are refused earlier by [`validate_parameters`].
+pub fn quote_value(value: &str) -> String {
+    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// A libpq connection string from keyword/value pairs; every value is quoted
+/// (`'...'` with `\` and `'` backslash-escaped) so spaces and quotes survive.
+pub fn conninfo(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(key, value)| {
+            format!(
+                "{key}='{}'",
+                value.replace('\\', "\\\\").replace('\'', "\\'")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> Settings {
+        Settings {
+            listen_addresses: "*".to_owned(),
+            port: 5432,
+            socket_dir: "/var/run/postgresql".to_owned(),
+            hba_file: "/var/lib/postgresql/data/pgdata/pg_hba.conf".to_owned(),
+            standby: None,
+            sync: None,
+            parameters: BTreeMap::new(),
+        }
+    }
+
+    fn lines(text: &str) -> Vec<&str> {
+        text.lines().filter(|l| !l.starts_with('#')).collect()
+    }
+
+    #[test]
+    fn a_primary_gets_the_owned_settings_sorted() {
+        let text = render(&settings()).expect("renders");
+        assert_eq!(
+            lines(&text),
+            vec![
+                "hba_file = '/var/lib/postgresql/data/pgdata/pg_hba.conf'",
+                "hot_standby = 'on'",
+                "listen_addresses = '*'",
+                "max_replication_slots = '10'",
+                "max_wal_senders = '10'",
+                "password_encryption = 'scram-sha-256'",
+                "port = '5432'",
+                "unix_socket_directories = '/var/run/postgresql'",
+                "wal_keep_size = '256MB'",
+                "wal_level = 'replica'",
+            ]
+        );
+        assert_eq!(render(&settings()), render(&settings()));
+    }
+
+    #[test]
+    fn a_replica_gets_conninfo_and_slot() {
+        let mut s = settings();
+        s.standby = Some(Standby {
+            primary_conninfo: conninfo(&[
+                ("host", "orders-rw"),
+                ("user", "tusk_replication"),
+                ("application_name", "orders-2"),
+            ]),
+            slot: "orders_2".to_owned(),
+        });
+        let text = render(&s).expect("renders");
+        assert!(text.contains(
+            "primary_conninfo = 'host=''orders-rw'' user=''tusk_replication'' application_name=''orders-2'''\n"
+        ));
+        assert!(text.contains("primary_slot_name = 'orders_2'\n"));
+    }
+
+    #[test]
+    fn sync_mode_names_a_quorum_of_standbys() {
+        let sync = SyncReplication {
+            min: 1,
+            standbys: vec!["orders-3".to_owned(), "orders-2".to_owned()],
+        };
+        assert_eq!(
+            synchronous_standby_names(&sync),
+            r#"ANY 1 ("orders-2", "orders-3")"#
+        );
+        let any = SyncReplication {
+            min: 2,
+            standbys: vec![],
+        };
+        assert_eq!(synchronous_standby_names(&any), "ANY 2 (*)");
+        let mut s = settings();
+        s.sync = Some(sync);
+        assert!(
+            render(&s)
+                .expect("renders")
+                .contains("synchronous_standby_names = 'ANY 1 (\"orders-2\", \"orders-3\")'\n")
+        );
+    }
+
+    #[test]
+    fn user_parameters_override_tunable_defaults_and_are_quoted() {
+        let mut s = settings();
+        s.parameters.insert("max_wal_senders".into(), "20".into());
+        s.parameters
+            .insert("search_path".into(), "'$user', public".into());
+        s.parameters
+            .insert("log_line_prefix".into(), r"%m \ x".into());
+        let text = render(&s).expect("renders");
+        assert!(text.contains("max_wal_senders = '20'\n"));
+        assert!(!text.contains("max_wal_senders = '10'"));
+        assert!(text.contains("search_path = '''$user'', public'\n"));
+        assert!(text.contains(r"log_line_prefix = '%m \\ x'"));
+    }
+
+    #[test]
+    fn owned_parameters_are_refused_by_name() {
+        for name in ["archive_command", "port", "Listen_Addresses", "wal_level"] {
+            let mut s = settings();
+            s.parameters.insert(name.into(), "x".into());
+            let err = render(&s).expect_err("refused");
+            assert_eq!(err, ConfigError::OwnedParameter { name: name.into() });
+            assert!(err.to_string().contains(name), "{err}");
+            assert!(err.to_string().contains("managed by Tusk"), "{err}");
+        }
+    }
+
+    #[test]
+    fn directives_bad_names_and_control_characters_are_refused() {
+        let cases = [
+            ("include", "/etc/passwd"),
+            ("include_dir", "/tmp"),
+            ("work_mem\nport", "1"),
+            ("", "1"),
+            ("1abc", "1"),
+            ("work_mem", "4MB\nport = 1"),
+        ];
+        for (name, value) in cases {
+            let mut parameters = BTreeMap::new();
+            parameters.insert(name.to_owned(), value.to_owned());
+            assert!(validate_parameters(&parameters).is_err(), "{name:?}");
+        }
+        let mut ok = BTreeMap::new();
+        ok.insert("pg_stat_statements.max".to_owned(), "1000".to_owned());
+        assert_eq!(validate_parameters(&ok), Ok(()));
+    }
+
+    #[test]
+    fn conninfo_quotes_every_value() {
+        assert_eq!(
+            conninfo(&[("host", "a b"), ("passfile", r"/x/it's\y")]),
+            r"host='a b' passfile='/x/it\'s\\y'"
+        );
+    }
+}

@@ -1,0 +1,737 @@
+//! The Pod of one PostgreSQL instance.
+//!
+//! The pod runs a stock PostgreSQL image; an init container from the operator image
+//! copies the static `tusk` binary into an emptyDir, and the main container runs
+//! `tusk instance` as PID 1, which initialises or clones the data directory,
+//! supervises `postgres` and serves the instance API on port 8000.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm,
+    PodAntiAffinity, PodSecurityContext, PodSpec, Probe, SeccompProfile, SecretKeySelector,
+    SecurityContext, Volume, VolumeMount, WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+
+use super::secret::{PASSWORD_KEY, SecretKind};
+use super::{BuildConfig, hash, image, labels, names, object_meta};
+use crate::api::status::InstanceRole;
+use crate::api::v1::{Database, InitdbSpec, ReplicationMode};
+
+/// Annotation holding [`spec_hash`] of the pod's spec as built. The controller
+/// compares it with a fresh build to decide whether a pod must be recreated (pod
+/// specs are mostly immutable, so "apply again" is not an option).
+pub const SPEC_HASH_ANNOTATION: &str = "tusk.dev/spec-hash";
+/// Where the instance's PVC is mounted.
+pub const DATA_MOUNT: &str = "/var/lib/postgresql/data";
+/// The data directory: a subdirectory of the mount, because the root of many
+/// volumes holds `lost+found` and initdb refuses a non-empty directory.
+pub const PGDATA: &str = "/var/lib/postgresql/data/pgdata";
+/// The emptyDir the init container copies `tusk` into.
+pub const TUSK_BIN: &str = "/tusk/bin";
+/// PostgreSQL's port (container port `postgresql`).
+pub const POSTGRES_PORT: i32 = 5432;
+/// The instance manager's HTTP port (container port `tusk`): probes, API, metrics.
+pub const HEALTH_PORT: i32 = 8000;
+pub const SUPERUSER_PASSWORD_ENV: &str = "POSTGRES_SUPERUSER_PASSWORD";
+pub const REPLICATION_PASSWORD_ENV: &str = "TUSK_REPLICATION_PASSWORD";
+pub const APP_PASSWORD_ENV: &str = "TUSK_APP_PASSWORD";
+
+/// The uid and gid of `postgres` in the official images; the data directory must
+/// belong to it.
+const POSTGRES_UID: i64 = 999;
+const DATA_VOLUME: &str = "data";
+const TUSK_BIN_VOLUME: &str = "tusk-bin";
+const RUN_VOLUME: &str = "run";
+const TMP_VOLUME: &str = "tmp";
+/// initdb, or `pg_basebackup` of a large primary, runs before `/healthz` answers
+/// on a slow start; 360 × 10 s gives the first start an hour before the kubelet
+/// restarts it. Once started, liveness takes over with normal thresholds.
+const STARTUP_FAILURE_THRESHOLD: i32 = 360;
+/// Time for a clean ("fast") shutdown: checkpoint, WAL flushed to replicas.
+const TERMINATION_GRACE_SECONDS: i64 = 60;
+
+/// The Pod of instance `serial` of `db`, created with `role` (the
+/// `tusk.dev/role` label).
+///
+/// The role label is only the initial one: the operator moves it on switchover
+/// and failover, so an existing pod's role label must not be re-applied from a
+/// fresh build. Nothing role-dependent is in the pod spec, so the
+/// [`SPEC_HASH_ANNOTATION`] is the same for either role and a role change never
+/// asks for a recreation.
+///
+/// The pod reads the passwords from the three Secrets (see [`super::secret`]),
+/// which must exist before it starts or the kubelet holds it in
+/// `CreateContainerConfigError`.
+pub fn instance_pod(db: &Database, serial: u32, role: InstanceRole, config: &BuildConfig) -> Pod {
+    let db_name = db.name_any();
+    let instance = names::instance_name(&db_name, serial);
+    let spec = pod_spec(db, &db_name, &instance, config);
+    let mut metadata = object_meta(db, instance.clone(), labels::pod(&db_name, &instance, role));
+    metadata.annotations = Some(BTreeMap::from([(
+        SPEC_HASH_ANNOTATION.to_owned(),
+        spec_hash(&spec),
+    )]));
+    Pod {
+        metadata,
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+/// A stable hash (FNV-1a over the JSON form) of a pod spec: the same for the same
+/// spec in every process and every operator version that serialises it alike.
+pub fn spec_hash(spec: &PodSpec) -> String {
+    // Serialising a PodSpec cannot fail: it has only string map keys and no
+    // fallible Serialize impls; an empty input would still hash deterministically.
+    let json = serde_json::to_vec(spec).unwrap_or_default();
+    hash::fnv1a64_hex(&json)
+}
+
+fn pod_spec(db: &Database, db_name: &str, instance: &str, config: &BuildConfig) -> PodSpec {
+    PodSpec {
+        hostname: Some(instance.to_owned()),
+        init_containers: Some(vec![bootstrap_container(config)]),
+        containers: vec![postgres_container(db, db_name, instance, config)],
+        volumes: Some(volumes(instance)),
+        security_context: Some(pod_security_context()),
+        termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
+        affinity: Some(anti_affinity(db_name)),
+        // Service links would inject host/port variables for every Service in the
+        // namespace; a Service named `tusk` would even add `TUSK_*` variables next
+        // to the ones the instance manager reads.
+        enable_service_links: Some(false),
+        ..PodSpec::default()
+    }
+}
+
+fn bootstrap_container(config: &BuildConfig) -> Container {
+    Container {
+        name: "bootstrap-tusk".to_owned(),
+        image: Some(config.tusk_image.clone()),
+        image_pull_policy: config.image_pull_policy.clone(),
+        // The operator image has no shell: `tusk` copies its own executable.
+        args: Some(vec!["copy-binary".to_owned(), format!("{TUSK_BIN}/tusk")]),
+        volume_mounts: Some(vec![mount(TUSK_BIN_VOLUME, TUSK_BIN, false)]),
+        security_context: Some(container_security_context()),
+        ..Container::default()
+    }
+}
+
+fn postgres_container(
+    db: &Database,
+    db_name: &str,
+    instance: &str,
+    config: &BuildConfig,
+) -> Container {
+    Container {
+        name: "postgres".to_owned(),
+        image: Some(image(db, config)),
+        image_pull_policy: config.image_pull_policy.clone(),
+        command: Some(vec![format!("{TUSK_BIN}/tusk"), "instance".to_owned()]),
+        env: Some(env(db, db_name, instance)),
+        ports: Some(vec![
+            container_port("postgresql", POSTGRES_PORT),
+            container_port("tusk", HEALTH_PORT),
+        ]),
+        readiness_probe: Some(Probe {
+            period_seconds: Some(5),
+            failure_threshold: Some(3),
+            ..http_probe("/readyz")
+        }),
+        liveness_probe: Some(Probe {
+            period_seconds: Some(10),
+            failure_threshold: Some(3),
+            ..http_probe("/healthz")
+        }),
+        startup_probe: Some(Probe {
+            period_seconds: Some(10),
+            failure_threshold: Some(STARTUP_FAILURE_THRESHOLD),
+            ..http_probe("/healthz")
+        }),
+        volume_mounts: Some(vec![
+            mount(DATA_VOLUME, DATA_MOUNT, false),
+            mount(TUSK_BIN_VOLUME, TUSK_BIN, true),
+            mount(RUN_VOLUME, "/var/run/postgresql", false),
+            mount(TMP_VOLUME, "/tmp", false),
+        ]),
+        security_context: Some(container_security_context()),
+        ..Container::default()
+    }
+}
+
+fn env(db: &Database, db_name: &str, instance: &str) -> Vec<EnvVar> {
+    let initdb = db
+        .spec
+        .bootstrap
+        .as_ref()
+        .and_then(|b| b.initdb.clone())
+        .unwrap_or_default();
+    let InitdbSpec {
+        database: app_database,
+        owner: app_owner,
+    } = initdb;
+    let sync_mode = match db.spec.replication.mode {
+        ReplicationMode::Async => "async",
+        ReplicationMode::Sync => "sync",
+    };
+    // Built through `Value` because its Display cannot fail, unlike `to_string`;
+    // a BTreeMap keeps the keys sorted so the spec hash is stable.
+    let parameters = serde_json::Value::Object(
+        db.spec
+            .postgresql
+            .parameters
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+            .collect(),
+    )
+    .to_string();
+    vec![
+        field_env("POD_NAME", "metadata.name"),
+        field_env("POD_NAMESPACE", "metadata.namespace"),
+        value_env("TUSK_DATABASE", db_name),
+        value_env("TUSK_INSTANCE", instance),
+        value_env("PGDATA", PGDATA),
+        value_env("TUSK_PRIMARY_SERVICE", &names::rw_service(db_name)),
+        secret_env(SUPERUSER_PASSWORD_ENV, db_name, SecretKind::Superuser),
+        secret_env(REPLICATION_PASSWORD_ENV, db_name, SecretKind::Replication),
+        secret_env(APP_PASSWORD_ENV, db_name, SecretKind::App),
+        value_env("TUSK_APP_DATABASE", &app_database),
+        value_env("TUSK_APP_OWNER", &app_owner),
+        value_env("TUSK_SYNC_MODE", sync_mode),
+        value_env(
+            "TUSK_MIN_SYNC",
+            &db.spec.replication.min_sync_replicas.to_string(),
+        ),
+        value_env("TUSK_PARAMETERS", &parameters),
+    ]
+}
+
+fn value_env(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.to_owned()),
+        value_from: None,
+    }
+}
+
+fn field_env(name: &str, field_path: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                api_version: None,
+                field_path: field_path.to_owned(),
+            }),
+            ..EnvVarSource::default()
+        }),
+    }
+}
+
+fn secret_env(name: &str, db_name: &str, kind: SecretKind) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: kind.secret_name(db_name),
+                key: PASSWORD_KEY.to_owned(),
+                optional: None,
+            }),
+            ..EnvVarSource::default()
+        }),
+    }
+}
+
+fn container_port(name: &str, port: i32) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.to_owned()),
+        container_port: port,
+        protocol: Some("TCP".to_owned()),
+        ..ContainerPort::default()
+    }
+}
+
+fn http_probe(path: &str) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.to_owned()),
+            port: IntOrString::Int(HEALTH_PORT),
+            ..HTTPGetAction::default()
+        }),
+        timeout_seconds: Some(5),
+        ..Probe::default()
+    }
+}
+
+fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: volume.to_owned(),
+        mount_path: path.to_owned(),
+        read_only: read_only.then_some(true),
+        ..VolumeMount::default()
+    }
+}
+
+fn volumes(instance: &str) -> Vec<Volume> {
+    let empty_dir = |name: &str| Volume {
+        name: name.to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    };
+    vec![
+        Volume {
+            name: DATA_VOLUME.to_owned(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: names::pvc(instance),
+                read_only: None,
+            }),
+            ..Volume::default()
+        },
+        empty_dir(TUSK_BIN_VOLUME),
+        empty_dir(RUN_VOLUME),
+        empty_dir(TMP_VOLUME),
+    ]
+}
+
+/// Pod Security "restricted" at the pod level, as the official image's `postgres`
+/// user so the data directory has the owner PostgreSQL insists on.
+fn pod_security_context() -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(POSTGRES_UID),
+        run_as_group: Some(POSTGRES_UID),
+        fs_group: Some(POSTGRES_UID),
+        // A large data volume would otherwise be chowned file by file on every
+        // mount, delaying each restart by minutes.
+        fs_group_change_policy: Some("OnRootMismatch".to_owned()),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".to_owned(),
+            localhost_profile: None,
+        }),
+        ..PodSecurityContext::default()
+    }
+}
+
+/// Pod Security "restricted" for each container. The root file system is
+/// read-only: PostgreSQL writes only to its data volume, its socket directory and
+/// /tmp, each an explicit volume.
+fn container_security_context() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_owned()]),
+            add: None,
+        }),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        ..SecurityContext::default()
+    }
+}
+
+/// Prefer spreading the instances of one database over nodes; soft, so a small
+/// cluster still runs every instance.
+fn anti_affinity(db_name: &str) -> Affinity {
+    Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        label_selector: Some(LabelSelector {
+                            match_labels: Some(labels::any_instance_selector(db_name)),
+                            match_expressions: None,
+                        }),
+                        topology_key: "kubernetes.io/hostname".to_owned(),
+                        ..PodAffinityTerm::default()
+                    },
+                },
+            ]),
+            required_during_scheduling_ignored_during_execution: None,
+        }),
+        ..Affinity::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::arbitrary::sample_database;
+    use crate::api::v1::{BootstrapSpec, ReplicationSpec};
+
+    fn config() -> BuildConfig {
+        BuildConfig {
+            postgres_repository: "localhost/postgres".into(),
+            tusk_image: "localhost/tusk:dev".into(),
+            image_pull_policy: Some("IfNotPresent".into()),
+        }
+    }
+
+    fn spec_of(pod: &Pod) -> PodSpec {
+        pod.spec.clone().unwrap_or_default()
+    }
+
+    fn postgres(pod: &Pod) -> Container {
+        spec_of(pod)
+            .containers
+            .into_iter()
+            .find(|c| c.name == "postgres")
+            .unwrap_or_default()
+    }
+
+    fn env_map(container: &Container) -> BTreeMap<String, EnvVar> {
+        container
+            .env
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| (e.name.clone(), e))
+            .collect()
+    }
+
+    fn value(env: &BTreeMap<String, EnvVar>, name: &str) -> String {
+        env.get(name)
+            .and_then(|e| e.value.clone())
+            .unwrap_or_else(|| panic!("{name} has no value"))
+    }
+
+    #[test]
+    fn metadata_names_labels_owner() {
+        let db = sample_database();
+        let pod = instance_pod(&db, 2, InstanceRole::Replica, &config());
+        assert_eq!(pod.metadata.name.as_deref(), Some("orders-2"));
+        assert_eq!(pod.metadata.namespace.as_deref(), Some("shop"));
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels,
+            labels::pod("orders", "orders-2", InstanceRole::Replica)
+        );
+        assert_eq!(labels[labels::ROLE], "replica");
+        let owners = pod.metadata.owner_references.clone().unwrap_or_default();
+        assert_eq!(owners.len(), 1);
+        assert_eq!(owners[0].kind, "Database");
+        assert_eq!(owners[0].controller, Some(true));
+        let spec = spec_of(&pod);
+        assert_eq!(spec.hostname.as_deref(), Some("orders-2"));
+        assert_eq!(spec.subdomain, None);
+        assert_eq!(spec.termination_grace_period_seconds, Some(60));
+    }
+
+    #[test]
+    fn volumes_and_mounts() {
+        let pod = instance_pod(&sample_database(), 3, InstanceRole::Primary, &config());
+        let spec = spec_of(&pod);
+        let volumes = spec.volumes.clone().unwrap_or_default();
+        let names: Vec<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["data", "tusk-bin", "run", "tmp"]);
+        assert_eq!(
+            volumes[0]
+                .persistent_volume_claim
+                .as_ref()
+                .map(|c| c.claim_name.as_str()),
+            Some("orders-3")
+        );
+        assert!(volumes[1..].iter().all(|v| v.empty_dir.is_some()));
+
+        let mounts: Vec<(String, String)> = postgres(&pod)
+            .volume_mounts
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| (m.name, m.mount_path))
+            .collect();
+        assert_eq!(
+            mounts,
+            [
+                ("data".into(), "/var/lib/postgresql/data".into()),
+                ("tusk-bin".into(), "/tusk/bin".into()),
+                ("run".into(), "/var/run/postgresql".into()),
+                ("tmp".into(), "/tmp".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn init_container_copies_tusk() {
+        let pod = instance_pod(&sample_database(), 1, InstanceRole::Primary, &config());
+        let init = spec_of(&pod).init_containers.unwrap_or_default();
+        assert_eq!(init.len(), 1);
+        assert_eq!(init[0].name, "bootstrap-tusk");
+        assert_eq!(init[0].image.as_deref(), Some("localhost/tusk:dev"));
+        assert_eq!(init[0].command, None);
+        assert_eq!(
+            init[0].args,
+            Some(vec!["copy-binary".into(), "/tusk/bin/tusk".into()])
+        );
+        assert_eq!(init[0].image_pull_policy.as_deref(), Some("IfNotPresent"));
+        let mounts = init[0].volume_mounts.clone().unwrap_or_default();
+        assert_eq!(mounts.len(), 1);
+        assert_eq!(
+            (mounts[0].name.as_str(), mounts[0].mount_path.as_str()),
+            ("tusk-bin", "/tusk/bin")
+        );
+    }
+
+    #[test]
+    fn main_container_runs_the_instance_manager() {
+        let pod = instance_pod(&sample_database(), 1, InstanceRole::Primary, &config());
+        let pg = postgres(&pod);
+        assert_eq!(pg.image.as_deref(), Some("localhost/postgres:17"));
+        assert_eq!(
+            pg.command,
+            Some(vec!["/tusk/bin/tusk".into(), "instance".into()])
+        );
+        let ports: Vec<(Option<String>, i32)> = pg
+            .ports
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| (p.name, p.container_port))
+            .collect();
+        assert_eq!(
+            ports,
+            [
+                (Some("postgresql".into()), 5432),
+                (Some("tusk".into()), 8000)
+            ]
+        );
+    }
+
+    #[test]
+    fn probes() {
+        let pg = postgres(&instance_pod(
+            &sample_database(),
+            1,
+            InstanceRole::Primary,
+            &config(),
+        ));
+        let target = |probe: Option<Probe>| {
+            let get = probe.and_then(|p| p.http_get).unwrap_or_default();
+            (get.path.unwrap_or_default(), get.port)
+        };
+        assert_eq!(
+            target(pg.readiness_probe.clone()),
+            ("/readyz".into(), IntOrString::Int(8000))
+        );
+        assert_eq!(
+            target(pg.liveness_probe.clone()),
+            ("/healthz".into(), IntOrString::Int(8000))
+        );
+        assert_eq!(
+            target(pg.startup_probe.clone()),
+            ("/healthz".into(), IntOrString::Int(8000))
+        );
+        let startup = pg.startup_probe.unwrap_or_default();
+        let patience =
+            startup.period_seconds.unwrap_or(10) * startup.failure_threshold.unwrap_or(3);
+        assert!(patience >= 30 * 60, "startup allows only {patience}s");
+    }
+
+    #[test]
+    fn environment() {
+        let mut db = sample_database();
+        db.spec
+            .postgresql
+            .parameters
+            .insert("work_mem".into(), "8MB".into());
+        db.spec
+            .postgresql
+            .parameters
+            .insert("max_connections".into(), "200".into());
+        db.spec.replication = ReplicationSpec {
+            mode: ReplicationMode::Sync,
+            min_sync_replicas: 2,
+        };
+        db.spec.bootstrap = Some(BootstrapSpec {
+            initdb: Some(InitdbSpec {
+                database: "shop".into(),
+                owner: "clerk".into(),
+            }),
+            recovery: None,
+        });
+        let env = env_map(&postgres(&instance_pod(
+            &db,
+            4,
+            InstanceRole::Replica,
+            &config(),
+        )));
+        assert_eq!(value(&env, "TUSK_DATABASE"), "orders");
+        assert_eq!(value(&env, "TUSK_INSTANCE"), "orders-4");
+        assert_eq!(value(&env, "PGDATA"), "/var/lib/postgresql/data/pgdata");
+        assert_eq!(value(&env, "TUSK_PRIMARY_SERVICE"), "orders-rw");
+        assert_eq!(value(&env, "TUSK_APP_DATABASE"), "shop");
+        assert_eq!(value(&env, "TUSK_APP_OWNER"), "clerk");
+        assert_eq!(value(&env, "TUSK_SYNC_MODE"), "sync");
+        assert_eq!(value(&env, "TUSK_MIN_SYNC"), "2");
+        assert_eq!(
+            value(&env, "TUSK_PARAMETERS"),
+            r#"{"max_connections":"200","work_mem":"8MB"}"#
+        );
+        for (var, path) in [
+            ("POD_NAME", "metadata.name"),
+            ("POD_NAMESPACE", "metadata.namespace"),
+        ] {
+            let field = env[var]
+                .value_from
+                .as_ref()
+                .and_then(|s| s.field_ref.as_ref())
+                .map(|f| f.field_path.as_str());
+            assert_eq!(field, Some(path), "{var}");
+        }
+        for (var, secret) in [
+            (SUPERUSER_PASSWORD_ENV, "orders-superuser"),
+            (REPLICATION_PASSWORD_ENV, "orders-replication"),
+            (APP_PASSWORD_ENV, "orders-app"),
+        ] {
+            let key = env[var]
+                .value_from
+                .as_ref()
+                .and_then(|s| s.secret_key_ref.as_ref())
+                .map(|k| (k.name.as_str(), k.key.as_str()));
+            assert_eq!(key, Some((secret, "password")), "{var}");
+            assert_eq!(
+                env[var].value, None,
+                "{var} must not carry the password itself"
+            );
+        }
+    }
+
+    #[test]
+    fn environment_defaults() {
+        let env = env_map(&postgres(&instance_pod(
+            &sample_database(),
+            1,
+            InstanceRole::Primary,
+            &config(),
+        )));
+        assert_eq!(value(&env, "TUSK_APP_DATABASE"), "app");
+        assert_eq!(value(&env, "TUSK_APP_OWNER"), "app");
+        assert_eq!(value(&env, "TUSK_SYNC_MODE"), "async");
+        assert_eq!(value(&env, "TUSK_MIN_SYNC"), "1");
+        assert_eq!(value(&env, "TUSK_PARAMETERS"), "{}");
+    }
+
+    /// The checks of Pod Security "restricted" (v1.34) that a pod spec can fail.
+    #[test]
+    fn meets_pod_security_restricted() {
+        let spec = spec_of(&instance_pod(
+            &sample_database(),
+            1,
+            InstanceRole::Primary,
+            &config(),
+        ));
+        let pod_ctx = spec.security_context.clone().unwrap_or_default();
+        assert_eq!(pod_ctx.run_as_non_root, Some(true));
+        assert_eq!(pod_ctx.run_as_user, Some(999));
+        assert_eq!(pod_ctx.run_as_group, Some(999));
+        assert_eq!(pod_ctx.fs_group, Some(999));
+        assert_eq!(
+            pod_ctx.seccomp_profile.map(|p| p.type_).as_deref(),
+            Some("RuntimeDefault")
+        );
+        assert_eq!(spec.host_network, None);
+        assert_eq!(spec.host_pid, None);
+        assert_eq!(spec.host_ipc, None);
+        let volumes = spec.volumes.clone().unwrap_or_default();
+        assert!(volumes.iter().all(|v| v.host_path.is_none()));
+
+        let containers = spec
+            .init_containers
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .chain(spec.containers.clone());
+        for c in containers {
+            let ctx = c.security_context.clone().unwrap_or_default();
+            assert_eq!(ctx.allow_privilege_escalation, Some(false), "{}", c.name);
+            assert_eq!(ctx.privileged, None, "{}", c.name);
+            assert_ne!(ctx.run_as_non_root, Some(false), "{}", c.name);
+            assert_ne!(ctx.run_as_user, Some(0), "{}", c.name);
+            let caps = ctx.capabilities.unwrap_or_default();
+            assert_eq!(caps.drop, Some(vec!["ALL".to_owned()]), "{}", c.name);
+            assert_eq!(caps.add, None, "{}", c.name);
+            assert!(
+                c.ports
+                    .unwrap_or_default()
+                    .iter()
+                    .all(|p| p.host_port.is_none()),
+                "{}",
+                c.name
+            );
+        }
+    }
+
+    #[test]
+    fn spreads_over_nodes_softly() {
+        let spec = spec_of(&instance_pod(
+            &sample_database(),
+            1,
+            InstanceRole::Primary,
+            &config(),
+        ));
+        let anti = spec
+            .affinity
+            .and_then(|a| a.pod_anti_affinity)
+            .unwrap_or_default();
+        assert_eq!(
+            anti.required_during_scheduling_ignored_during_execution,
+            None
+        );
+        let preferred = anti
+            .preferred_during_scheduling_ignored_during_execution
+            .unwrap_or_default();
+        assert_eq!(preferred.len(), 1);
+        let term = &preferred[0].pod_affinity_term;
+        assert_eq!(term.topology_key, "kubernetes.io/hostname");
+        assert_eq!(
+            term.label_selector
+                .as_ref()
+                .and_then(|s| s.match_labels.clone()),
+            Some(labels::any_instance_selector("orders"))
+        );
+    }
+
+    #[test]
+    fn spec_hash_tracks_the_spec_not_the_role() {
+        let db = sample_database();
+        let hash_of = |pod: &Pod| {
+            pod.metadata
+                .annotations
+                .clone()
+                .unwrap_or_default()
+                .get(SPEC_HASH_ANNOTATION)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let primary = instance_pod(&db, 1, InstanceRole::Primary, &config());
+        let replica = instance_pod(&db, 1, InstanceRole::Replica, &config());
+        assert_eq!(hash_of(&primary).len(), 16);
+        assert_eq!(hash_of(&primary), hash_of(&replica));
+        assert_eq!(hash_of(&primary), spec_hash(&spec_of(&primary)));
+
+        let mut upgraded = db.clone();
+        upgraded.spec.version = "18".into();
+        assert_ne!(
+            hash_of(&primary),
+            hash_of(&instance_pod(
+                &upgraded,
+                1,
+                InstanceRole::Primary,
+                &config()
+            ))
+        );
+        let mut tuned = db.clone();
+        tuned
+            .spec
+            .postgresql
+            .parameters
+            .insert("work_mem".into(), "8MB".into());
+        assert_ne!(
+            hash_of(&primary),
+            hash_of(&instance_pod(&tuned, 1, InstanceRole::Primary, &config()))
+        );
+    }
+}

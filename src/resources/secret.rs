@@ -1,0 +1,215 @@
+//! The credential Secrets of a database.
+//!
+//! The controller must create each Secret **only when it is absent** and never
+//! apply it again: the password is generated once (by the caller, outside this
+//! pure module), PostgreSQL's roles are set to it at bootstrap, and overwriting
+//! the Secret with a new password would lock the instance manager and the
+//! applications out. Users may rotate a password by editing the Secret together
+//! with the role.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+
+use super::pod::POSTGRES_PORT;
+use super::{labels, names, object_meta};
+use crate::api::v1::Database;
+
+/// Key holding the password in every Tusk Secret.
+pub const PASSWORD_KEY: &str = "password";
+/// Key holding the role name in every Tusk Secret.
+pub const USERNAME_KEY: &str = "username";
+/// The superuser role, as in the official images.
+pub const SUPERUSER_USERNAME: &str = "postgres";
+/// The role replicas stream with.
+pub const REPLICATION_USERNAME: &str = "tusk_replication";
+/// The application owner when `spec.bootstrap.initdb` does not name one.
+pub const APP_USERNAME_DEFAULT: &str = "app";
+
+/// Which of a database's credential Secrets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SecretKind {
+    /// `<db>-superuser`: the `postgres` role.
+    Superuser,
+    /// `<db>-app`: the application database's owner, with connection details.
+    App,
+    /// `<db>-replication`: the role replicas connect as.
+    Replication,
+}
+
+impl SecretKind {
+    pub const ALL: [SecretKind; 3] = [Self::Superuser, Self::App, Self::Replication];
+
+    /// Name of this Secret for database `db`.
+    pub fn secret_name(self, db: &str) -> String {
+        match self {
+            Self::Superuser => names::superuser_secret(db),
+            Self::App => names::app_secret(db),
+            Self::Replication => names::replication_secret(db),
+        }
+    }
+}
+
+/// Secret `kind` of `db`, holding `password`, of type `kubernetes.io/basic-auth`
+/// with keys `username` and `password`. The App Secret adds what a client needs
+/// to connect: `dbname`, `host` (`<db>-rw.<namespace>.svc`), `port` and a `uri`
+/// with the password percent-encoded.
+///
+/// Create only when absent; never overwrite (see the module documentation).
+pub fn secret(db: &Database, kind: SecretKind, password: &str) -> Secret {
+    let db_name = db.name_any();
+    let mut data = BTreeMap::new();
+    let mut put = |key: &str, value: &str| {
+        data.insert(key.to_owned(), ByteString(value.as_bytes().to_vec()));
+    };
+    match kind {
+        SecretKind::Superuser => put(USERNAME_KEY, SUPERUSER_USERNAME),
+        SecretKind::Replication => put(USERNAME_KEY, REPLICATION_USERNAME),
+        SecretKind::App => {
+            let initdb = db
+                .spec
+                .bootstrap
+                .as_ref()
+                .and_then(|b| b.initdb.clone())
+                .unwrap_or_default();
+            // Without a namespace the short name still resolves from pods in the
+            // database's own namespace, which is better than a wrong guess.
+            let host = match db.namespace() {
+                Some(ns) => format!("{}.{ns}.svc", names::rw_service(&db_name)),
+                None => names::rw_service(&db_name),
+            };
+            let uri = format!(
+                "postgresql://{}:{}@{host}:{POSTGRES_PORT}/{}",
+                percent_encode(&initdb.owner),
+                percent_encode(password),
+                percent_encode(&initdb.database),
+            );
+            put(USERNAME_KEY, &initdb.owner);
+            put("dbname", &initdb.database);
+            put("host", &host);
+            put("port", &POSTGRES_PORT.to_string());
+            put("uri", &uri);
+        }
+    }
+    put(PASSWORD_KEY, password);
+    Secret {
+        metadata: object_meta(db, kind.secret_name(&db_name), labels::common(&db_name)),
+        type_: Some("kubernetes.io/basic-auth".to_owned()),
+        data: Some(data),
+        ..Secret::default()
+    }
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters, which is
+/// safe in every part of a URI (userinfo, path) whatever the password contains.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for byte in s.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            // Writing to a String cannot fail.
+            let _ = write!(out, "%{byte:02X}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::arbitrary::sample_database;
+    use crate::api::v1::{BootstrapSpec, InitdbSpec};
+
+    fn text(secret: &Secret, key: &str) -> String {
+        let bytes = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .map(|b| b.0.clone())
+            .unwrap_or_else(|| panic!("no key {key}"));
+        String::from_utf8(bytes).unwrap_or_default()
+    }
+
+    #[test]
+    fn superuser_and_replication() {
+        let db = sample_database();
+        for (kind, name, user) in [
+            (SecretKind::Superuser, "orders-superuser", "postgres"),
+            (
+                SecretKind::Replication,
+                "orders-replication",
+                "tusk_replication",
+            ),
+        ] {
+            let s = secret(&db, kind, "s3cret");
+            assert_eq!(s.metadata.name.as_deref(), Some(name));
+            assert_eq!(s.metadata.namespace.as_deref(), Some("shop"));
+            assert_eq!(s.type_.as_deref(), Some("kubernetes.io/basic-auth"));
+            assert_eq!(text(&s, "username"), user);
+            assert_eq!(text(&s, "password"), "s3cret");
+            assert_eq!(s.data.as_ref().map(BTreeMap::len), Some(2));
+            assert_eq!(
+                s.metadata.labels.clone().unwrap_or_default(),
+                labels::common("orders")
+            );
+            assert_eq!(
+                s.metadata.owner_references,
+                super::super::owner_reference(&db).map(|o| vec![o])
+            );
+        }
+    }
+
+    #[test]
+    fn app_secret_has_connection_details() {
+        let s = secret(&sample_database(), SecretKind::App, "pw");
+        assert_eq!(s.metadata.name.as_deref(), Some("orders-app"));
+        assert_eq!(text(&s, "username"), "app");
+        assert_eq!(text(&s, "password"), "pw");
+        assert_eq!(text(&s, "dbname"), "app");
+        assert_eq!(text(&s, "host"), "orders-rw.shop.svc");
+        assert_eq!(text(&s, "port"), "5432");
+        assert_eq!(
+            text(&s, "uri"),
+            "postgresql://app:pw@orders-rw.shop.svc:5432/app"
+        );
+    }
+
+    #[test]
+    fn app_secret_follows_initdb_and_encodes_the_password() {
+        let mut db = sample_database();
+        db.spec.bootstrap = Some(BootstrapSpec {
+            initdb: Some(InitdbSpec {
+                database: "shop".into(),
+                owner: "clerk".into(),
+            }),
+            recovery: None,
+        });
+        let s = secret(&db, SecretKind::App, "p@ss:w/rd%?#é");
+        assert_eq!(text(&s, "username"), "clerk");
+        assert_eq!(text(&s, "dbname"), "shop");
+        assert_eq!(text(&s, "password"), "p@ss:w/rd%?#é");
+        assert_eq!(
+            text(&s, "uri"),
+            "postgresql://clerk:p%40ss%3Aw%2Frd%25%3F%23%C3%A9@orders-rw.shop.svc:5432/shop"
+        );
+    }
+
+    #[test]
+    fn serialises_as_base64_data() {
+        let s = secret(&sample_database(), SecretKind::Superuser, "pw");
+        let json = serde_json::to_value(&s).unwrap_or_default();
+        assert_eq!(json["data"]["password"], "cHc=");
+        assert_eq!(json["type"], "kubernetes.io/basic-auth");
+        assert!(json.get("stringData").is_none());
+    }
+
+    #[test]
+    fn unreserved_characters_pass_through() {
+        assert_eq!(percent_encode("Az09-._~"), "Az09-._~");
+        assert_eq!(percent_encode(" +&="), "%20%2B%26%3D");
+    }
+}

@@ -1,0 +1,389 @@
+//! Shared harness for the instance manager's component tests: real `tusk instance`
+//! processes supervising real PostgreSQL on loopback, each with its own ports and
+//! temporary directories.
+//!
+//! PostgreSQL refuses to run as root, and these tests run as root on the CI
+//! machines. The simplest correct answer is to start the manager itself as the
+//! `postgres` OS user (`CommandExt::uid/gid`), exactly as it runs in a pod (uid
+//! 999): no test-only option in the product, and everything it creates belongs to
+//! the right user. The binary is copied into the test's directory first, because
+//! cargo's target directory under /root is not reachable for that user.
+
+#![allow(dead_code)] // each test binary uses a different part of the harness
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::{Pid, User};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub const SUPERUSER_PASSWORD: &str = "super'secret";
+pub const REPLICATION_PASSWORD: &str = "repl:secret\\x";
+pub const APP_PASSWORD: &str = "app-secret";
+pub const TOKEN: &str = "test-token-0123456789";
+
+/// PostgreSQL majors the tests know how to find, newest first.
+const MAJORS: &[u32] = &[17, 15];
+
+/// Every installed major among [`MAJORS`], as (major, bindir). Fails the test,
+/// never skips it, when none is installed.
+pub fn installed_majors() -> Vec<(u32, PathBuf)> {
+    let found: Vec<(u32, PathBuf)> = MAJORS
+        .iter()
+        .map(|major| {
+            (
+                *major,
+                PathBuf::from(format!("/usr/lib/postgresql/{major}/bin")),
+            )
+        })
+        .filter(|(_, dir)| dir.join("postgres").is_file() && dir.join("initdb").is_file())
+        .collect();
+    assert!(
+        !found.is_empty(),
+        "no PostgreSQL server found under /usr/lib/postgresql/{{15,17}}/bin: \
+         run scripts/install-test-deps (as root) first"
+    );
+    found
+}
+
+/// The bindir the tests use: `TUSK_TEST_PG_MAJOR` if set, else the newest installed.
+pub fn bindir() -> PathBuf {
+    let majors = installed_majors();
+    if let Ok(wanted) = std::env::var("TUSK_TEST_PG_MAJOR") {
+        let wanted: u32 = wanted.parse().expect("TUSK_TEST_PG_MAJOR is a number");
+        return majors
+            .into_iter()
+            .find(|(major, _)| *major == wanted)
+            .map(|(_, dir)| dir)
+            .unwrap_or_else(|| {
+                panic!("PostgreSQL {wanted} is not installed: run scripts/install-test-deps")
+            });
+    }
+    majors[0].1.clone()
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind an ephemeral port")
+        .local_addr()
+        .expect("local addr")
+        .port()
+}
+
+/// The uid/gid to run the manager as: `postgres` when the tests run as root.
+fn run_as() -> Option<(u32, u32)> {
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    let user = User::from_name("postgres")
+        .expect("read /etc/passwd")
+        .expect("the tests run as root, so they need a postgres OS user (scripts/install-test-deps installs it)");
+    Some((user.uid.as_raw(), user.gid.as_raw()))
+}
+
+/// A temporary directory owned by the user the manager runs as, removed on drop.
+pub struct TestDir {
+    pub path: PathBuf,
+}
+
+impl TestDir {
+    pub fn new(name: &str) -> TestDir {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "tusk-it-{name}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create test dir");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        // The binary, copied where the manager's user can execute it.
+        let binary = path.join("tusk");
+        std::fs::copy(env!("CARGO_BIN_EXE_tusk"), &binary).expect("copy tusk");
+        std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod tusk");
+        TestDir { path }
+    }
+
+    /// A subdirectory owned by the manager's user.
+    pub fn subdir(&self, name: &str) -> PathBuf {
+        let dir = self.path.join(name);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        if let Some((uid, gid)) = run_as() {
+            nix::unistd::chown(
+                &dir,
+                Some(nix::unistd::Uid::from_raw(uid)),
+                Some(nix::unistd::Gid::from_raw(gid)),
+            )
+            .expect("chown");
+        }
+        dir
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.path);
+        } else {
+            eprintln!("keeping {} for inspection", self.path.display());
+        }
+    }
+}
+
+/// How to start one manager.
+pub struct Options {
+    pub instance: String,
+    pub bootstrap: &'static str,
+    pub primary_port: Option<u16>,
+    pub parameters: String,
+    pub token: Option<String>,
+    pub bindir: PathBuf,
+}
+
+impl Options {
+    pub fn primary(instance: &str) -> Options {
+        Options {
+            instance: instance.to_owned(),
+            bootstrap: "initdb",
+            primary_port: None,
+            parameters: "{}".to_owned(),
+            token: Some(TOKEN.to_owned()),
+            bindir: bindir(),
+        }
+    }
+
+    pub fn replica(instance: &str, primary_port: u16) -> Options {
+        Options {
+            bootstrap: "clone",
+            primary_port: Some(primary_port),
+            ..Options::primary(instance)
+        }
+    }
+}
+
+/// A running `tusk instance`; stopped with SIGTERM when dropped.
+pub struct Manager {
+    pub child: Option<Child>,
+    pub pg_port: u16,
+    pub http_port: u16,
+    pub pgdata: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Manager {
+    pub fn start(dir: &TestDir, options: Options) -> Manager {
+        let volume = dir.subdir(&format!("{}-volume", options.instance));
+        let run = dir.subdir(&format!("{}-run", options.instance));
+        let pgdata = volume.join("pgdata");
+        let pg_port = free_port();
+        let http_port = free_port();
+        let log = dir.path.join(format!("{}.log", options.instance));
+        let log_file = std::fs::File::create(&log).expect("create log");
+        let mut command = Command::new(dir.path.join("tusk"));
+        command
+            .arg("instance")
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", &dir.path)
+            .env("TUSK_INSTANCE", &options.instance)
+            .env("TUSK_DATABASE", "orders")
+            .env("PGDATA", &pgdata)
+            .env("TUSK_BOOTSTRAP", options.bootstrap)
+            .env("POSTGRES_SUPERUSER_PASSWORD", SUPERUSER_PASSWORD)
+            .env("TUSK_REPLICATION_PASSWORD", REPLICATION_PASSWORD)
+            .env("TUSK_APP_PASSWORD", APP_PASSWORD)
+            .env("TUSK_APP_DATABASE", "app")
+            .env("TUSK_APP_OWNER", "app")
+            .env("TUSK_SYNC_MODE", "async")
+            .env("TUSK_PARAMETERS", &options.parameters)
+            .env("TUSK_LISTEN", format!("127.0.0.1:{http_port}"))
+            .env("TUSK_PORT", pg_port.to_string())
+            .env("TUSK_LISTEN_ADDRESSES", "127.0.0.1")
+            .env("TUSK_SOCKET_DIR", &run)
+            .env("TUSK_BINDIR", &options.bindir)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("dup log"))
+            .stderr(log_file);
+        if let Some(port) = options.primary_port {
+            command
+                .env("TUSK_PRIMARY_SERVICE", "127.0.0.1")
+                .env("TUSK_PRIMARY_PORT", port.to_string());
+        }
+        if let Some(token) = &options.token {
+            command.env("TUSK_INSTANCE_TOKEN", token);
+        }
+        if let Some((uid, gid)) = run_as() {
+            command.uid(uid).gid(gid);
+        }
+        let child = command.spawn().expect("start tusk instance");
+        Manager {
+            child: Some(child),
+            pg_port,
+            http_port,
+            pgdata,
+            log,
+        }
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wait for `/readyz`, failing with the manager's log.
+    pub async fn wait_ready(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "the manager exited ({status}) before ready:\n{}",
+                    self.logs()
+                );
+            }
+            if let Ok((200, _)) = http(self.http_port, "GET", "/readyz", None, None).await {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not ready after {timeout:?}:\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    pub async fn status(&self) -> serde_json::Value {
+        let (code, body) = http(self.http_port, "GET", "/status", None, None)
+            .await
+            .expect("GET /status");
+        assert_eq!(code, 200, "/status: {body}\n{}", self.logs());
+        serde_json::from_str(&body).expect("status JSON")
+    }
+
+    /// The postmaster's pid, from the first line of postmaster.pid.
+    pub fn postmaster_pid(&self) -> Option<i32> {
+        std::fs::read_to_string(self.pgdata.join("postmaster.pid"))
+            .ok()?
+            .lines()
+            .next()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// SIGTERM and wait for the exit status (SIGKILL after 30 s).
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+        let _ = kill(pid, Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        child.wait().ok()
+    }
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A tiny HTTP/1.1 client (no client crate among the dependencies).
+pub async fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> std::io::Result<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let body = body.unwrap_or("");
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n{auth}\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(90), stream.read_to_end(&mut response))
+        .await
+        .map_err(|_| std::io::Error::other("HTTP response timed out"))??;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other(format!("malformed response: {text}")))?;
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no status code: {head}")))?;
+    Ok((code, body.to_owned()))
+}
+
+/// A TCP connection with a password (SCRAM, as pg_hba.conf demands).
+pub async fn connect(
+    port: u16,
+    user: &str,
+    password: &str,
+    dbname: &str,
+) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .host("127.0.0.1")
+        .port(port)
+        .user(user)
+        .password(password)
+        .dbname(dbname)
+        .connect_timeout(Duration::from_secs(5));
+    let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+pub async fn superuser(port: u16) -> tokio_postgres::Client {
+    connect(port, "postgres", SUPERUSER_PASSWORD, "postgres")
+        .await
+        .expect("connect as postgres")
+}
+
+/// Poll `check` until it returns Some, or fail with `what`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+pub fn path_exists(path: &Path) -> bool {
+    path.exists()
+}
