@@ -38,7 +38,9 @@ cluster-down:
 
 ## The end-to-end suite against $$KUBECONFIG, or the local cluster (started if needed).
 e2e:
-	@if [[ -z "$${KUBECONFIG:-}" ]]; then e2e/cluster up; fi
+	@if [[ -z "$${KUBECONFIG:-}" ]]; then \
+		e2e/cluster up && e2e/images/build-all && e2e/images/load $(TUSK_CLUSTER_DIR)/containerd/containerd.sock; \
+	fi
 	KUBECONFIG=$${KUBECONFIG:-$(KUBECONFIG_LOCAL)} cargo test --locked --manifest-path e2e/Cargo.toml -- --test-threads=4
 
 demo:
