@@ -68,7 +68,7 @@ async fn postgres_serves_sql_through_a_service_and_dns() {
         let version = sql(&client, &ns, &host, "e2e-secret", "postgres", "select current_setting('server_version_num')::int / 10000").await?;
         assert_eq!(version, "15", "server major version through the Service");
         let answer = sql(&client, &ns, &host, "e2e-secret", "postgres", "create table t(x int); insert into t values (41), (1); select sum(x) from t").await?;
-        assert_eq!(answer, "42");
+        assert_eq!(answer.lines().last(), Some("42"), "psql printed: {answer}");
         Ok(())
     })
     .await;
