@@ -112,6 +112,11 @@ fn database_status() -> impl Strategy<Value = DatabaseStatus> {
                 target_primary: primary,
                 ready_instances,
                 instances,
+                // Derived from other drawn values: the tuple is at its size limit.
+                applied: ready_instances.map(|n| AppliedSpec {
+                    version: format!("1{}", 3 + n % 5),
+                    storage_size: format!("{}Gi", n + 1),
+                }),
                 last_backup,
             },
         )

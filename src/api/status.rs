@@ -41,6 +41,21 @@ pub struct DatabaseStatus {
     /// The most recent completed backup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_backup: Option<LastBackup>,
+
+    /// The version and volume size Tusk last accepted; a later spec may not go
+    /// below them, even if it reached the API server while the webhook was down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<AppliedSpec>,
+}
+
+/// What Tusk last accepted from the spec.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedSpec {
+    /// `spec.version` as last accepted.
+    pub version: String,
+    /// `spec.storage.size` as last accepted.
+    pub storage_size: String,
 }
 
 /// Lifecycle phase of a Database.

@@ -6,6 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::quantity;
+use super::status::AppliedSpec;
 use super::v1::{self, OWNED_PARAMETERS, ReplicationMode};
 
 /// Longest Database name: Tusk appends suffixes such as `-superuser` (10 characters)
@@ -226,44 +227,11 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
 /// transitions that would lose data or cannot be carried out.
 pub fn database_update(old: &v1::Database, new: &v1::Database) -> Vec<FieldError> {
     let mut errors = database(new);
-    if let (Ok(before), Ok(after)) = (
-        old.spec.version.parse::<PgVersion>(),
-        new.spec.version.parse::<PgVersion>(),
-    ) {
-        if after.major < before.major {
-            errors.push(FieldError::new(
-                "spec.version",
-                format!(
-                    "cannot go down from major version {} to {}: downgrades are not supported",
-                    before.major, after.major
-                ),
-            ));
-        } else if after.major == before.major
-            && let (Some(from), Some(to)) = (before.minor, after.minor)
-            && to < from
-        {
-            errors.push(FieldError::new(
-                "spec.version",
-                format!(
-                    "cannot go down from {} to {}: downgrades are not supported",
-                    old.spec.version, new.spec.version
-                ),
-            ));
-        }
-    }
-    if let (Ok(before), Ok(after)) = (
-        quantity::parse_bytes(&old.spec.storage.size),
-        quantity::parse_bytes(&new.spec.storage.size),
-    ) && after < before
-    {
-        errors.push(FieldError::new(
-            "spec.storage.size",
-            format!(
-                "cannot shrink from {} to {}: volumes may only grow",
-                old.spec.storage.size, new.spec.storage.size
-            ),
-        ));
-    }
+    errors.extend(no_step_back(
+        &old.spec.version,
+        &old.spec.storage.size,
+        &new.spec,
+    ));
     if old.spec.storage.storage_class_name != new.spec.storage.storage_class_name {
         errors.push(FieldError::new(
             "spec.storage.storageClassName",
@@ -274,6 +242,56 @@ pub fn database_update(old: &v1::Database, new: &v1::Database) -> Vec<FieldError
         errors.push(FieldError::new(
             "spec.bootstrap",
             "is immutable: it only applies when the database is first created",
+        ));
+    }
+    errors
+}
+
+/// Checks `spec` against what Tusk last accepted (recorded in status): the same
+/// downgrade and shrink rules as [`database_update`], for the reconciler, which
+/// has no old object but must not act on a spec that slipped past the webhook.
+pub fn against_applied(spec: &v1::DatabaseSpec, applied: &AppliedSpec) -> Vec<FieldError> {
+    no_step_back(&applied.version, &applied.storage_size, spec)
+}
+
+/// Refuses a lower PostgreSQL version or a smaller volume than before.
+fn no_step_back(old_version: &str, old_size: &str, new: &v1::DatabaseSpec) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if let (Ok(before), Ok(after)) = (
+        old_version.parse::<PgVersion>(),
+        new.version.parse::<PgVersion>(),
+    ) {
+        let minor_down = after.major == before.major
+            && matches!((before.minor, after.minor), (Some(from), Some(to)) if to < from);
+        if after.major < before.major {
+            errors.push(FieldError::new(
+                "spec.version",
+                format!(
+                    "cannot go down from major version {} to {}: downgrades are not supported",
+                    before.major, after.major
+                ),
+            ));
+        } else if minor_down {
+            errors.push(FieldError::new(
+                "spec.version",
+                format!(
+                    "cannot go down from {old_version} to {}: downgrades are not supported",
+                    new.version
+                ),
+            ));
+        }
+    }
+    if let (Ok(before), Ok(after)) = (
+        quantity::parse_bytes(old_size),
+        quantity::parse_bytes(&new.storage.size),
+    ) && after < before
+    {
+        errors.push(FieldError::new(
+            "spec.storage.size",
+            format!(
+                "cannot shrink from {old_size} to {}: volumes may only grow",
+                new.storage.size
+            ),
         ));
     }
     errors
@@ -446,6 +464,23 @@ mod tests {
         let mut lower = old.clone();
         lower.spec.version = "17.2".into();
         assert_eq!(paths(&database_update(&minor, &lower)), ["spec.version"]);
+    }
+
+    #[test]
+    fn the_reconciler_refuses_to_step_back_from_what_it_applied() {
+        let applied = AppliedSpec {
+            version: "17.4".into(),
+            storage_size: "2Gi".into(),
+        };
+        let mut db = sample_database();
+        db.spec.version = "17.2".into();
+        assert_eq!(
+            paths(&against_applied(&db.spec, &applied)),
+            ["spec.version", "spec.storage.size"]
+        );
+        db.spec.version = "18".into();
+        db.spec.storage.size = "2Gi".into();
+        assert_eq!(against_applied(&db.spec, &applied), []);
     }
 
     #[test]

@@ -86,6 +86,18 @@ fn run_as() -> Option<(u32, u32)> {
     Some((user.uid.as_raw(), user.gid.as_raw()))
 }
 
+/// Held while a test thread writes an executable or forks: a child forked while
+/// another thread still has a freshly copied binary open for writing would keep
+/// that descriptor until its exec, and exec of that binary then fails with
+/// ETXTBSY ("text file busy").
+static EXEC_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn exec_lock() -> std::sync::MutexGuard<'static, ()> {
+    EXEC_LOCK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A temporary directory owned by the user the manager runs as, removed on drop.
 pub struct TestDir {
     pub path: PathBuf,
@@ -104,9 +116,11 @@ impl TestDir {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         // The binary, copied where the manager's user can execute it.
         let binary = path.join("tusk");
+        let guard = exec_lock();
         std::fs::copy(env!("CARGO_BIN_EXE_tusk"), &binary).expect("copy tusk");
         std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755))
             .expect("chmod tusk");
+        drop(guard);
         TestDir { path }
     }
 
@@ -223,7 +237,10 @@ impl Manager {
         if let Some((uid, gid)) = run_as() {
             command.uid(uid).gid(gid);
         }
-        let child = command.spawn().expect("start tusk instance");
+        let child = {
+            let _guard = exec_lock();
+            command.spawn().expect("start tusk instance")
+        };
         Manager {
             child: Some(child),
             pg_port,

@@ -16,7 +16,6 @@ use tracing::{Span, field, info, instrument};
 
 use super::{Context, FINALIZER, conditions, namespace_of, reconciled};
 use crate::api::v1::Database;
-use crate::api::validate;
 use crate::error::Error;
 
 pub const CONTROLLER: &str = "database";
@@ -46,7 +45,7 @@ pub async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, E
 
 async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Action, Error> {
     let name = db.name_any();
-    let errors = validate::database(db);
+    let errors = plan::validate(db);
     let plan = plan::plan(db, &errors);
     let now = Time(Timestamp::now());
     let next = status::build(db, &plan, &now);

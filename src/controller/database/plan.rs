@@ -1,7 +1,7 @@
 //! The pure decision for one Database pass: given the spec and what validation
 //! found, which phase and conditions it should show. No I/O.
 
-use crate::api::status::DatabasePhase;
+use crate::api::status::{AppliedSpec, DatabasePhase};
 use crate::api::v1::Database;
 use crate::api::validate::{self, FieldError};
 use crate::controller::conditions::{DEGRADED, Desired, PROGRESSING, READY};
@@ -10,6 +10,19 @@ use crate::controller::conditions::{DEGRADED, Desired, PROGRESSING, READY};
 pub struct Plan {
     pub phase: DatabasePhase,
     pub conditions: Vec<Desired>,
+    /// What to record as accepted: the spec when valid, else what was accepted before.
+    pub applied: Option<AppliedSpec>,
+}
+
+/// Everything the reconciler checks before acting: the spec on its own, and the
+/// spec against what Tusk last accepted (so a downgrade or a shrink that reached
+/// the API server while the webhook was down is still refused).
+pub fn validate(db: &Database) -> Vec<FieldError> {
+    let mut errors = validate::database(db);
+    if let Some(applied) = db.status.as_ref().and_then(|s| s.applied.as_ref()) {
+        errors.extend(validate::against_applied(&db.spec, applied));
+    }
+    errors
 }
 
 /// Decides the status of `db` for this pass.
@@ -27,6 +40,7 @@ pub fn plan(db: &Database, errors: &[FieldError]) -> Plan {
     if !errors.is_empty() {
         return Plan {
             phase,
+            applied: db.status.as_ref().and_then(|s| s.applied.clone()),
             conditions: vec![
                 Desired::new(READY, false, "InvalidSpec", validate::summary(errors)),
                 Desired::new(
@@ -41,6 +55,10 @@ pub fn plan(db: &Database, errors: &[FieldError]) -> Plan {
     }
     Plan {
         phase: DatabasePhase::Pending,
+        applied: Some(AppliedSpec {
+            version: db.spec.version.clone(),
+            storage_size: db.spec.storage.size.clone(),
+        }),
         conditions: vec![
             Desired::new(
                 READY,
@@ -70,6 +88,31 @@ mod tests {
     use crate::api::arbitrary::sample_database;
 
     #[test]
+    fn a_downgrade_that_bypassed_the_webhook_is_refused_and_not_recorded() {
+        let mut db = sample_database();
+        let accepted = plan(&db, &validate(&db)).applied;
+        db.status = Some(crate::api::status::DatabaseStatus {
+            applied: accepted.clone(),
+            ..Default::default()
+        });
+        db.spec.version = "15".into();
+        let errors = validate(&db);
+        let next = plan(&db, &errors);
+        assert_eq!(next.conditions[0].reason, "InvalidSpec");
+        assert!(
+            next.conditions[0]
+                .message
+                .contains("spec.version: cannot go down"),
+            "{}",
+            next.conditions[0].message
+        );
+        assert_eq!(
+            next.applied, accepted,
+            "the refused spec must not become the new baseline"
+        );
+    }
+
+    #[test]
     fn a_valid_database_waits_in_pending() {
         let plan = plan(&sample_database(), &[]);
         assert_eq!(plan.phase, DatabasePhase::Pending);
@@ -86,7 +129,7 @@ mod tests {
             phase: Some(DatabasePhase::Ready),
             ..Default::default()
         });
-        let errors = validate::database(&db);
+        let errors = validate(&db);
         let plan = plan(&db, &errors);
         assert_eq!(plan.phase, DatabasePhase::Ready);
         assert_eq!(plan.conditions[0].reason, "InvalidSpec");

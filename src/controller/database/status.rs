@@ -18,6 +18,7 @@ pub fn build(db: &Database, plan: &Plan, now: &Time) -> DatabaseStatus {
         phase: Some(plan.phase),
         observed_generation: generation,
         conditions: conditions::merge(&previous.conditions, &plan.conditions, generation, now),
+        applied: plan.applied.clone(),
         ..previous
     }
 }
