@@ -5,6 +5,7 @@ pub mod cli;
 pub mod controller;
 pub mod error;
 pub mod instance;
+pub mod lifecycle;
 pub mod operator;
 pub mod postgres;
 pub mod resources;
