@@ -1,0 +1,102 @@
+//! What the controller is asked to do, in order. Each action names its target
+//! explicitly, so applying one never needs to look anything up again.
+
+use crate::api::status::InstanceRole;
+
+/// One step for the controller to apply. A plan lists them in the order they
+/// must be applied: the controller stops at the first that fails.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Apply the superuser, app and replication Secrets.
+    EnsureSecrets,
+    /// Apply the rw, ro and r Services.
+    EnsureServices,
+    /// Apply both PodDisruptionBudgets (their budgets follow the instance count).
+    EnsurePodDisruptionBudgets,
+    /// Create the PVC of instance `serial`.
+    CreatePvc { serial: u32 },
+    /// Create the Pod of instance `serial` on its PVC. An existing data directory
+    /// is always kept by the instance manager, so `bootstrap` only matters for an
+    /// empty volume.
+    CreatePod {
+        serial: u32,
+        bootstrap: Bootstrap,
+        role: InstanceRole,
+    },
+    /// Delete a Pod (never its PVC).
+    DeletePod { name: String, reason: DeleteReason },
+    /// Delete a PVC, and with it the instance's data.
+    DeletePvc { name: String },
+    /// Set the pod's `tusk.dev/role` label, which the Services select on.
+    LabelRole { name: String, role: InstanceRole },
+    /// Set `synchronous_standby_names = 'ANY <min> (<standbys>)'` on the primary;
+    /// an empty list turns synchronous replication off.
+    ConfigureSync { standbys: Vec<String>, min: i32 },
+    /// Send the spec's parameters to the instance manager (`POST /reload`), which
+    /// writes them and reloads PostgreSQL.
+    Reload { name: String },
+    /// Restart PostgreSQL in the instance so a `postmaster` parameter takes effect.
+    RestartInstance { name: String },
+}
+
+/// How an empty data directory gets its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bootstrap {
+    /// `initdb`: a new cluster; only for the first primary (or the primary's own
+    /// volume, where the existing data is kept).
+    Initdb,
+    /// `pg_basebackup` from the primary, then follow it.
+    Clone,
+}
+
+/// Why a pod is deleted; goes into the Event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeleteReason {
+    /// `spec.instances` went down.
+    ScaleDown,
+    /// The pod failed and will not restart by itself; it is recreated on the
+    /// same PVC.
+    PodFailed,
+}
+
+impl DeleteReason {
+    /// PascalCase, for Events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ScaleDown => "ScaleDown",
+            Self::PodFailed => "PodFailed",
+        }
+    }
+}
+
+impl Action {
+    /// The instance an action touches, if any, by name (`serial` resolved
+    /// through `name_of`).
+    pub fn target(&self, name_of: impl Fn(u32) -> String) -> Option<String> {
+        match self {
+            Self::EnsureSecrets
+            | Self::EnsureServices
+            | Self::EnsurePodDisruptionBudgets
+            | Self::ConfigureSync { .. } => None,
+            Self::CreatePvc { serial } | Self::CreatePod { serial, .. } => Some(name_of(*serial)),
+            Self::DeletePod { name, .. }
+            | Self::DeletePvc { name }
+            | Self::LabelRole { name, .. }
+            | Self::Reload { name }
+            | Self::RestartInstance { name } => Some(name.clone()),
+        }
+    }
+
+    /// Deletes, restarts or relabels an existing instance: what must never
+    /// happen to an instance in state Unknown.
+    pub fn acts_on_existing(&self) -> bool {
+        matches!(
+            self,
+            Self::DeletePod { .. }
+                | Self::DeletePvc { .. }
+                | Self::LabelRole { .. }
+                | Self::Reload { .. }
+                | Self::RestartInstance { .. }
+        )
+    }
+}

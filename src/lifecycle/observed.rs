@@ -1,0 +1,213 @@
+//! What the controller saw in one pass, reduced to the facts the state machine
+//! decides on. The controller fills this from its caches (PVCs, Pods, Secrets,
+//! Services, PDBs) and from each instance manager's `/status`; nothing here does
+//! I/O.
+
+use std::collections::BTreeMap;
+
+use crate::api::status::InstanceRole;
+use crate::postgres::params::Change;
+use crate::resources::names;
+
+/// Everything observed about one Database in one pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observed {
+    /// The Database's name; instance names derive from it.
+    pub database: String,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// All three Secrets (superuser, app, replication) exist.
+    pub secrets: bool,
+    /// All three Services (rw, ro, r) exist.
+    pub services: bool,
+    /// Both PodDisruptionBudgets exist.
+    pub pod_disruption_budgets: bool,
+    /// Every instance that has a PVC, a Pod or both, by serial. A map keyed by
+    /// serial makes one entry per instance impossible to violate and keeps the
+    /// iteration order (and so the plan) deterministic. An entry with a PVC and
+    /// no Pod is a survivor whose pod is to be re-attached.
+    pub instances: BTreeMap<u32, Instance>,
+    /// `synchronous_standby_names` as the primary currently runs it; the default
+    /// (empty list, 0) means asynchronous.
+    pub sync: SyncStandbys,
+    /// How the spec's `postgresql.parameters` differ from those the instances
+    /// were last given: `params::classify(applied, &spec.postgresql.parameters)`.
+    pub parameter_change: Change,
+}
+
+// By hand because `Change` has no `Default`: nothing observed means nothing
+// to change.
+impl Default for Observed {
+    fn default() -> Self {
+        Self {
+            database: String::new(),
+            deleting: false,
+            secrets: false,
+            services: false,
+            pod_disruption_budgets: false,
+            instances: BTreeMap::new(),
+            sync: SyncStandbys::default(),
+            parameter_change: Change::Nothing,
+        }
+    }
+}
+
+impl Observed {
+    /// The instance name of `serial` in this Database.
+    pub fn name(&self, serial: u32) -> String {
+        names::instance_name(&self.database, serial)
+    }
+
+    /// Serials whose PVC survived without a pod: their pods are to be re-attached.
+    pub fn survivors(&self) -> impl Iterator<Item = u32> + '_ {
+        self.instances
+            .iter()
+            .filter(|(_, i)| i.pvc.is_some() && i.pod.is_none())
+            .map(|(serial, _)| *serial)
+    }
+
+    /// The serial of instance `name`, when it is one of this Database's.
+    pub fn serial_of(&self, name: &str) -> Option<u32> {
+        names::serial_of(&self.database, name)
+    }
+}
+
+/// `synchronous_standby_names = 'ANY <min> (<standbys>)'`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncStandbys {
+    /// Instance names, in serial order.
+    pub standbys: Vec<String>,
+    /// How many of them must confirm each commit.
+    pub min: i32,
+}
+
+/// One instance: its volume, its pod, and what its instance manager said.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Instance {
+    /// The PVC, when it exists.
+    pub pvc: Option<PvcState>,
+    /// The Pod, when it exists.
+    pub pod: Option<Pod>,
+}
+
+/// Binding state of a PVC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PvcState {
+    /// Not bound yet: normal with `WaitForFirstConsumer` storage classes until a
+    /// pod uses it.
+    Pending,
+    /// Bound to a volume.
+    Bound,
+}
+
+/// A Pod as observed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pod {
+    pub phase: PodPhase,
+    /// The `tusk.dev/role` label, if set to a known role.
+    pub role_label: Option<InstanceRole>,
+    /// The instance manager's `/status`, or `None` when it did not answer.
+    pub manager: Option<ManagerStatus>,
+}
+
+/// Pod phase, with deletion folded in (a pod with a deletionTimestamp is
+/// `Terminating` whatever its phase).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodPhase {
+    Pending,
+    Running,
+    /// Every container has terminated and will not restart: no PostgreSQL runs in
+    /// it, which the kubelet (not a timeout) says.
+    Failed,
+    Terminating,
+}
+
+/// What an instance manager's `/status` reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ManagerStatus {
+    pub role: InstanceRole,
+    /// `/readyz` would answer OK: accepts connections (and, on a primary, its
+    /// roles and database are set up).
+    pub ready: bool,
+    pub timeline: u32,
+    /// A replica's last WAL received and flushed; a primary's current WAL position.
+    pub received_lsn: u64,
+    /// A replica's last WAL replayed; a primary's current WAL position.
+    pub replayed_lsn: u64,
+    /// A replica's WAL receiver is streaming from the primary.
+    pub streaming: bool,
+    /// A changed parameter waits for a restart (`pg_settings.pending_restart`).
+    pub pending_restart: bool,
+}
+
+/// What the state machine may assume about an instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstanceState {
+    /// No pod: only a PVC (a survivor). No PostgreSQL runs for it.
+    NoPod,
+    /// The pod is being deleted: wait for it to go.
+    Terminating,
+    /// The pod failed: the kubelet says no PostgreSQL runs in it.
+    Failed,
+    /// The pod exists but its manager did not answer: PostgreSQL may or may not
+    /// run, in either role. Tusk never deletes, restarts or relabels such an
+    /// instance, since a network partition looks exactly like this.
+    Unknown,
+    /// The manager answered.
+    Known(ManagerStatus),
+}
+
+impl Instance {
+    /// What may be assumed about this instance.
+    pub fn state(&self) -> InstanceState {
+        match &self.pod {
+            None => InstanceState::NoPod,
+            Some(pod) => match (pod.phase, pod.manager) {
+                // A terminating pod may still run a primary; report what its
+                // manager says so that it still counts as one.
+                (_, Some(status)) => InstanceState::Known(status),
+                (PodPhase::Terminating, None) => InstanceState::Terminating,
+                (PodPhase::Failed, None) => InstanceState::Failed,
+                (PodPhase::Pending | PodPhase::Running, None) => InstanceState::Unknown,
+            },
+        }
+    }
+
+    /// The manager's status, when it answered.
+    pub fn status(&self) -> Option<ManagerStatus> {
+        match self.state() {
+            InstanceState::Known(status) => Some(status),
+            _ => None,
+        }
+    }
+
+    /// The pod is being deleted already.
+    pub fn terminating(&self) -> bool {
+        self.pod
+            .as_ref()
+            .is_some_and(|p| p.phase == PodPhase::Terminating)
+    }
+
+    /// The manager says this instance is a primary.
+    pub fn reports_primary(&self) -> bool {
+        self.status()
+            .is_some_and(|s| s.role == InstanceRole::Primary)
+    }
+
+    /// This instance might be a primary that Tusk cannot see: the pod carries the
+    /// primary label, its manager did not answer, and the kubelet has not said that
+    /// it stopped (a terminating pod may still run during its grace period).
+    pub fn may_be_primary(&self) -> bool {
+        self.pod.as_ref().is_some_and(|p| {
+            p.manager.is_none()
+                && p.phase != PodPhase::Failed
+                && p.role_label == Some(InstanceRole::Primary)
+        })
+    }
+
+    /// A replica that is ready and streaming.
+    pub fn healthy_replica(&self) -> bool {
+        self.status()
+            .is_some_and(|s| s.role == InstanceRole::Replica && s.ready && s.streaming)
+    }
+}

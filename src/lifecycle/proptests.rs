@@ -1,0 +1,261 @@
+//! The safety invariants, over random observations, specs and previous statuses.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::tests::spec;
+use super::*;
+use crate::api::status::{DatabasePhase, DatabaseStatus, InstanceRole};
+use crate::api::v1::{DatabaseSpec, ReplicationMode};
+use crate::postgres::params::Change;
+
+fn role() -> impl Strategy<Value = InstanceRole> {
+    prop_oneof![Just(InstanceRole::Primary), Just(InstanceRole::Replica)]
+}
+
+fn manager() -> impl Strategy<Value = ManagerStatus> {
+    // Small ranges so that ties and equal timelines are common.
+    (
+        role(),
+        any::<bool>(),
+        1u32..3,
+        0u64..4,
+        0u64..4,
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(role, ready, timeline, received_lsn, replayed_lsn, streaming, pending_restart)| {
+                ManagerStatus {
+                    role,
+                    ready,
+                    timeline,
+                    received_lsn,
+                    replayed_lsn,
+                    streaming,
+                    pending_restart,
+                }
+            },
+        )
+}
+
+fn pod() -> impl Strategy<Value = Pod> {
+    (
+        prop_oneof![
+            Just(PodPhase::Pending),
+            Just(PodPhase::Running),
+            Just(PodPhase::Failed),
+            Just(PodPhase::Terminating)
+        ],
+        proptest::option::of(role()),
+        proptest::option::of(manager()),
+    )
+        .prop_map(|(phase, role_label, manager)| Pod {
+            phase,
+            role_label,
+            manager,
+        })
+}
+
+fn instance() -> impl Strategy<Value = Instance> {
+    (
+        proptest::option::of(prop_oneof![Just(PvcState::Pending), Just(PvcState::Bound)]),
+        proptest::option::weighted(0.8, pod()),
+    )
+        .prop_map(|(pvc, pod)| Instance { pvc, pod })
+}
+
+fn observed() -> impl Strategy<Value = Observed> {
+    (
+        proptest::collection::btree_map(1u32..8, instance(), 0..6),
+        proptest::bool::weighted(0.05),
+        any::<(bool, bool, bool)>(),
+        prop_oneof![
+            Just(Change::Nothing),
+            Just(Change::Reload),
+            Just(Change::Restart)
+        ],
+    )
+        .prop_map(
+            |(instances, deleting, (secrets, services, pdbs), parameter_change)| Observed {
+                database: "orders".into(),
+                deleting,
+                secrets,
+                services,
+                pod_disruption_budgets: pdbs,
+                instances,
+                sync: SyncStandbys::default(),
+                parameter_change,
+            },
+        )
+}
+
+fn database_spec() -> impl Strategy<Value = DatabaseSpec> {
+    (
+        1i32..6,
+        prop_oneof![Just(ReplicationMode::Async), Just(ReplicationMode::Sync)],
+        1i32..4,
+    )
+        .prop_map(|(instances, mode, min)| spec(instances, mode, min))
+}
+
+fn previous() -> impl Strategy<Value = Option<DatabaseStatus>> {
+    proptest::option::of(
+        (
+            proptest::sample::select(DatabasePhase::ALL.to_vec()),
+            proptest::option::of(1u32..8),
+        )
+            .prop_map(|(phase, primary)| DatabaseStatus {
+                phase: Some(phase),
+                current_primary: primary.map(|s| format!("orders-{s}")),
+                ..Default::default()
+            }),
+    )
+}
+
+fn serial_of(observed: &Observed, action: &Action) -> Option<u32> {
+    action
+        .target(|s| observed.name(s))
+        .and_then(|name| observed.serial_of(&name))
+}
+
+fn exists(instance: &Instance) -> bool {
+    instance.pvc.is_some() || instance.pod.is_some()
+}
+
+proptest! {
+    // No regression files: the module owns no directory outside `src/lifecycle`;
+    // a failure prints its minimal input, which becomes a table row.
+    #![proptest_config(ProptestConfig {
+        cases: 4000,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn never_two_primaries(spec in database_spec(), previous in previous(), observed in observed()) {
+        let plan = plan(&spec, previous.as_ref(), &observed);
+        let mut created = Vec::new();
+        for action in &plan.actions {
+            let serial = match action {
+                Action::CreatePod { serial, role: InstanceRole::Primary, .. } => *serial,
+                Action::LabelRole { role: InstanceRole::Primary, .. } => {
+                    let serial = serial_of(&observed, action).unwrap_or(0);
+                    // Only the instance whose manager says it is primary gets the label.
+                    prop_assert!(observed.instances.get(&serial).is_some_and(Instance::reports_primary));
+                    serial
+                }
+                _ => continue,
+            };
+            created.push(serial);
+            for (other, instance) in &observed.instances {
+                if *other != serial && exists(instance) {
+                    prop_assert!(!instance.reports_primary(), "{action:?} while {other} is primary");
+                    prop_assert!(!instance.may_be_primary(), "{action:?} while {other} may be primary");
+                }
+            }
+        }
+        created.dedup();
+        prop_assert!(created.len() <= 1, "{created:?}");
+    }
+
+    #[test]
+    fn data_is_only_deleted_below_a_ready_primary_that_holds_it(
+        spec in database_spec(), previous in previous(), observed in observed()
+    ) {
+        let plan = plan(&spec, previous.as_ref(), &observed);
+        let primaries: Vec<(u32, ManagerStatus)> = observed.instances.iter()
+            .filter(|(_, i)| exists(i))
+            .filter_map(|(s, i)| i.status().filter(|m| m.role == InstanceRole::Primary).map(|m| (*s, m)))
+            .collect();
+        let recorded = previous.as_ref()
+            .and_then(|p| p.current_primary.as_deref())
+            .and_then(|n| observed.serial_of(n));
+        for action in &plan.actions {
+            let Action::DeletePvc { name } = action else { continue };
+            let serial = observed.serial_of(name);
+            prop_assert!(serial.is_some());
+            let serial = serial.unwrap_or_default();
+            // One known, ready primary, and it is not this instance.
+            prop_assert_eq!(primaries.len(), 1);
+            let (primary, primary_status) = primaries[0];
+            prop_assert!(primary_status.ready);
+            prop_assert_ne!(serial, primary);
+            // The recorded primary's data goes only once another primary answers.
+            if recorded == Some(serial) {
+                prop_assert!(observed.instances.get(&serial).is_some_and(|i| !i.reports_primary()));
+            }
+            // The most advanced replica only goes when the primary holds all its WAL.
+            if let Some(replica) = observed.instances.get(&serial).and_then(Instance::status) {
+                prop_assert!(replica.timeline <= primary_status.timeline);
+                if replica.timeline == primary_status.timeline {
+                    prop_assert!(replica.replayed_lsn <= primary_status.replayed_lsn);
+                }
+            }
+            // Only when scaling below this serial: it is among the highest
+            // `members - instances` serials other than the primary.
+            let members: Vec<u32> = observed.instances.iter()
+                .filter(|(_, i)| exists(i)).map(|(s, _)| *s).collect();
+            let desired = usize::try_from(spec.instances).unwrap_or(1);
+            prop_assert!(members.len() > desired);
+            let higher = members.iter().filter(|s| **s > serial && **s != primary).count();
+            prop_assert!(higher < members.len() - desired);
+        }
+    }
+
+    #[test]
+    fn never_acts_on_an_unknown_instance(spec in database_spec(), previous in previous(), observed in observed()) {
+        let plan = plan(&spec, previous.as_ref(), &observed);
+        for action in plan.actions.iter().filter(|a| a.acts_on_existing()) {
+            let serial = serial_of(&observed, action);
+            let state = serial.and_then(|s| observed.instances.get(&s)).map(Instance::state);
+            prop_assert_ne!(state, Some(InstanceState::Unknown), "{:?}", action);
+        }
+    }
+
+    #[test]
+    fn creations_are_consistent(spec in database_spec(), previous in previous(), observed in observed()) {
+        let plan = plan(&spec, previous.as_ref(), &observed);
+        let max = observed.instances.iter()
+            .filter(|(_, i)| exists(i)).map(|(s, _)| *s).max().unwrap_or(0);
+        for action in &plan.actions {
+            match action {
+                Action::CreatePvc { serial } => {
+                    // Serials only grow.
+                    prop_assert!(*serial > max, "{action:?} with serials up to {max}");
+                }
+                Action::CreatePod { serial, .. } => {
+                    // Never over an existing pod; always onto a PVC that exists or
+                    // is created earlier in this plan.
+                    let instance = observed.instances.get(serial);
+                    prop_assert!(instance.and_then(|i| i.pod.as_ref()).is_none());
+                    let pvc = instance.is_some_and(|i| i.pvc.is_some())
+                        || plan.actions.contains(&Action::CreatePvc { serial: *serial });
+                    prop_assert!(pvc, "{action:?} without a PVC");
+                }
+                _ => {}
+            }
+        }
+        let mut sorted = plan.actions.clone();
+        sorted.sort_by_key(|a| format!("{a:?}"));
+        sorted.dedup();
+        prop_assert_eq!(sorted.len(), plan.actions.len(), "duplicate actions");
+    }
+
+    #[test]
+    fn deleting_does_nothing_else(spec in database_spec(), previous in previous(), mut observed in observed()) {
+        observed.deleting = true;
+        let plan = plan(&spec, previous.as_ref(), &observed);
+        prop_assert_eq!(plan.phase, DatabasePhase::Deleting);
+        prop_assert!(plan.actions.is_empty());
+    }
+
+    #[test]
+    fn plan_is_deterministic(spec in database_spec(), previous in previous(), observed in observed()) {
+        let first = plan(&spec, previous.as_ref(), &observed);
+        let copy: BTreeMap<_, _> = observed.instances.clone().into_iter().rev().collect();
+        let again = plan(&spec.clone(), previous.clone().as_ref(), &Observed { instances: copy, ..observed.clone() });
+        prop_assert_eq!(first, again);
+    }
+}

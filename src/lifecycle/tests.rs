@@ -1,0 +1,770 @@
+//! One row per transition: inputs, the phase expected, the exact actions.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::api::status::{DatabasePhase, DatabaseStatus, InstanceRole};
+use crate::api::v1::{DatabaseSpec, ReplicationMode, ReplicationSpec, StorageSpec};
+use crate::postgres::params::Change;
+
+use DatabasePhase as P;
+use InstanceRole::{Primary, Replica};
+
+pub(super) fn spec(instances: i32, mode: ReplicationMode, min_sync: i32) -> DatabaseSpec {
+    DatabaseSpec {
+        version: "17".into(),
+        image: None,
+        instances,
+        storage: StorageSpec {
+            size: "1Gi".into(),
+            storage_class_name: None,
+        },
+        replication: ReplicationSpec {
+            mode,
+            min_sync_replicas: min_sync,
+        },
+        postgresql: Default::default(),
+        bootstrap: None,
+        backup: None,
+        failover: Default::default(),
+        primary: None,
+    }
+}
+
+fn async_spec(instances: i32) -> DatabaseSpec {
+    spec(instances, ReplicationMode::Async, 1)
+}
+
+fn status(phase: DatabasePhase, primary: Option<u32>) -> Option<DatabaseStatus> {
+    Some(DatabaseStatus {
+        phase: Some(phase),
+        current_primary: primary.map(|s| format!("orders-{s}")),
+        ..Default::default()
+    })
+}
+
+pub(super) fn manager(role: InstanceRole, ready: bool, lsn: u64) -> ManagerStatus {
+    ManagerStatus {
+        role,
+        ready,
+        timeline: 1,
+        received_lsn: lsn,
+        replayed_lsn: lsn,
+        streaming: role == Replica && ready,
+        pending_restart: false,
+    }
+}
+
+fn running(role: InstanceRole, manager: Option<ManagerStatus>) -> Instance {
+    Instance {
+        pvc: Some(PvcState::Bound),
+        pod: Some(Pod {
+            phase: PodPhase::Running,
+            role_label: Some(role),
+            manager,
+        }),
+    }
+}
+
+fn primary(ready: bool) -> Instance {
+    running(Primary, Some(manager(Primary, ready, 100)))
+}
+
+fn replica(ready: bool) -> Instance {
+    running(Replica, Some(manager(Replica, ready, 90)))
+}
+
+fn survivor() -> Instance {
+    Instance {
+        pvc: Some(PvcState::Bound),
+        pod: None,
+    }
+}
+
+fn unknown(role: InstanceRole) -> Instance {
+    running(role, None)
+}
+
+fn observed(instances: Vec<(u32, Instance)>) -> Observed {
+    Observed {
+        database: "orders".into(),
+        secrets: true,
+        services: true,
+        pod_disruption_budgets: true,
+        instances: instances.into_iter().collect::<BTreeMap<_, _>>(),
+        ..Observed::default()
+    }
+}
+
+fn name(serial: u32) -> String {
+    format!("orders-{serial}")
+}
+
+fn clone(serial: u32) -> Action {
+    Action::CreatePod {
+        serial,
+        bootstrap: Bootstrap::Clone,
+        role: Replica,
+    }
+}
+
+fn delete_pod(serial: u32, reason: DeleteReason) -> Action {
+    Action::DeletePod {
+        name: name(serial),
+        reason,
+    }
+}
+
+fn delete_pvc(serial: u32) -> Action {
+    Action::DeletePvc { name: name(serial) }
+}
+
+struct Row {
+    name: &'static str,
+    spec: DatabaseSpec,
+    previous: Option<DatabaseStatus>,
+    observed: Observed,
+    phase: DatabasePhase,
+    actions: Vec<Action>,
+    requeue: Option<u64>,
+}
+
+fn rows() -> Vec<Row> {
+    let soon = Some(REQUEUE_SOON_SECONDS);
+    let steady = Some(REQUEUE_STEADY_SECONDS);
+    let sync2 = spec(3, ReplicationMode::Sync, 1);
+    vec![
+        Row {
+            name: "empty -> Provisioning: secrets, services, first PVC",
+            spec: async_spec(3),
+            previous: None,
+            observed: Observed {
+                database: "orders".into(),
+                ..Observed::default()
+            },
+            phase: P::Provisioning,
+            actions: vec![
+                Action::EnsureSecrets,
+                Action::EnsureServices,
+                Action::CreatePvc { serial: 1 },
+            ],
+            requeue: soon,
+        },
+        Row {
+            name: "Pending -> Provisioning",
+            spec: async_spec(1),
+            previous: status(P::Pending, None),
+            observed: observed(vec![]),
+            phase: P::Provisioning,
+            actions: vec![Action::CreatePvc { serial: 1 }],
+            requeue: soon,
+        },
+        Row {
+            name: "PVC bound, no pod -> InitializingPrimary with initdb",
+            spec: async_spec(3),
+            previous: status(P::Provisioning, None),
+            observed: observed(vec![(1, survivor())]),
+            phase: P::InitializingPrimary,
+            actions: vec![Action::CreatePod {
+                serial: 1,
+                bootstrap: Bootstrap::Initdb,
+                role: Primary,
+            }],
+            requeue: soon,
+        },
+        Row {
+            name: "PVC still pending (WaitForFirstConsumer) -> the pod is created anyway",
+            spec: async_spec(1),
+            previous: status(P::Provisioning, None),
+            observed: observed(vec![(
+                1,
+                Instance {
+                    pvc: Some(PvcState::Pending),
+                    pod: None,
+                },
+            )]),
+            phase: P::InitializingPrimary,
+            actions: vec![Action::CreatePod {
+                serial: 1,
+                bootstrap: Bootstrap::Initdb,
+                role: Primary,
+            }],
+            requeue: soon,
+        },
+        Row {
+            name: "first pod starting, manager silent -> wait in InitializingPrimary",
+            spec: async_spec(3),
+            previous: status(P::InitializingPrimary, None),
+            observed: observed(vec![(1, unknown(Primary))]),
+            phase: P::InitializingPrimary,
+            actions: vec![],
+            requeue: soon,
+        },
+        Row {
+            name: "first pod failed during initdb -> recreated",
+            spec: async_spec(3),
+            previous: status(P::InitializingPrimary, None),
+            observed: observed(vec![(
+                1,
+                Instance {
+                    pvc: Some(PvcState::Bound),
+                    pod: Some(Pod {
+                        phase: PodPhase::Failed,
+                        role_label: Some(Primary),
+                        manager: None,
+                    }),
+                },
+            )]),
+            phase: P::InitializingPrimary,
+            actions: vec![delete_pod(1, DeleteReason::PodFailed)],
+            requeue: soon,
+        },
+        Row {
+            name: "primary answers but not ready -> still InitializingPrimary",
+            spec: async_spec(3),
+            previous: status(P::InitializingPrimary, None),
+            observed: observed(vec![(1, primary(false))]),
+            phase: P::InitializingPrimary,
+            actions: vec![],
+            requeue: soon,
+        },
+        Row {
+            name: "primary ready, 2 replicas missing -> CreatingReplicas, all at once",
+            spec: async_spec(3),
+            previous: status(P::InitializingPrimary, None),
+            observed: Observed {
+                pod_disruption_budgets: false,
+                ..observed(vec![(1, primary(true))])
+            },
+            phase: P::CreatingReplicas,
+            actions: vec![
+                Action::EnsurePodDisruptionBudgets,
+                Action::CreatePvc { serial: 2 },
+                Action::CreatePvc { serial: 3 },
+                clone(2),
+                clone(3),
+            ],
+            requeue: soon,
+        },
+        Row {
+            name: "replicas cloning -> CreatingReplicas, nothing to do",
+            spec: async_spec(3),
+            previous: status(P::CreatingReplicas, Some(1)),
+            observed: observed(vec![
+                (1, primary(true)),
+                (2, unknown(Replica)),
+                (3, replica(false)),
+            ]),
+            phase: P::CreatingReplicas,
+            actions: vec![],
+            requeue: soon,
+        },
+        Row {
+            name: "single instance, primary ready -> Ready",
+            spec: async_spec(1),
+            previous: status(P::InitializingPrimary, None),
+            observed: observed(vec![(1, primary(true))]),
+            phase: P::Ready,
+            actions: vec![],
+            requeue: steady,
+        },
+        Row {
+            name: "all ready -> Ready, no actions",
+            spec: async_spec(3),
+            previous: status(P::CreatingReplicas, Some(1)),
+            observed: observed(vec![
+                (1, primary(true)),
+                (2, replica(true)),
+                (3, replica(true)),
+            ]),
+            phase: P::Ready,
+            actions: vec![],
+            requeue: steady,
+        },
+        Row {
+            name: "all ready, sync mode, standby list differs -> Ready + ConfigureSync",
+            spec: sync2.clone(),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![
+                (1, primary(true)),
+                (2, replica(true)),
+                (3, replica(true)),
+            ]),
+            phase: P::Ready,
+            actions: vec![Action::ConfigureSync {
+                standbys: vec![name(2), name(3)],
+                min: 1,
+            }],
+            requeue: soon,
+        },
+        Row {
+            name: "all ready, sync mode, standby list matches -> Ready, nothing",
+            spec: sync2,
+            previous: status(P::Ready, Some(1)),
+            observed: Observed {
+                sync: SyncStandbys {
+                    standbys: vec![name(2), name(3)],
+                    min: 1,
+                },
+                ..observed(vec![
+                    (1, primary(true)),
+                    (2, replica(true)),
+                    (3, replica(true)),
+                ])
+            },
+            phase: P::Ready,
+            actions: vec![],
+            requeue: steady,
+        },
+        Row {
+            name: "async mode with a leftover sync list -> turned off",
+            spec: async_spec(2),
+            previous: status(P::Ready, Some(1)),
+            observed: Observed {
+                sync: SyncStandbys {
+                    standbys: vec![name(2)],
+                    min: 1,
+                },
+                ..observed(vec![(1, primary(true)), (2, replica(true))])
+            },
+            phase: P::Ready,
+            actions: vec![Action::ConfigureSync {
+                standbys: vec![],
+                min: 0,
+            }],
+            requeue: soon,
+        },
+        Row {
+            name: "instances 3 -> 1 -> Scaling, serial 3 then 2 removed with their PVCs",
+            spec: async_spec(1),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![
+                (1, primary(true)),
+                (2, replica(true)),
+                (3, replica(true)),
+            ]),
+            phase: P::Scaling,
+            actions: vec![
+                Action::EnsurePodDisruptionBudgets,
+                delete_pod(3, DeleteReason::ScaleDown),
+                delete_pvc(3),
+                delete_pod(2, DeleteReason::ScaleDown),
+                delete_pvc(2),
+            ],
+            requeue: soon,
+        },
+        Row {
+            name: "scale down never removes the primary, even with the highest serial",
+            spec: async_spec(2),
+            previous: status(P::Ready, Some(3)),
+            observed: observed(vec![
+                (1, replica(true)),
+                (2, replica(true)),
+                (3, primary(true)),
+            ]),
+            phase: P::Scaling,
+            actions: vec![
+                Action::EnsurePodDisruptionBudgets,
+                delete_pod(2, DeleteReason::ScaleDown),
+                delete_pvc(2),
+            ],
+            requeue: soon,
+        },
+        Row {
+            name: "scale down in sync mode drops the standby from the quorum first",
+            spec: spec(2, ReplicationMode::Sync, 1),
+            previous: status(P::Ready, Some(1)),
+            observed: Observed {
+                sync: SyncStandbys {
+                    standbys: vec![name(2), name(3)],
+                    min: 1,
+                },
+                ..observed(vec![
+                    (1, primary(true)),
+                    (2, replica(true)),
+                    (3, replica(true)),
+                ])
+            },
+            phase: P::Scaling,
+            actions: vec![
+                Action::EnsurePodDisruptionBudgets,
+                Action::ConfigureSync {
+                    standbys: vec![name(2)],
+                    min: 1,
+                },
+                delete_pod(3, DeleteReason::ScaleDown),
+                delete_pvc(3),
+            ],
+            requeue: soon,
+        },
+        Row {
+            name: "scale down waits for an Unknown highest-serial replica",
+            spec: async_spec(1),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![
+                (1, primary(true)),
+                (2, replica(true)),
+                (3, unknown(Replica)),
+            ]),
+            phase: P::Scaling,
+            actions: vec![Action::EnsurePodDisruptionBudgets],
+            requeue: soon,
+        },
+        Row {
+            name: "scale down waits for a replica ahead of the primary",
+            spec: async_spec(1),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![
+                (1, primary(true)),
+                (2, running(Replica, Some(manager(Replica, true, 500)))),
+            ]),
+            phase: P::Scaling,
+            actions: vec![Action::EnsurePodDisruptionBudgets],
+            requeue: soon,
+        },
+        Row {
+            name: "instances 1 -> 3 from Ready -> Scaling, next serials at once",
+            spec: async_spec(3),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![(1, primary(true))]),
+            phase: P::Scaling,
+            actions: vec![
+                Action::EnsurePodDisruptionBudgets,
+                Action::CreatePvc { serial: 2 },
+                Action::CreatePvc { serial: 3 },
+                clone(2),
+                clone(3),
+            ],
+            requeue: soon,
+        },
+        Row {
+            name: "scale up continues after the highest serial, survivors included",
+            spec: async_spec(4),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![
+                (1, primary(true)),
+                (2, replica(true)),
+                (5, replica(true)),
+            ]),
+            phase: P::Scaling,
+            actions: vec![
+                Action::EnsurePodDisruptionBudgets,
+                Action::CreatePvc { serial: 6 },
+                clone(6),
+            ],
+            requeue: soon,
+        },
+        Row {
+            name: "scaled replicas cloning -> Scaling until ready",
+            spec: async_spec(2),
+            previous: status(P::Scaling, Some(1)),
+            observed: observed(vec![(1, primary(true)), (2, unknown(Replica))]),
+            phase: P::Scaling,
+            actions: vec![],
+            requeue: soon,
+        },
+        Row {
+            name: "replica pod gone, PVC present -> re-attached (Clone), Degraded",
+            spec: async_spec(3),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![
+                (1, primary(true)),
+                (2, replica(true)),
+                (3, survivor()),
+            ]),
+            phase: P::Degraded,
+            actions: vec![clone(3)],
+            requeue: soon,
+        },
+        Row {
+            name: "re-attached replica not streaming yet -> still Degraded",
+            spec: async_spec(3),
+            previous: status(P::Degraded, Some(1)),
+            observed: observed(vec![
+                (1, primary(true)),
+                (2, replica(true)),
+                (3, replica(false)),
+            ]),
+            phase: P::Degraded,
+            actions: vec![],
+            requeue: soon,
+        },
+        Row {
+            name: "Degraded -> Ready once every replica streams",
+            spec: async_spec(3),
+            previous: status(P::Degraded, Some(1)),
+            observed: observed(vec![
+                (1, primary(true)),
+                (2, replica(true)),
+                (3, replica(true)),
+            ]),
+            phase: P::Ready,
+            actions: vec![],
+            requeue: steady,
+        },
+        Row {
+            name: "replica pod failed -> deleted for recreation, Degraded",
+            spec: async_spec(2),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![
+                (1, primary(true)),
+                (
+                    2,
+                    Instance {
+                        pvc: Some(PvcState::Bound),
+                        pod: Some(Pod {
+                            phase: PodPhase::Failed,
+                            role_label: Some(Replica),
+                            manager: None,
+                        }),
+                    },
+                ),
+            ]),
+            phase: P::Degraded,
+            actions: vec![delete_pod(2, DeleteReason::PodFailed)],
+            requeue: soon,
+        },
+        Row {
+            name: "replica Unknown -> Degraded, nothing done to it",
+            spec: async_spec(2),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![(1, primary(true)), (2, unknown(Replica))]),
+            phase: P::Degraded,
+            actions: vec![],
+            requeue: soon,
+        },
+        Row {
+            name: "primary Unknown -> no destructive action, requeue soon, phase kept",
+            spec: async_spec(1),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![
+                (1, unknown(Primary)),
+                (2, replica(true)),
+                (3, replica(true)),
+            ]),
+            phase: P::Ready,
+            actions: vec![],
+            requeue: soon,
+        },
+        Row {
+            name: "primary pod gone, PVC present -> recreated on its data (Initdb keeps it)",
+            spec: async_spec(2),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![(1, survivor()), (2, replica(false))]),
+            phase: P::Degraded,
+            actions: vec![Action::CreatePod {
+                serial: 1,
+                bootstrap: Bootstrap::Initdb,
+                role: Primary,
+            }],
+            requeue: soon,
+        },
+        Row {
+            name: "primary pod gone but another pod may be primary -> no second primary",
+            spec: async_spec(2),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![(1, survivor()), (2, unknown(Primary))]),
+            phase: P::Degraded,
+            actions: vec![],
+            requeue: soon,
+        },
+        Row {
+            name: "primary volume gone, replicas answer -> FailingOver (promotion is failover's)",
+            spec: async_spec(2),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![(2, replica(false))]),
+            phase: P::FailingOver,
+            actions: vec![],
+            requeue: soon,
+        },
+        Row {
+            name: "primary volume gone, nothing else -> Failed",
+            spec: async_spec(1),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![]),
+            phase: P::Failed,
+            actions: vec![],
+            requeue: soon,
+        },
+        Row {
+            name: "two primaries -> Failed, hands off",
+            spec: async_spec(2),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![(1, primary(true)), (2, primary(true))]),
+            phase: P::Failed,
+            actions: vec![],
+            requeue: soon,
+        },
+        Row {
+            name: "role labels follow the managers",
+            spec: async_spec(2),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![
+                (1, running(Replica, Some(manager(Primary, true, 100)))),
+                (2, running(Primary, Some(manager(Replica, true, 90)))),
+            ]),
+            phase: P::Ready,
+            actions: vec![
+                Action::LabelRole {
+                    name: name(1),
+                    role: Primary,
+                },
+                Action::LabelRole {
+                    name: name(2),
+                    role: Replica,
+                },
+            ],
+            requeue: soon,
+        },
+        Row {
+            name: "reloadable parameter change -> Reload every instance",
+            spec: async_spec(2),
+            previous: status(P::Ready, Some(1)),
+            observed: Observed {
+                parameter_change: Change::Reload,
+                ..observed(vec![(1, primary(true)), (2, replica(true))])
+            },
+            phase: P::Ready,
+            actions: vec![
+                Action::Reload { name: name(1) },
+                Action::Reload { name: name(2) },
+            ],
+            requeue: soon,
+        },
+        Row {
+            name: "pending restart on replica and primary -> the replica first",
+            spec: async_spec(2),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![
+                (
+                    1,
+                    running(
+                        Primary,
+                        Some(ManagerStatus {
+                            pending_restart: true,
+                            ..manager(Primary, true, 100)
+                        }),
+                    ),
+                ),
+                (
+                    2,
+                    running(
+                        Replica,
+                        Some(ManagerStatus {
+                            pending_restart: true,
+                            ..manager(Replica, true, 90)
+                        }),
+                    ),
+                ),
+            ]),
+            phase: P::Ready,
+            actions: vec![Action::RestartInstance { name: name(2) }],
+            requeue: soon,
+        },
+        Row {
+            name: "pending restart on the primary only -> the primary last",
+            spec: async_spec(2),
+            previous: status(P::Ready, Some(1)),
+            observed: observed(vec![
+                (
+                    1,
+                    running(
+                        Primary,
+                        Some(ManagerStatus {
+                            pending_restart: true,
+                            ..manager(Primary, true, 100)
+                        }),
+                    ),
+                ),
+                (2, replica(true)),
+            ]),
+            phase: P::Ready,
+            actions: vec![Action::RestartInstance { name: name(1) }],
+            requeue: soon,
+        },
+        Row {
+            name: "no restart while a replica is down (one at a time)",
+            spec: async_spec(3),
+            previous: status(P::Ready, Some(1)),
+            observed: Observed {
+                parameter_change: Change::Restart,
+                ..observed(vec![
+                    (
+                        1,
+                        running(
+                            Primary,
+                            Some(ManagerStatus {
+                                pending_restart: true,
+                                ..manager(Primary, true, 100)
+                            }),
+                        ),
+                    ),
+                    (2, replica(false)),
+                    (3, unknown(Replica)),
+                ])
+            },
+            phase: P::Degraded,
+            actions: vec![
+                Action::Reload { name: name(1) },
+                Action::Reload { name: name(2) },
+            ],
+            requeue: soon,
+        },
+        Row {
+            name: "deletion -> Deleting, nothing else",
+            spec: async_spec(3),
+            previous: status(P::Ready, Some(1)),
+            observed: Observed {
+                deleting: true,
+                ..observed(vec![(1, primary(true))])
+            },
+            phase: P::Deleting,
+            actions: vec![],
+            requeue: None,
+        },
+    ]
+}
+
+#[test]
+fn transitions() {
+    let mut failures = Vec::new();
+    for row in rows() {
+        let plan = plan(&row.spec, row.previous.as_ref(), &row.observed);
+        if plan.phase != row.phase
+            || plan.actions != row.actions
+            || plan.requeue_after_seconds != row.requeue
+        {
+            failures.push(format!(
+                "{}\n  expected {:?} {:?} requeue {:?}\n  got      {:?} {:?} requeue {:?}",
+                row.name,
+                row.phase,
+                row.actions,
+                row.requeue,
+                plan.phase,
+                plan.actions,
+                plan.requeue_after_seconds
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_plan_has_three_conditions_and_records_the_primary() {
+    for row in rows() {
+        let plan = plan(&row.spec, row.previous.as_ref(), &row.observed);
+        let types: Vec<_> = plan.conditions.iter().map(|c| c.type_).collect();
+        assert_eq!(types, ["Ready", "Progressing", "Degraded"], "{}", row.name);
+    }
+    let ready = plan(&async_spec(1), None, &observed(vec![(1, primary(true))]));
+    assert_eq!(ready.current_primary.as_deref(), Some("orders-1"));
+    assert!(ready.conditions[0].status, "Ready");
+    assert!(!ready.conditions[1].status, "Progressing");
+    assert!(!ready.conditions[2].status, "Degraded");
+}
+
+#[test]
+fn survivors_are_pvcs_without_pods() {
+    let observed = observed(vec![(1, primary(true)), (2, survivor()), (4, survivor())]);
+    assert_eq!(observed.survivors().collect::<Vec<_>>(), [2, 4]);
+}
