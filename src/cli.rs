@@ -19,7 +19,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the operator: controllers for Database and Backup, health and metrics.
-    Operator(OperatorConfig),
+    Operator(Box<OperatorConfig>),
     /// Run the instance manager: PID 1 of every Postgres pod.
     Instance(Box<crate::instance::InstanceConfig>),
     /// Copy this executable to a path with mode 0755 (for the init container that
@@ -38,7 +38,7 @@ pub enum Command {
 
 pub async fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
-        Command::Operator(config) => operator::run(config).await,
+        Command::Operator(config) => operator::run(*config).await,
         Command::Instance(config) => Ok(crate::instance::run(*config).await?),
         Command::CopyBinary { destination } => Ok(crate::instance::copy_binary(&destination)?),
         Command::Crd {

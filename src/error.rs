@@ -95,6 +95,16 @@ pub enum Error {
     #[error("instance manager: {0}")]
     Instance(#[from] crate::instance::Error),
 
+    #[error("instance {instance}: {source}")]
+    InstanceApi {
+        instance: String,
+        #[source]
+        source: crate::controller::database::instances::InstanceApiError,
+    },
+
+    #[error("instance {instance}: {reason}")]
+    InstanceUnreachable { instance: String, reason: String },
+
     #[error("lost the leader lease {lease}; stopping so that another replica takes over")]
     LostLeadership { lease: String },
 }
@@ -121,6 +131,8 @@ impl Error {
             }
             Error::Certificate(_) | Error::Tls(_) => Category::Internal,
             Error::Instance(_) => Category::Config,
+            // An instance manager that fails now may answer on the next pass.
+            Error::InstanceApi { .. } | Error::InstanceUnreachable { .. } => Category::Api,
             Error::LostLeadership { .. } => Category::Api,
         }
     }

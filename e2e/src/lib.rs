@@ -6,7 +6,9 @@
 use std::future::Future;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams, PostParams,
 };
@@ -295,4 +297,59 @@ pub async fn sql(
         return Err(format!("psql pod {name} ended {phase}: {logs}").into());
     }
     Ok(logs.trim().to_owned())
+}
+
+/// Applies Tusk's CRDs from `config/` and waits until both are established.
+pub async fn install_crds(client: &Client) {
+    let yaml = std::fs::read_to_string(repo_path("config/crd/tusk.dev.yaml"))
+        .expect("config/crd/tusk.dev.yaml");
+    apply_yaml(client, None, &yaml)
+        .await
+        .expect("apply the CRDs");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for name in ["databases.tusk.dev", "backups.tusk.dev"] {
+        wait_for(&crds, name, Duration::from_secs(60), |crd| {
+            crd.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                })
+        })
+        .await
+        .expect("CRD established");
+    }
+}
+
+/// Installs the operator from `config/` (CRDs, RBAC, Deployment, webhooks) and
+/// waits until one replica is available.
+pub async fn install_operator(client: &Client) {
+    install_crds(client).await;
+    for manifest in [
+        "config/manager/manager.yaml",
+        "config/rbac/rbac.yaml",
+        "config/webhook/webhook.yaml",
+    ] {
+        let yaml = std::fs::read_to_string(repo_path(manifest)).expect(manifest);
+        apply_yaml(client, None, &yaml).await.expect(manifest);
+    }
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    let ready = wait_for(
+        &deployments,
+        "tusk-operator",
+        Duration::from_secs(180),
+        |d| {
+            d.status
+                .as_ref()
+                .and_then(|s| s.available_replicas)
+                .unwrap_or(0)
+                >= 1
+        },
+    )
+    .await;
+    if let Err(e) = ready {
+        tusk_e2e::dump(client, OPERATOR_NAMESPACE).await;
+        panic!("the operator did not become available: {e}");
+    }
 }

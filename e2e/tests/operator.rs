@@ -3,40 +3,17 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tusk::api::v1::Database;
 use tusk_e2e::{
-    MANAGER, OPERATOR_NAMESPACE, apply_value, apply_yaml, client, in_namespace, repo_path, wait_for,
+    MANAGER, OPERATOR_NAMESPACE, apply_value, apply_yaml, client, in_namespace, install_operator,
+    repo_path, wait_for,
 };
-
-async fn install_crds(client: &Client) {
-    let yaml = std::fs::read_to_string(repo_path("config/crd/tusk.dev.yaml"))
-        .expect("config/crd/tusk.dev.yaml");
-    apply_yaml(client, None, &yaml)
-        .await
-        .expect("apply the CRDs");
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for name in ["databases.tusk.dev", "backups.tusk.dev"] {
-        wait_for(&crds, name, Duration::from_secs(60), |crd| {
-            crd.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                })
-        })
-        .await
-        .expect("CRD established");
-    }
-}
 
 fn database(name: &str, spec: Value) -> Value {
     json!({"apiVersion": "tusk.dev/v1", "kind": "Database", "metadata": {"name": name}, "spec": spec})
@@ -91,36 +68,6 @@ async fn the_api_server_accepts_the_sample_and_refuses_malformed_databases() {
     .await;
 }
 
-async fn install_operator(client: &Client) {
-    install_crds(client).await;
-    for manifest in [
-        "config/manager/manager.yaml",
-        "config/rbac/rbac.yaml",
-        "config/webhook/webhook.yaml",
-    ] {
-        let yaml = std::fs::read_to_string(repo_path(manifest)).expect(manifest);
-        apply_yaml(client, None, &yaml).await.expect(manifest);
-    }
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
-    let ready = wait_for(
-        &deployments,
-        "tusk-operator",
-        Duration::from_secs(180),
-        |d| {
-            d.status
-                .as_ref()
-                .and_then(|s| s.available_replicas)
-                .unwrap_or(0)
-                >= 1
-        },
-    )
-    .await;
-    if let Err(e) = ready {
-        tusk_e2e::dump(client, OPERATOR_NAMESPACE).await;
-        panic!("the operator did not become available: {e}");
-    }
-}
-
 fn condition<'a>(
     db: &'a Database,
     type_: &str,
@@ -152,10 +99,8 @@ async fn the_operator_runs_in_cluster_and_writes_status() {
             .await?;
             assert!(seen.finalizers().iter().any(|f| f == "tusk.dev/cleanup"));
             let ready = condition(&seen, "Ready").ok_or("no Ready condition")?;
-            assert_eq!(
-                (ready.status.as_str(), ready.reason.as_str()),
-                ("False", "ProvisioningUnavailable")
-            );
+            // Provisioning is under way (its outcome is the provisioning suite's).
+            assert_ne!(ready.reason, "InvalidSpec", "{}", ready.message);
             assert_eq!(ready.observed_generation, seen.metadata.generation);
 
             // A spec Tusk cannot honour is refused at the door by the validating webhook,
@@ -196,7 +141,7 @@ async fn the_operator_runs_in_cluster_and_writes_status() {
                 .filter_map(|e| e.reason)
                 .collect();
             assert!(
-                reasons.iter().any(|r| r == "ProvisioningUnavailable"),
+                reasons.iter().any(|r| r == "CreatedSecrets"),
                 "events: {reasons:?}"
             );
 

@@ -14,7 +14,9 @@ use kube::{Client, Resource, ResourceExt};
 use tracing::warn;
 
 use crate::error::Error;
+use crate::resources::BuildConfig;
 use crate::telemetry::metrics::Metrics;
+use database::instances::InstanceApi;
 
 /// Field manager for every server-side apply Tusk makes.
 pub const FIELD_MANAGER: &str = "tusk";
@@ -25,17 +27,28 @@ pub const FINALIZER: &str = "tusk.dev/cleanup";
 pub struct Context {
     pub client: Client,
     pub metrics: Metrics,
+    /// Images and pull policy for the objects Tusk builds.
+    pub build: BuildConfig,
+    /// The HTTP client for the instance managers.
+    pub instances: InstanceApi,
     recorder: Recorder,
     /// Consecutive failures per object, for exponential backoff.
     failures: Mutex<HashMap<String, u32>>,
 }
 
 impl Context {
-    pub fn new(client: Client, metrics: Metrics, reporter: Reporter) -> Arc<Self> {
+    pub fn new(
+        client: Client,
+        metrics: Metrics,
+        reporter: Reporter,
+        build: BuildConfig,
+    ) -> Arc<Self> {
         Arc::new(Self {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             metrics,
+            build,
+            instances: InstanceApi::default(),
             failures: Mutex::default(),
         })
     }

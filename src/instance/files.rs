@@ -13,11 +13,11 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::postgres::config::{self, Settings, Standby, SyncReplication};
+use crate::postgres::config::{self, Settings, Standby};
 use crate::postgres::identifiers::slot_name;
 use crate::postgres::{REPLICATION_USER, SUPERUSER, hba};
 
-use super::{Error, InstanceConfig, Shared, SyncMode};
+use super::{Error, InstanceConfig, Shared};
 
 pub const TUSK_CONF: &str = "postgresql.tusk.conf";
 const INCLUDE_LINE: &str = "include 'postgresql.tusk.conf'";
@@ -81,10 +81,7 @@ pub fn settings(shared: &Shared, standby: bool) -> Result<Settings, Error> {
     } else {
         None
     };
-    let sync = (config.sync_mode == SyncMode::Sync).then(|| SyncReplication {
-        min: config.min_sync,
-        standbys: config.sync_standbys.clone(),
-    });
+    let sync = shared.sync();
     Ok(Settings {
         listen_addresses: config.listen_addresses.clone(),
         port: config.port,

@@ -25,9 +25,10 @@ use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
-use crate::postgres::config::{self, ConfigError};
+use crate::postgres::config::{self, ConfigError, SyncReplication};
 
-pub use server::Status;
+pub use server::{Status, SyncSettings};
+pub use sql::{PgStatus, Role};
 
 /// A secret from the environment. Its `Debug` output is redacted so that logging
 /// the configuration never prints a password.
@@ -264,6 +265,11 @@ pub(crate) struct Shared {
     pub bindir: PathBuf,
     /// The user parameters currently rendered; `POST /reload` may replace them.
     parameters: Mutex<BTreeMap<String, String>>,
+    /// Synchronous replication as currently rendered (`None`: asynchronous);
+    /// starts from the environment, `POST /sync` replaces it.
+    sync: Mutex<Option<SyncReplication>>,
+    /// Signalled by `POST /restart`: the supervisor restarts the postmaster.
+    pub restart: tokio::sync::Notify,
     /// Set once the data directory exists and the postmaster has been started.
     pub running: AtomicBool,
     /// Set once the primary's roles, passwords and database are in place.
@@ -286,6 +292,25 @@ impl Shared {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = parameters;
     }
+
+    pub fn sync(&self) -> Option<SyncReplication> {
+        self.sync
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn set_sync(&self, sync: Option<SyncReplication>) {
+        *self.sync.lock().unwrap_or_else(PoisonError::into_inner) = sync;
+    }
+}
+
+/// Synchronous replication as the environment asks for it at start.
+fn initial_sync(config: &InstanceConfig) -> Option<SyncReplication> {
+    (config.sync_mode == SyncMode::Sync && config.min_sync > 0).then(|| SyncReplication {
+        min: config.min_sync,
+        standbys: config.sync_standbys.clone(),
+    })
 }
 
 /// Parse and validate `TUSK_PARAMETERS`.
@@ -312,10 +337,13 @@ pub async fn run(config: InstanceConfig) -> Result<(), Error> {
         bootstrap = ?config.bootstrap,
         "starting the instance manager"
     );
+    let sync = initial_sync(&config);
     let shared = Arc::new(Shared {
         config,
         bindir,
         parameters: Mutex::new(parameters),
+        sync: Mutex::new(sync),
+        restart: tokio::sync::Notify::new(),
         running: AtomicBool::new(false),
         setup_done: AtomicBool::new(false),
         config_lock: tokio::sync::Mutex::new(()),

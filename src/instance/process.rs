@@ -74,6 +74,14 @@ pub async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> 
                 shared.running.store(false, Ordering::SeqCst);
                 return Ok(());
             }
+            () = shared.restart.notified() => {
+                // Asked for (a postmaster-level parameter changed): a clean stop
+                // and an immediate start, without the crash backoff.
+                tracing::info!("restarting postgres on request");
+                shutdown(pid, &mut exits).await;
+                shared.running.store(false, Ordering::SeqCst);
+                continue;
+            }
         };
         shared.running.store(false, Ordering::SeqCst);
         if started.elapsed() >= HEALTHY_RUN {

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::postgres::config;
+use crate::postgres::config::{self, SyncReplication};
 use crate::postgres::params::{self, Change};
 
 use super::sql::{self, PgStatus, Role};
@@ -45,11 +45,14 @@ fn router(shared: AppState) -> Router {
         .route("/status", get(status))
         .route("/reload", post(reload))
         .route("/promote", post(promote))
+        .route("/sync", post(sync))
+        .route("/restart", post(restart))
+        .route("/slots/drop", post(drop_slot))
         .with_state(shared)
 }
 
 /// `/status`: who this instance is and where its WAL stands.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Status {
     pub instance: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -58,6 +61,25 @@ pub struct Status {
     pub namespace: Option<String>,
     #[serde(flatten)]
     pub postgres: PgStatus,
+    /// What `/readyz` would answer: accepts connections and, on a primary, its
+    /// roles and database are in place.
+    #[serde(default)]
+    pub ready: bool,
+    /// `spec.postgresql.parameters` as currently rendered.
+    #[serde(default)]
+    pub parameters: BTreeMap<String, String>,
+    /// Synchronous replication as currently rendered; absent when asynchronous.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<SyncSettings>,
+}
+
+/// `synchronous_standby_names = 'ANY <min> (<standbys>)'`, on the wire.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SyncSettings {
+    pub min: u32,
+    /// Instance names; empty means any standby.
+    #[serde(default)]
+    pub standbys: Vec<String>,
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
@@ -97,11 +119,19 @@ async fn current_status(shared: &Shared) -> Result<Status, Response> {
         .await
         .map_err(unavailable)?;
     let postgres = sql::status(&client).await.map_err(unavailable)?;
+    let ready =
+        is_set(&shared.running) && (postgres.role == Role::Replica || is_set(&shared.setup_done));
     Ok(Status {
+        ready,
         instance: shared.config.instance.clone(),
         pod: shared.config.pod_name.clone(),
         namespace: shared.config.pod_namespace.clone(),
         postgres,
+        parameters: shared.parameters(),
+        sync: shared.sync().map(|sync| SyncSettings {
+            min: sync.min,
+            standbys: sync.standbys,
+        }),
     })
 }
 
@@ -274,6 +304,92 @@ async fn promote(State(shared): State<AppState>, headers: HeaderMap) -> Response
             ),
         ),
         Err(response) => response,
+    }
+}
+
+/// `POST /sync`: set synchronous replication (`min: 0` turns it off), re-render
+/// and reload. Only meaningful on a primary; a replica keeps it for when it is
+/// promoted.
+async fn sync(State(shared): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(refusal) = authorize(&shared, &headers) {
+        return refusal.into_response();
+    }
+    let request = match serde_json::from_slice::<SyncSettings>(&body) {
+        Ok(request) => request,
+        Err(err) => return error(StatusCode::BAD_REQUEST, format!("invalid body: {err}")),
+    };
+    let _guard = shared.config_lock.lock().await;
+    let old = shared.sync();
+    let new = (request.min > 0).then_some(SyncReplication {
+        min: request.min,
+        standbys: request.standbys,
+    });
+    shared.set_sync(new.clone());
+    if let Err(err) = files::write_config(&shared) {
+        shared.set_sync(old);
+        return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
+    }
+    let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
+        Ok(client) => client,
+        Err(err) => return unavailable(err),
+    };
+    if let Err(err) = sql::reload(&client).await {
+        return unavailable(err);
+    }
+    let rendered = new.as_ref().map(config::synchronous_standby_names);
+    tracing::info!(synchronous_standby_names = ?rendered, "synchronous replication set");
+    Json(serde_json::json!({ "synchronous_standby_names": rendered })).into_response()
+}
+
+/// `POST /restart`: restart PostgreSQL (fast shutdown, then start), for
+/// parameters that only apply at server start. Answers once asked; the
+/// instance is not ready again until PostgreSQL accepts connections.
+async fn restart(State(shared): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(refusal) = authorize(&shared, &headers) {
+        return refusal.into_response();
+    }
+    if !is_set(&shared.running) {
+        return error(StatusCode::CONFLICT, "postgres is not running");
+    }
+    shared.restart.notify_one();
+    (
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({ "restarting": true })),
+    )
+        .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DropSlotRequest {
+    /// The slot to drop.
+    slot: String,
+}
+
+/// `POST /slots/drop`: on a primary, drop the physical replication slot of an
+/// instance that was removed, so WAL is no longer kept for it. A slot still in
+/// use is kept (something still streams from it).
+async fn drop_slot(State(shared): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(refusal) = authorize(&shared, &headers) {
+        return refusal.into_response();
+    }
+    let request = match serde_json::from_slice::<DropSlotRequest>(&body) {
+        Ok(request) => request,
+        Err(err) => return error(StatusCode::BAD_REQUEST, format!("invalid body: {err}")),
+    };
+    let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
+        Ok(client) => client,
+        Err(err) => return unavailable(err),
+    };
+    let slot = request.slot;
+    match sql::drop_slot(&client, &slot).await {
+        Ok(dropped) => {
+            if dropped {
+                tracing::info!(%slot, "dropped the replication slot");
+            }
+            Json(serde_json::json!({ "slot": slot, "dropped": dropped })).into_response()
+        }
+        Err(err) => unavailable(err),
     }
 }
 

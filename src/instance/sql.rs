@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio_postgres::{Client, NoTls};
 
 use crate::postgres::identifiers::{quote_ident, quote_literal};
@@ -95,6 +95,12 @@ pub async fn ensure_slot(primary: &Client, slot: &str) -> Result<bool, Error> {
 /// Passwords go in as literals because `CREATE/ALTER ROLE` takes no parameters;
 /// `password_encryption = scram-sha-256` stores only the SCRAM verifier.
 pub async fn setup_primary(client: &Client, config: &InstanceConfig) -> Result<(), Error> {
+    // In sync mode no standby exists yet when the first primary sets itself up;
+    // a session-local commit level keeps the setup from waiting for one.
+    client
+        .batch_execute("SET synchronous_commit = local")
+        .await
+        .map_err(Error::sql("setting synchronous_commit for the setup"))?;
     ensure_role(
         client,
         REPLICATION_USER,
@@ -160,7 +166,7 @@ async fn ensure_role(
 }
 
 /// What an instance reports about itself on `/status`.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PgStatus {
     pub role: Role,
     pub timeline: Option<i64>,
@@ -181,9 +187,12 @@ pub struct PgStatus {
     pub version_num: i32,
     /// A changed parameter waits for a restart.
     pub pending_restart: bool,
+    /// A primary's physical replication slots that no walsender uses.
+    #[serde(default)]
+    pub inactive_slots: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Primary,
@@ -218,6 +227,7 @@ pub async fn status(client: &Client) -> Result<PgStatus, tokio_postgres::Error> 
         version: row.try_get(1)?,
         version_num: row.try_get(2)?,
         pending_restart: row.try_get(4)?,
+        inactive_slots: Vec::new(),
     };
     if in_recovery {
         let row = client
@@ -251,6 +261,16 @@ pub async fn status(client: &Client) -> Result<PgStatus, tokio_postgres::Error> 
         status.timeline = walfile
             .get(..8)
             .and_then(|tli| i64::from_str_radix(tli, 16).ok());
+        status.inactive_slots = client
+            .query(
+                "SELECT slot_name::text FROM pg_replication_slots \
+                 WHERE slot_type = 'physical' AND NOT active ORDER BY 1",
+                &[],
+            )
+            .await?
+            .iter()
+            .map(|row| row.try_get(0))
+            .collect::<Result<_, _>>()?;
     }
     Ok(status)
 }
@@ -261,6 +281,19 @@ pub async fn promote(client: &Client) -> Result<bool, tokio_postgres::Error> {
         .query_one("SELECT pg_promote(true, 60)", &[])
         .await?
         .try_get(0)
+}
+
+/// Drop the physical replication slot `slot` on this primary when it exists and
+/// no walsender uses it; `true` when it was dropped.
+pub async fn drop_slot(client: &Client, slot: &str) -> Result<bool, tokio_postgres::Error> {
+    let dropped = client
+        .query(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+             WHERE slot_name = $1 AND NOT active",
+            &[&slot],
+        )
+        .await?;
+    Ok(!dropped.is_empty())
 }
 
 pub async fn reload(client: &Client) -> Result<(), tokio_postgres::Error> {

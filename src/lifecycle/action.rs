@@ -37,6 +37,9 @@ pub enum Action {
     Reload { name: String },
     /// Restart PostgreSQL in the instance so a `postmaster` parameter takes effect.
     RestartInstance { name: String },
+    /// Drop, on the primary, the physical replication slot of an instance that no
+    /// longer exists, so the primary stops keeping WAL for it.
+    DropSlot { slot: String },
 }
 
 /// How an empty data directory gets its data.
@@ -77,7 +80,8 @@ impl Action {
             Self::EnsureSecrets
             | Self::EnsureServices
             | Self::EnsurePodDisruptionBudgets
-            | Self::ConfigureSync { .. } => None,
+            | Self::ConfigureSync { .. }
+            | Self::DropSlot { .. } => None,
             Self::CreatePvc { serial } | Self::CreatePod { serial, .. } => Some(name_of(*serial)),
             Self::DeletePod { name, .. }
             | Self::DeletePvc { name }

@@ -33,6 +33,8 @@ pub struct Observed {
     /// How the spec's `postgresql.parameters` differ from those the instances
     /// were last given: `params::classify(applied, &spec.postgresql.parameters)`.
     pub parameter_change: Change,
+    /// Physical replication slots on the primary that no walsender uses.
+    pub inactive_slots: Vec<String>,
 }
 
 // By hand because `Change` has no `Default`: nothing observed means nothing
@@ -48,6 +50,7 @@ impl Default for Observed {
             instances: BTreeMap::new(),
             sync: SyncStandbys::default(),
             parameter_change: Change::Nothing,
+            inactive_slots: Vec::new(),
         }
     }
 }

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use crate::api::status::{DatabasePhase, DatabaseStatus, InstanceRole};
 use crate::api::v1::{DatabaseSpec, ReplicationMode};
 use crate::controller::conditions::{DEGRADED, Desired, PROGRESSING, READY};
+use crate::postgres::identifiers::slot_name;
 use crate::postgres::params::Change;
 
 use super::action::{Action, Bootstrap, DeleteReason};
@@ -526,6 +527,20 @@ fn with_primary(
         }
         if instance.pvc.is_some() {
             actions.push(Action::DeletePvc { name });
+        }
+    }
+
+    // Slots of instances that are gone (PVC and pod) keep WAL on the primary for
+    // nobody. A member's slot is never dropped, even while its pod is away.
+    for slot in &observed.inactive_slots {
+        let owner = slot
+            .rsplit_once('_')
+            .and_then(|(_, serial)| serial.parse::<u32>().ok())
+            .filter(|serial| slot_name(&ctx.name(*serial)) == *slot);
+        if let Some(serial) = owner
+            && !ctx.members.contains(&serial)
+        {
+            actions.push(Action::DropSlot { slot: slot.clone() });
         }
     }
 

@@ -76,9 +76,17 @@ fn observed() -> impl Strategy<Value = Observed> {
             Just(Change::Reload),
             Just(Change::Restart)
         ],
+        // Slots of serials 1..8, and one a user made that must never be dropped.
+        proptest::collection::btree_set(
+            prop_oneof![
+                (1u32..8).prop_map(|s| format!("orders_{s}")),
+                Just("orders_logical".to_owned())
+            ],
+            0..4,
+        ),
     )
         .prop_map(
-            |(instances, deleting, (secrets, services, pdbs), parameter_change)| Observed {
+            |(instances, deleting, (secrets, services, pdbs), parameter_change, slots)| Observed {
                 database: "orders".into(),
                 deleting,
                 secrets,
@@ -87,6 +95,7 @@ fn observed() -> impl Strategy<Value = Observed> {
                 instances,
                 sync: SyncStandbys::default(),
                 parameter_change,
+                inactive_slots: slots.into_iter().collect(),
             },
         )
 }
@@ -241,6 +250,21 @@ proptest! {
         sorted.sort_by_key(|a| format!("{a:?}"));
         sorted.dedup();
         prop_assert_eq!(sorted.len(), plan.actions.len(), "duplicate actions");
+    }
+
+    #[test]
+    fn only_slots_of_instances_that_are_gone_are_dropped(
+        spec in database_spec(), previous in previous(), observed in observed()
+    ) {
+        let plan = plan(&spec, previous.as_ref(), &observed);
+        for action in &plan.actions {
+            let Action::DropSlot { slot } = action else { continue };
+            prop_assert!(observed.inactive_slots.contains(slot));
+            let serial: Option<u32> = slot.strip_prefix("orders_").and_then(|s| s.parse().ok());
+            prop_assert!(serial.is_some(), "dropped {slot}, not an instance's slot");
+            let member = serial.and_then(|s| observed.instances.get(&s)).is_some_and(exists);
+            prop_assert!(!member, "dropped the slot of existing instance {slot}");
+        }
     }
 
     #[test]

@@ -632,6 +632,24 @@ fn rows() -> Vec<Row> {
             requeue: soon,
         },
         Row {
+            name: "slot of a removed instance -> DropSlot; members' and users' slots stay",
+            spec: async_spec(2),
+            previous: status(P::Ready, Some(1)),
+            observed: Observed {
+                inactive_slots: vec![
+                    "orders_2".into(),
+                    "orders_3".into(),
+                    "orders_logical".into(),
+                ],
+                ..observed(vec![(1, primary(true)), (2, replica(true))])
+            },
+            phase: P::Ready,
+            actions: vec![Action::DropSlot {
+                slot: "orders_3".into(),
+            }],
+            requeue: soon,
+        },
+        Row {
             name: "pending restart on replica and primary -> the replica first",
             spec: async_spec(2),
             previous: status(P::Ready, Some(1)),

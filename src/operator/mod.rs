@@ -9,6 +9,7 @@ use std::sync::Arc;
 use futures::future::join_all;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::Api;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
@@ -21,6 +22,7 @@ use tracing::{error, info, warn};
 use crate::api::v1::{Backup, Database};
 use crate::controller::{self, Context, backup, database};
 use crate::error::Error;
+use crate::resources::{BuildConfig, labels};
 use crate::telemetry::{self, metrics::Metrics};
 use crate::webhook::rotation::{self, RotationConfig};
 use crate::webhook::{self, WebhookState};
@@ -83,6 +85,30 @@ pub struct OperatorConfig {
     /// How often to check the webhook certificate, in seconds.
     #[arg(long, env = "TUSK_CERT_CHECK_SECONDS", default_value_t = 60)]
     pub cert_check_seconds: u64,
+
+    /// Repository of the PostgreSQL image when a Database sets no `spec.image`;
+    /// the major version is the tag.
+    #[arg(long, env = "TUSK_POSTGRES_REPOSITORY", default_value = "postgres")]
+    pub postgres_repository: String,
+
+    /// The image holding the `tusk` binary, copied into every PostgreSQL pod
+    /// (the operator's own image).
+    #[arg(long, env = "TUSK_IMAGE", default_value = "tusk:latest")]
+    pub tusk_image: String,
+
+    /// `imagePullPolicy` of the containers Tusk creates; the cluster default when unset.
+    #[arg(long, env = "TUSK_IMAGE_PULL_POLICY")]
+    pub image_pull_policy: Option<String>,
+}
+
+impl OperatorConfig {
+    fn build_config(&self) -> BuildConfig {
+        BuildConfig {
+            postgres_repository: self.postgres_repository.clone(),
+            tusk_image: self.tusk_image.clone(),
+            image_pull_policy: self.image_pull_policy.clone().filter(|p| !p.is_empty()),
+        }
+    }
 }
 
 /// Resolves when `shutdown` turns true (or its sender is gone).
@@ -128,8 +154,35 @@ where
     }
 }
 
-async fn run_database(api: Api<Database>, ctx: Arc<Context>, shutdown: watch::Receiver<bool>) {
-    Controller::new(api, watcher::Config::default().any_semantic())
+/// The same scope (all namespaces or one) as `like`, for another kind.
+fn same_scope<K>(client: &Client, like: &Api<Database>) -> Api<K>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
+{
+    match like.namespace() {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    }
+}
+
+async fn run_database(
+    client: Client,
+    api: Api<Database>,
+    ctx: Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+) {
+    // Pods and PVCs wake their Database as they change (a pod becoming ready
+    // is the usual next step); only Tusk's own are watched.
+    let owned = watcher::Config::default()
+        .labels(&format!(
+            "{}={}",
+            labels::MANAGED_BY,
+            labels::MANAGED_BY_VALUE
+        ))
+        .any_semantic();
+    Controller::new(api.clone(), watcher::Config::default().any_semantic())
+        .owns(same_scope::<Pod>(&client, &api), owned.clone())
+        .owns(same_scope::<PersistentVolumeClaim>(&client, &api), owned)
         .graceful_shutdown_on(stopped(shutdown))
         .run(
             database::reconcile,
@@ -273,16 +326,24 @@ pub async fn run(config: OperatorConfig) -> Result<(), Error> {
         let client = client.clone();
         let shutdown = shutdown.clone();
         let namespaces = config.namespaces.clone();
+        let build = config.build_config();
         async move {
             if leading.wait_for(|l| *l).await.is_err() {
                 return;
             }
             info!("leading: starting the controllers");
-            let db_ctx = Context::new(client.clone(), metrics.clone(), reporter.clone());
-            let backup_ctx = Context::new(client.clone(), metrics.clone(), reporter);
+            let db_ctx = Context::new(
+                client.clone(),
+                metrics.clone(),
+                reporter.clone(),
+                build.clone(),
+            );
+            let backup_ctx = Context::new(client.clone(), metrics.clone(), reporter, build);
             let mut tasks = Vec::new();
             for api in apis::<Database>(&client, &namespaces) {
-                tasks.push(run_database(api, db_ctx.clone(), shutdown.clone()).boxed());
+                tasks.push(
+                    run_database(client.clone(), api, db_ctx.clone(), shutdown.clone()).boxed(),
+                );
             }
             for (backups, databases) in apis::<Backup>(&client, &namespaces)
                 .into_iter()

@@ -62,6 +62,11 @@ pub fn replication_secret(db: &str) -> String {
 }
 
 /// PodDisruptionBudget protecting the primary.
+/// The Secret holding the bearer token of the instance managers' mutating API.
+pub fn instance_token_secret(db: &str) -> String {
+    format!("{db}-token")
+}
+
 pub fn primary_pdb(db: &str) -> String {
     format!("{db}-primary")
 }

@@ -21,11 +21,17 @@ use super::secret::{PASSWORD_KEY, SecretKind};
 use super::{BuildConfig, hash, image, labels, names, object_meta};
 use crate::api::status::InstanceRole;
 use crate::api::v1::{Database, InitdbSpec, ReplicationMode};
+use crate::lifecycle::Bootstrap;
 
 /// Annotation holding [`spec_hash`] of the pod's spec as built. The controller
 /// compares it with a fresh build to decide whether a pod must be recreated (pod
 /// specs are mostly immutable, so "apply again" is not an option).
 pub const SPEC_HASH_ANNOTATION: &str = "tusk.dev/spec-hash";
+/// How an empty volume is filled (`initdb` or `clone`), read by the instance
+/// manager as `TUSK_BOOTSTRAP`.
+pub const BOOTSTRAP_ANNOTATION: &str = "tusk.dev/bootstrap";
+/// The instance manager's bearer token for mutating requests.
+pub const INSTANCE_TOKEN_ENV: &str = "TUSK_INSTANCE_TOKEN";
 /// Where the instance's PVC is mounted.
 pub const DATA_MOUNT: &str = "/var/lib/postgresql/data";
 /// The data directory: a subdirectory of the mount, because the root of many
@@ -68,14 +74,35 @@ const TERMINATION_GRACE_SECONDS: i64 = 60;
 /// which must exist before it starts or the kubelet holds it in
 /// `CreateContainerConfigError`.
 pub fn instance_pod(db: &Database, serial: u32, role: InstanceRole, config: &BuildConfig) -> Pod {
+    let bootstrap = match role {
+        InstanceRole::Primary => Bootstrap::Initdb,
+        InstanceRole::Replica => Bootstrap::Clone,
+    };
+    instance_pod_with(db, serial, role, bootstrap, config)
+}
+
+/// [`instance_pod`] with an explicit `bootstrap` for an empty volume. It is an
+/// annotation the container reads through the downward API, not an env value,
+/// so that (like the role) it stays out of the spec hash.
+pub fn instance_pod_with(
+    db: &Database,
+    serial: u32,
+    role: InstanceRole,
+    bootstrap: Bootstrap,
+    config: &BuildConfig,
+) -> Pod {
     let db_name = db.name_any();
     let instance = names::instance_name(&db_name, serial);
     let spec = pod_spec(db, &db_name, &instance, config);
     let mut metadata = object_meta(db, instance.clone(), labels::pod(&db_name, &instance, role));
-    metadata.annotations = Some(BTreeMap::from([(
-        SPEC_HASH_ANNOTATION.to_owned(),
-        spec_hash(&spec),
-    )]));
+    let bootstrap = match bootstrap {
+        Bootstrap::Initdb => "initdb",
+        Bootstrap::Clone => "clone",
+    };
+    metadata.annotations = Some(BTreeMap::from([
+        (SPEC_HASH_ANNOTATION.to_owned(), spec_hash(&spec)),
+        (BOOTSTRAP_ANNOTATION.to_owned(), bootstrap.to_owned()),
+    ]));
     Pod {
         metadata,
         spec: Some(spec),
@@ -105,6 +132,8 @@ fn pod_spec(db: &Database, db_name: &str, instance: &str, config: &BuildConfig) 
         // namespace; a Service named `tusk` would even add `TUSK_*` variables next
         // to the ones the instance manager reads.
         enable_service_links: Some(false),
+        // The instance manager never calls the Kubernetes API.
+        automount_service_account_token: Some(false),
         ..PodSpec::default()
     }
 }
@@ -193,6 +222,10 @@ fn env(db: &Database, db_name: &str, instance: &str) -> Vec<EnvVar> {
     vec![
         field_env("POD_NAME", "metadata.name"),
         field_env("POD_NAMESPACE", "metadata.namespace"),
+        field_env(
+            "TUSK_BOOTSTRAP",
+            &format!("metadata.annotations['{BOOTSTRAP_ANNOTATION}']"),
+        ),
         value_env("TUSK_DATABASE", db_name),
         value_env("TUSK_INSTANCE", instance),
         value_env("PGDATA", PGDATA),
@@ -200,6 +233,7 @@ fn env(db: &Database, db_name: &str, instance: &str) -> Vec<EnvVar> {
         secret_env(SUPERUSER_PASSWORD_ENV, db_name, SecretKind::Superuser),
         secret_env(REPLICATION_PASSWORD_ENV, db_name, SecretKind::Replication),
         secret_env(APP_PASSWORD_ENV, db_name, SecretKind::App),
+        secret_env(INSTANCE_TOKEN_ENV, db_name, SecretKind::InstanceToken),
         value_env("TUSK_APP_DATABASE", &app_database),
         value_env("TUSK_APP_OWNER", &app_owner),
         value_env("TUSK_SYNC_MODE", sync_mode),

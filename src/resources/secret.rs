@@ -26,6 +26,8 @@ pub const USERNAME_KEY: &str = "username";
 pub const SUPERUSER_USERNAME: &str = "postgres";
 /// The role replicas stream with.
 pub const REPLICATION_USERNAME: &str = "tusk_replication";
+/// The `username` of the instance token Secret: who presents the token.
+pub const INSTANCE_TOKEN_USERNAME: &str = "tusk-operator";
 /// The application owner when `spec.bootstrap.initdb` does not name one.
 pub const APP_USERNAME_DEFAULT: &str = "app";
 
@@ -38,10 +40,18 @@ pub enum SecretKind {
     App,
     /// `<db>-replication`: the role replicas connect as.
     Replication,
+    /// `<db>-token`: the bearer token only the operator and the
+    /// instance managers know, for the managers' mutating endpoints.
+    InstanceToken,
 }
 
 impl SecretKind {
-    pub const ALL: [SecretKind; 3] = [Self::Superuser, Self::App, Self::Replication];
+    pub const ALL: [SecretKind; 4] = [
+        Self::Superuser,
+        Self::App,
+        Self::Replication,
+        Self::InstanceToken,
+    ];
 
     /// Name of this Secret for database `db`.
     pub fn secret_name(self, db: &str) -> String {
@@ -49,6 +59,7 @@ impl SecretKind {
             Self::Superuser => names::superuser_secret(db),
             Self::App => names::app_secret(db),
             Self::Replication => names::replication_secret(db),
+            Self::InstanceToken => names::instance_token_secret(db),
         }
     }
 }
@@ -68,6 +79,7 @@ pub fn secret(db: &Database, kind: SecretKind, password: &str) -> Secret {
     match kind {
         SecretKind::Superuser => put(USERNAME_KEY, SUPERUSER_USERNAME),
         SecretKind::Replication => put(USERNAME_KEY, REPLICATION_USERNAME),
+        SecretKind::InstanceToken => put(USERNAME_KEY, INSTANCE_TOKEN_USERNAME),
         SecretKind::App => {
             let initdb = db
                 .spec

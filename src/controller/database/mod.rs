@@ -1,5 +1,10 @@
-//! The Database controller: validate → pure plan → status, wrapped in the finalizer.
+//! The Database controller, wrapped in the finalizer: validate (an invalid spec
+//! touches nothing) → observe → the lifecycle's pure plan → apply its actions in
+//! order → status.
 
+mod apply;
+pub mod instances;
+pub mod observe;
 pub mod plan;
 pub mod status;
 
@@ -12,11 +17,14 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
-use tracing::{Span, field, info, instrument};
+use std::time::Duration;
+
+use tracing::{Span, field, info, instrument, warn};
 
 use super::{Context, FINALIZER, conditions, namespace_of, reconciled};
 use crate::api::v1::Database;
 use crate::error::Error;
+use crate::lifecycle;
 
 pub const CONTROLLER: &str = "database";
 
@@ -45,15 +53,81 @@ pub async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, E
 
 async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Action, Error> {
     let name = db.name_any();
+    let namespace = namespace_of(db)?;
     let errors = plan::validate(db);
-    let plan = plan::plan(db, &errors);
-    let now = Time(Timestamp::now());
-    let next = status::build(db, &plan, &now);
-    status::apply(api, &name, &next).await?;
+    if !errors.is_empty() {
+        let plan = plan::invalid(db, &errors);
+        write_status(db, api, ctx, &plan).await?;
+        reconciled(db, ctx);
+        info!(valid = false, "reconciled");
+        // Nothing changes until the object does.
+        return Ok(Action::await_change());
+    }
 
+    let snapshot = observe::snapshot(&ctx.client, &ctx.instances, db, &namespace).await?;
+    let observed = observe::reduce(db, &snapshot);
+    let decision = lifecycle::plan(&db.spec, db.status.as_ref(), &observed);
+    let applier = apply::Applier {
+        client: &ctx.client,
+        instances: &ctx.instances,
+        build: &ctx.build,
+        db,
+        namespace: &namespace,
+        snapshot: &snapshot,
+    };
+    // In order, stopping at the first failure: later actions may rely on
+    // earlier ones (pods on their Secrets and PVCs, PVC deletion on the pod's).
+    let mut failure = None;
+    for action in &decision.actions {
+        match applier.apply(action).await {
+            Ok(Some(done)) => {
+                ctx.publish(db, EventType::Normal, done.reason, "Reconcile", done.note)
+                    .await;
+            }
+            Ok(None) => {}
+            Err(error) => {
+                warn!(%error, ?action, "action failed");
+                failure = Some(error);
+                break;
+            }
+        }
+    }
+    let plan = plan::accepted(db, &decision, observe::instance_statuses(db, &snapshot));
+    write_status(db, api, ctx, &plan).await?;
+    if let Some(error) = failure {
+        return Err(error);
+    }
+    reconciled(db, ctx);
+    info!(
+        database = %name,
+        phase = ?decision.phase,
+        actions = decision.actions.len(),
+        "reconciled"
+    );
+    Ok(match decision.requeue_after_seconds {
+        Some(seconds) => Action::requeue(Duration::from_secs(seconds)),
+        None => Action::await_change(),
+    })
+}
+
+/// Writes the status and publishes an Event for every condition or phase change.
+async fn write_status(
+    db: &Database,
+    api: &Api<Database>,
+    ctx: &Context,
+    plan: &plan::Plan,
+) -> Result<(), Error> {
+    let now = Time(Timestamp::now());
+    let next = status::build(db, plan, &now);
     let before = db.status.clone().unwrap_or_default();
+    if before == next {
+        return Ok(());
+    }
+    status::apply(api, &db.name_any(), &next).await?;
     for changed in conditions::transitions(&before.conditions, &next.conditions) {
-        let type_ = if changed.type_ == conditions::READY && changed.reason == "InvalidSpec" {
+        let type_ = if changed.type_ == conditions::READY && changed.reason == "InvalidSpec"
+            || changed.type_ == conditions::DEGRADED && changed.status == "True"
+        {
             EventType::Warning
         } else {
             EventType::Normal
@@ -77,10 +151,7 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         )
         .await;
     }
-    reconciled(db, ctx);
-    info!(phase = ?next.phase, valid = errors.is_empty(), "reconciled");
-    // Valid or not, nothing changes until the object does.
-    Ok(Action::await_change())
+    Ok(())
 }
 
 async fn cleanup(db: &Database, ctx: &Context) -> Result<Action, Error> {

@@ -1,10 +1,12 @@
-//! The pure decision for one Database pass: given the spec and what validation
-//! found, which phase and conditions it should show. No I/O.
+//! The pure decision for one Database pass: validation first (an invalid spec
+//! touches nothing), then the lifecycle's plan turned into the status to show.
+//! No I/O.
 
-use crate::api::status::{AppliedSpec, DatabasePhase};
+use crate::api::status::{AppliedSpec, DatabasePhase, InstanceStatus};
 use crate::api::v1::Database;
 use crate::api::validate::{self, FieldError};
 use crate::controller::conditions::{DEGRADED, Desired, PROGRESSING, READY};
+use crate::lifecycle;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
@@ -12,6 +14,10 @@ pub struct Plan {
     pub conditions: Vec<Desired>,
     /// What to record as accepted: the spec when valid, else what was accepted before.
     pub applied: Option<AppliedSpec>,
+    /// `status.currentPrimary`; `None` keeps the recorded one.
+    pub current_primary: Option<String>,
+    /// `status.instances`; `None` keeps the recorded ones.
+    pub instances: Option<Vec<InstanceStatus>>,
 }
 
 /// Everything the reconciler checks before acting: the spec on its own, and the
@@ -25,60 +31,44 @@ pub fn validate(db: &Database) -> Vec<FieldError> {
     errors
 }
 
-/// Decides the status of `db` for this pass.
-///
-/// A spec that fails validation is a permanent error: Tusk changes nothing, says
-/// which field is wrong in the Ready condition, and waits for the user. Instance
-/// provisioning is not part of this build, so a valid Database stays `Pending` and
-/// the Ready condition says so plainly.
-pub fn plan(db: &Database, errors: &[FieldError]) -> Plan {
+/// The status of `db` when its spec is invalid: Tusk changes nothing, says which
+/// field is wrong in the Ready condition, keeps the phase, and waits for the user.
+pub fn invalid(db: &Database, errors: &[FieldError]) -> Plan {
     let phase = db
         .status
         .as_ref()
         .and_then(|s| s.phase)
         .unwrap_or(DatabasePhase::Pending);
-    if !errors.is_empty() {
-        return Plan {
-            phase,
-            applied: db.status.as_ref().and_then(|s| s.applied.clone()),
-            conditions: vec![
-                Desired::new(READY, false, "InvalidSpec", validate::summary(errors)),
-                Desired::new(
-                    PROGRESSING,
-                    false,
-                    "InvalidSpec",
-                    "waiting for the spec to be corrected",
-                ),
-                Desired::new(DEGRADED, false, "InvalidSpec", "no instance is affected"),
-            ],
-        };
-    }
     Plan {
-        phase: DatabasePhase::Pending,
+        phase,
+        applied: db.status.as_ref().and_then(|s| s.applied.clone()),
+        conditions: vec![
+            Desired::new(READY, false, "InvalidSpec", validate::summary(errors)),
+            Desired::new(
+                PROGRESSING,
+                false,
+                "InvalidSpec",
+                "waiting for the spec to be corrected",
+            ),
+            Desired::new(DEGRADED, false, "InvalidSpec", "no instance is affected"),
+        ],
+        current_primary: None,
+        instances: None,
+    }
+}
+
+/// The status of a valid `db` from the lifecycle's decision and the instances
+/// as observed.
+pub fn accepted(db: &Database, decision: &lifecycle::Plan, instances: Vec<InstanceStatus>) -> Plan {
+    Plan {
+        phase: decision.phase,
+        conditions: decision.conditions.clone(),
         applied: Some(AppliedSpec {
             version: db.spec.version.clone(),
             storage_size: db.spec.storage.size.clone(),
         }),
-        conditions: vec![
-            Desired::new(
-                READY,
-                false,
-                "ProvisioningUnavailable",
-                "the spec is valid; this Tusk build does not provision instances yet",
-            ),
-            Desired::new(
-                PROGRESSING,
-                false,
-                "SpecAccepted",
-                "nothing to do until provisioning is available",
-            ),
-            Desired::new(
-                DEGRADED,
-                false,
-                "NoInstances",
-                "no instance exists to be degraded",
-            ),
-        ],
+        current_primary: decision.current_primary.clone(),
+        instances: Some(instances),
     }
 }
 
@@ -90,14 +80,14 @@ mod tests {
     #[test]
     fn a_downgrade_that_bypassed_the_webhook_is_refused_and_not_recorded() {
         let mut db = sample_database();
-        let accepted = plan(&db, &validate(&db)).applied;
+        let accepted = accepted(&db, &sample_decision(), Vec::new()).applied;
         db.status = Some(crate::api::status::DatabaseStatus {
             applied: accepted.clone(),
             ..Default::default()
         });
         db.spec.version = "15".into();
         let errors = validate(&db);
-        let next = plan(&db, &errors);
+        let next = invalid(&db, &errors);
         assert_eq!(next.conditions[0].reason, "InvalidSpec");
         assert!(
             next.conditions[0]
@@ -112,13 +102,26 @@ mod tests {
         );
     }
 
+    fn sample_decision() -> lifecycle::Plan {
+        let db = sample_database();
+        let observed = lifecycle::Observed {
+            database: "orders".into(),
+            ..Default::default()
+        };
+        lifecycle::plan(&db.spec, None, &observed)
+    }
+
     #[test]
-    fn a_valid_database_waits_in_pending() {
-        let plan = plan(&sample_database(), &[]);
-        assert_eq!(plan.phase, DatabasePhase::Pending);
+    fn a_valid_new_database_starts_provisioning_and_records_the_spec() {
+        let db = sample_database();
+        let plan = accepted(&db, &sample_decision(), Vec::new());
+        assert_eq!(plan.phase, DatabasePhase::Provisioning);
         assert_eq!(plan.conditions[0].type_, READY);
         assert!(!plan.conditions[0].status);
-        assert_eq!(plan.conditions[0].reason, "ProvisioningUnavailable");
+        assert_eq!(
+            plan.applied.map(|a| a.version),
+            Some(db.spec.version.clone())
+        );
     }
 
     #[test]
@@ -130,7 +133,7 @@ mod tests {
             ..Default::default()
         });
         let errors = validate(&db);
-        let plan = plan(&db, &errors);
+        let plan = invalid(&db, &errors);
         assert_eq!(plan.phase, DatabasePhase::Ready);
         assert_eq!(plan.conditions[0].reason, "InvalidSpec");
         assert!(

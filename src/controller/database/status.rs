@@ -14,11 +14,22 @@ use crate::error::Error;
 pub fn build(db: &Database, plan: &Plan, now: &Time) -> DatabaseStatus {
     let previous = db.status.clone().unwrap_or_default();
     let generation = db.metadata.generation;
+    let instances = plan.instances.clone().unwrap_or(previous.instances.clone());
+    let ready_instances = match &plan.instances {
+        Some(list) => Some(i32::try_from(list.iter().filter(|i| i.ready).count()).unwrap_or(0)),
+        None => previous.ready_instances,
+    };
     DatabaseStatus {
         phase: Some(plan.phase),
         observed_generation: generation,
         conditions: conditions::merge(&previous.conditions, &plan.conditions, generation, now),
         applied: plan.applied.clone(),
+        current_primary: plan
+            .current_primary
+            .clone()
+            .or(previous.current_primary.clone()),
+        ready_instances,
+        instances,
         ..previous
     }
 }

@@ -27,7 +27,12 @@ fn context() -> (Arc<Context>, Handle) {
         controller: "tusk".into(),
         instance: Some("test".into()),
     };
-    (Context::new(client, metrics, reporter), handle)
+    let build = crate::resources::BuildConfig {
+        postgres_repository: "localhost/postgres".into(),
+        tusk_image: "localhost/tusk:dev".into(),
+        image_pull_policy: Some("IfNotPresent".into()),
+    };
+    (Context::new(client, metrics, reporter, build), handle)
 }
 
 /// Waits for the next request, checks its method and path, and answers with `reply`.
@@ -85,41 +90,122 @@ fn with_finalizer(mut db: Database) -> Database {
     db
 }
 
+/// Answers every request like an empty namespace would: lists are empty, and
+/// creates and applies echo the object. Returns each request's method, path and body.
+async fn serve_empty_namespace(mut handle: Handle, db: Value) -> Vec<(Method, String, Value)> {
+    let mut seen = Vec::new();
+    while let Ok(Some((request, send))) =
+        tokio::time::timeout(std::time::Duration::from_secs(2), handle.next_request()).await
+    {
+        let method = request.method().clone();
+        let path = request.uri().path().to_owned();
+        let bytes = request.into_body().collect().await.unwrap().to_bytes();
+        let body: Value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap()
+        };
+        let reply = if method == Method::GET {
+            json!({ "apiVersion": "v1", "kind": "List", "metadata": {}, "items": [] })
+        } else if path.ends_with("/status") {
+            db.clone()
+        } else {
+            body.clone()
+        };
+        send.send_response(
+            Response::builder()
+                .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                .unwrap(),
+        );
+        seen.push((method, path, body));
+    }
+    seen
+}
+
 #[tokio::test]
-async fn a_pass_writes_status_with_generation_and_conditions_then_an_event() {
-    let (ctx, mut handle) = context();
+async fn a_first_pass_creates_credentials_services_and_the_first_volume_then_writes_status() {
+    let (ctx, handle) = context();
     let mut db = with_finalizer(sample_database());
     db.metadata.generation = Some(4);
-    let reply = serde_json::to_value(&db).unwrap();
-    let server = tokio::spawn(async move {
-        let status = expect(
-            &mut handle,
-            Method::PATCH,
-            &format!("{DB_PATH}/status"),
-            reply,
-        )
-        .await;
-        assert_eq!(status["status"]["observedGeneration"], 4);
-        assert_eq!(status["status"]["phase"], "Pending");
-        let conditions = status["status"]["conditions"].as_array().unwrap();
-        let types: Vec<_> = conditions
-            .iter()
-            .map(|c| c["type"].as_str().unwrap())
-            .collect();
-        assert_eq!(types, ["Ready", "Progressing", "Degraded"]);
-        assert!(conditions.iter().all(|c| c["observedGeneration"] == 4));
-        let event = expect(
-            &mut handle,
-            Method::POST,
-            "/apis/events.k8s.io/v1/namespaces/shop/events",
-            json!({}),
-        )
-        .await;
-        assert_eq!(event["regarding"]["name"], "orders");
-        assert_eq!(event["reportingController"], "tusk");
-    });
-    reconcile(Arc::new(db), ctx).await.unwrap();
-    server.await.unwrap();
+    db.metadata.uid = Some("uid-orders".into());
+    let server = tokio::spawn(serve_empty_namespace(
+        handle,
+        serde_json::to_value(&db).unwrap(),
+    ));
+    let action = reconcile(Arc::new(db), ctx).await.unwrap();
+    assert_eq!(
+        action,
+        kube::runtime::controller::Action::requeue(std::time::Duration::from_secs(5))
+    );
+    let seen = server.await.unwrap();
+    let calls: Vec<String> = seen
+        .iter()
+        .filter(|(_, path, _)| !path.contains("/events"))
+        .map(|(method, path, _)| format!("{method} {path}"))
+        .collect();
+    let ns = "/api/v1/namespaces/shop";
+    assert_eq!(
+        calls,
+        [
+            format!("GET {ns}/persistentvolumeclaims"),
+            format!("GET {ns}/pods"),
+            format!("GET {ns}/secrets"),
+            format!("GET {ns}/services"),
+            "GET /apis/policy/v1/namespaces/shop/poddisruptionbudgets".to_owned(),
+            format!("POST {ns}/secrets"),
+            format!("POST {ns}/secrets"),
+            format!("POST {ns}/secrets"),
+            format!("POST {ns}/secrets"),
+            format!("PATCH {ns}/services/orders-rw"),
+            format!("PATCH {ns}/services/orders-ro"),
+            format!("PATCH {ns}/services/orders-r"),
+            format!("PATCH {ns}/persistentvolumeclaims/orders-1"),
+            format!("PATCH {DB_PATH}/status"),
+        ]
+    );
+    // No pod yet: the first primary waits for its volume's pass.
+    assert!(!calls.iter().any(|c| c.contains("/pods/")));
+    let secrets: Vec<&str> = seen
+        .iter()
+        .filter(|(m, p, _)| m == Method::POST && p.ends_with("/secrets"))
+        .map(|(_, _, body)| body["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        secrets,
+        [
+            "orders-superuser",
+            "orders-app",
+            "orders-replication",
+            "orders-token"
+        ]
+    );
+    let passwords: std::collections::BTreeSet<&str> = seen
+        .iter()
+        .filter(|(m, p, _)| m == Method::POST && p.ends_with("/secrets"))
+        .map(|(_, _, body)| body["data"]["password"].as_str().unwrap())
+        .collect();
+    assert_eq!(passwords.len(), 4, "every Secret gets its own password");
+    let (_, _, status) = seen
+        .iter()
+        .find(|(_, p, _)| p.ends_with("/status"))
+        .unwrap();
+    assert_eq!(status["status"]["observedGeneration"], 4);
+    assert_eq!(status["status"]["phase"], "Provisioning");
+    let conditions = status["status"]["conditions"].as_array().unwrap();
+    let types: Vec<_> = conditions
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["Ready", "Progressing", "Degraded"]);
+    assert!(conditions.iter().all(|c| c["observedGeneration"] == 4));
+    let reasons: Vec<&str> = seen
+        .iter()
+        .filter(|(m, p, _)| m == Method::POST && p.ends_with("/events"))
+        .map(|(_, _, body)| body["reason"].as_str().unwrap())
+        .collect();
+    assert!(reasons.contains(&"CreatedSecrets"), "{reasons:?}");
+    assert!(reasons.contains(&"CreatedVolume"), "{reasons:?}");
+    assert!(reasons.contains(&"Provisioning"), "{reasons:?}");
 }
 
 #[tokio::test]
