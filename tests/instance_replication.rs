@@ -175,3 +175,125 @@ async fn without_a_token_mutations_are_refused() {
         assert!(body.contains("TUSK_INSTANCE_TOKEN"), "{body}");
     }
 }
+
+/// The operator's levers on a running pair: a quorum of named standbys
+/// (`POST /sync`), a clean restart (`POST /restart`), and dropping the slot of a
+/// replica that is gone (`POST /slots/drop`), which `/status` lists as inactive.
+#[tokio::test(flavor = "multi_thread")]
+async fn sync_standbys_restart_and_slot_cleanup_through_the_api() {
+    let dir = TestDir::new("levers");
+    let (primary, mut replica) = primary_and_replica(&dir).await;
+    let su = superuser(primary.pg_port).await;
+
+    let sync = r#"{"min": 1, "standbys": ["orders-2"]}"#;
+    let (code, _) = http(primary.http_port, "POST", "/sync", None, Some(sync))
+        .await
+        .expect("POST /sync");
+    assert_eq!(code, 401, "no token, no change");
+    let (code, body) = http(primary.http_port, "POST", "/sync", Some(TOKEN), Some(sync))
+        .await
+        .expect("POST /sync");
+    assert_eq!(code, 200, "{body}");
+    let names: String = su
+        .query_one("SHOW synchronous_standby_names", &[])
+        .await
+        .expect("SHOW")
+        .get(0);
+    assert_eq!(names, r#"ANY 1 ("orders-2")"#);
+    let status = primary.status().await;
+    assert_eq!(status["sync"]["min"], 1, "{status}");
+    assert_eq!(status["sync"]["standbys"][0], "orders-2", "{status}");
+    let sync_state: String = eventually("the standby to be a quorum member", READY, || {
+        let su = &su;
+        async move {
+            let row = su
+                .query_opt(
+                    "SELECT sync_state::text FROM pg_stat_replication WHERE application_name = 'orders-2'",
+                    &[],
+                )
+                .await
+                .ok()??;
+            let state: String = row.get(0);
+            (state == "quorum").then_some(state)
+        }
+    })
+    .await;
+    assert_eq!(sync_state, "quorum");
+    // With the standby streaming, a commit comes back.
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        su.batch_execute("CREATE TABLE synced (id int); INSERT INTO synced VALUES (1)"),
+    )
+    .await
+    .expect("a synchronous commit with a standby returns")
+    .expect("commit");
+
+    // A restart replaces the postmaster and the replica streams again.
+    let before = replica.postmaster_pid().expect("postmaster.pid");
+    let (code, body) = http(replica.http_port, "POST", "/restart", Some(TOKEN), None)
+        .await
+        .expect("POST /restart");
+    assert_eq!(code, 202, "{body}");
+    eventually("a new postmaster", READY, || {
+        let replica = &replica;
+        async move { replica.postmaster_pid().filter(|pid| *pid != before) }
+    })
+    .await;
+    replica.wait_ready(READY).await;
+    eventually("the restarted replica to stream", READY, || {
+        let replica = &replica;
+        async move { (replica.status().await["streaming"] == true).then_some(()) }
+    })
+    .await;
+
+    // Synchronous replication off, then the replica goes: its slot turns inactive
+    // and can be dropped; a slot in use would have been kept.
+    let (code, _) = http(
+        primary.http_port,
+        "POST",
+        "/sync",
+        Some(TOKEN),
+        Some(r#"{"min": 0, "standbys": []}"#),
+    )
+    .await
+    .expect("POST /sync");
+    assert_eq!(code, 200);
+    assert!(primary.status().await.get("sync").is_none());
+    let (code, body) = http(
+        primary.http_port,
+        "POST",
+        "/slots/drop",
+        Some(TOKEN),
+        Some(r#"{"slot": "orders_2"}"#),
+    )
+    .await
+    .expect("POST /slots/drop");
+    assert_eq!(code, 200);
+    assert!(body.contains(r#""dropped":false"#), "an active slot was dropped: {body}");
+    replica.stop();
+    eventually("the slot to be listed inactive", READY, || {
+        let primary = &primary;
+        async move {
+            let status = primary.status().await;
+            (status["inactive_slots"][0] == "orders_2").then_some(())
+        }
+    })
+    .await;
+    let (code, body) = http(
+        primary.http_port,
+        "POST",
+        "/slots/drop",
+        Some(TOKEN),
+        Some(r#"{"slot": "orders_2"}"#),
+    )
+    .await
+    .expect("POST /slots/drop");
+    assert_eq!(code, 200);
+    assert!(body.contains(r#""dropped":true"#), "{body}");
+    let slots: i64 = su
+        .query_one("SELECT count(*) FROM pg_replication_slots", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(slots, 0);
+}
