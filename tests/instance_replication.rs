@@ -269,7 +269,10 @@ async fn sync_standbys_restart_and_slot_cleanup_through_the_api() {
     .await
     .expect("POST /slots/drop");
     assert_eq!(code, 200);
-    assert!(body.contains(r#""dropped":false"#), "an active slot was dropped: {body}");
+    assert!(
+        body.contains(r#""dropped":false"#),
+        "an active slot was dropped: {body}"
+    );
     replica.stop();
     eventually("the slot to be listed inactive", READY, || {
         let primary = &primary;

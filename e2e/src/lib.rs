@@ -349,7 +349,7 @@ pub async fn install_operator(client: &Client) {
     )
     .await;
     if let Err(e) = ready {
-        tusk_e2e::dump(client, OPERATOR_NAMESPACE).await;
+        dump(client, OPERATOR_NAMESPACE).await;
         panic!("the operator did not become available: {e}");
     }
 }

@@ -240,24 +240,35 @@ async fn a_replicated_database_serves_heals_scales_and_goes_away_cleanly() {
 async fn a_single_instance_database_is_ready_with_a_primary_and_no_standbys() {
     let client = tusk_e2e::client().await;
     install_operator(&client).await;
-    in_namespace("e2e-one", Duration::from_secs(400), |client, ns| async move {
-        let apply = PatchParams::apply(tusk_e2e::MANAGER);
-        let spec = json!({"version": "15", "instances": 1, "storage": {"size": "1Gi"}});
-        apply_value(&client, Some(&ns), database("solo", spec), &apply).await?;
-        let db = wait_ready(&client, &ns, "solo", 1).await?;
-        let status = db.status.ok_or("no status")?;
-        assert_eq!(status.current_primary.as_deref(), Some("solo-1"));
-        let password = superuser_password(&client, &ns, "solo").await?;
-        let version = sql(&client, &ns, &format!("solo-rw.{ns}.svc"), &password, "app",
-            "SELECT current_setting('server_version_num')::int / 10000").await?;
-        assert_eq!(version, "15");
-        // The app Secret's credentials work too.
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-        let app = secrets.get("solo-app").await?;
-        let data = app.data.ok_or("empty app Secret")?;
-        let user = String::from_utf8(data.get("username").ok_or("no username")?.0.clone())?;
-        assert_eq!(user, "app");
-        Ok(())
-    })
+    in_namespace(
+        "e2e-one",
+        Duration::from_secs(400),
+        |client, ns| async move {
+            let apply = PatchParams::apply(tusk_e2e::MANAGER);
+            let spec = json!({"version": "15", "instances": 1, "storage": {"size": "1Gi"}});
+            apply_value(&client, Some(&ns), database("solo", spec), &apply).await?;
+            let db = wait_ready(&client, &ns, "solo", 1).await?;
+            let status = db.status.ok_or("no status")?;
+            assert_eq!(status.current_primary.as_deref(), Some("solo-1"));
+            let password = superuser_password(&client, &ns, "solo").await?;
+            let version = sql(
+                &client,
+                &ns,
+                &format!("solo-rw.{ns}.svc"),
+                &password,
+                "app",
+                "SELECT current_setting('server_version_num')::int / 10000",
+            )
+            .await?;
+            assert_eq!(version, "15");
+            // The app Secret's credentials work too.
+            let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+            let app = secrets.get("solo-app").await?;
+            let data = app.data.ok_or("empty app Secret")?;
+            let user = String::from_utf8(data.get("username").ok_or("no username")?.0.clone())?;
+            assert_eq!(user, "app");
+            Ok(())
+        },
+    )
     .await;
 }
