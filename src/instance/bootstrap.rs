@@ -108,7 +108,7 @@ async fn clone(shared: &Shared, staging: &Path) -> Result<(), Error> {
         .as_deref()
         .ok_or(Error::MissingPrimary("TUSK_BOOTSTRAP=clone"))?;
     let slot = slot_name(&config.instance);
-    let primary = sql::connect_primary(config).await?;
+    let primary = connect_primary_patiently(shared).await?;
     if sql::ensure_slot(&primary, &slot).await? {
         tracing::info!(%slot, "created the replication slot on the primary");
     }
@@ -134,6 +134,28 @@ async fn clone(shared: &Shared, staging: &Path) -> Result<(), Error> {
     run(command, "pg_basebackup").await?;
     files::mark_standby(staging)?;
     Ok(())
+}
+
+/// How long a new replica waits for the primary to accept connections before
+/// it gives up (and the kubelet restarts it). The primary's Service only gets
+/// its endpoint once the primary is ready, a few seconds after the operator saw
+/// it ready; failing at once would cost a container restart backoff instead.
+const PRIMARY_WAIT: Duration = Duration::from_secs(300);
+
+async fn connect_primary_patiently(shared: &Shared) -> Result<tokio_postgres::Client, Error> {
+    let deadline = tokio::time::Instant::now() + PRIMARY_WAIT;
+    let mut delay = Duration::from_millis(250);
+    loop {
+        match sql::connect_primary(&shared.config).await {
+            Ok(client) => return Ok(client),
+            Err(err) if tokio::time::Instant::now() + delay < deadline => {
+                tracing::info!(error = %err, retry_in = ?delay, "the primary is not reachable yet");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(err) => return Err(err),
+        }
+    }
 }
 
 /// Run a bootstrap program to completion, its output captured for the error.
