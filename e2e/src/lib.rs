@@ -352,4 +352,35 @@ pub async fn install_operator(client: &Client) {
         dump(client, OPERATOR_NAMESPACE).await;
         panic!("the operator did not become available: {e}");
     }
+    // An available pod is not yet a reachable webhook: the Service's endpoints
+    // and the node's proxy rules follow a moment later. A dry-run create passes
+    // through admission without storing anything.
+    let databases: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        OPERATOR_NAMESPACE,
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("tusk.dev", "v1", "Database"),
+            "databases",
+        ),
+    );
+    let probe: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "tusk.dev/v1", "kind": "Database",
+        "metadata": {"name": "webhook-probe"},
+        "spec": {"version": "17", "instances": 1, "storage": {"size": "1Gi"}}
+    }))
+    .expect("probe manifest");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let mut last = String::new();
+    for _ in 0..120 {
+        match databases.create(&dry_run, &probe).await {
+            Ok(_) => return,
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    dump(client, OPERATOR_NAMESPACE).await;
+    panic!("the validating webhook never answered: {last}");
 }

@@ -182,10 +182,12 @@ async fn a_replicated_database_serves_heals_scales_and_goes_away_cleanly() {
             .expect_err("an owned parameter was accepted").to_string();
         assert!(refused.contains("spec.postgresql.parameters"), "{refused}");
 
-        // Scale down to the primary alone: the highest serials go, with their PVCs,
-        // and synchronous replication is off while there is no standby.
+        // Scale down to the primary alone: the highest serials go, with their PVCs
+        // and their slots. (A single instance cannot be synchronous: the API
+        // refuses sync with fewer instances than minSyncReplicas + 1.)
         let mut one = tuned.clone();
         one["instances"] = json!(1);
+        one["replication"] = json!({"mode": "async"});
         apply_value(&client, Some(&ns), database("pg", one), &apply).await?;
         wait_ready(&client, &ns, "pg", 1).await?;
         assert_eq!(pod_names(&client, &ns, "tusk.dev/database=pg").await?, BTreeSet::from(["pg-1".to_owned()]));
@@ -199,15 +201,16 @@ async fn a_replicated_database_serves_heals_scales_and_goes_away_cleanly() {
         eventually(&client, &ns, &rw, &password, "SHOW synchronous_standby_names", str::is_empty).await?;
         eventually(&client, &ns, &rw, &password, "SELECT count(*) FROM pg_replication_slots", |o| o == "0").await?;
 
-        // And back to three: new serials, cloned in parallel, streaming.
+        // And back to three: fresh replicas after the highest remaining serial,
+        // cloned in parallel, streaming.
         apply_value(&client, Some(&ns), database("pg", tuned.clone()), &apply).await?;
         wait_ready(&client, &ns, "pg", 3).await?;
         assert_eq!(pod_names(&client, &ns, "tusk.dev/database=pg").await?,
-            BTreeSet::from(["pg-1".to_owned(), "pg-4".to_owned(), "pg-5".to_owned()]));
+            BTreeSet::from(["pg-1".to_owned(), "pg-2".to_owned(), "pg-3".to_owned()]));
         eventually(&client, &ns, &rw, &password,
             "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'", |o| o == "2").await?;
         let names = sql(&client, &ns, &rw, &password, "app", "SHOW synchronous_standby_names").await?;
-        assert_eq!(names, r#"ANY 1 ("pg-4", "pg-5")"#);
+        assert_eq!(names, r#"ANY 1 ("pg-2", "pg-3")"#);
         eventually(&client, &ns, &ro, &password, "SELECT count(*) FROM t", |o| o == "1").await?;
 
         // Deleting the Database removes everything it created.

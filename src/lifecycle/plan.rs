@@ -464,8 +464,9 @@ fn with_primary(
         .copied()
         .filter(|s| !remove.contains(s))
         .collect();
-    // New serials continue after every serial seen, survivors included, so a
-    // name never comes back for different data.
+    // New serials continue after the highest serial that still has a pod or a
+    // PVC (survivors included), so a name never comes back while anything of
+    // its earlier instance remains.
     let missing = desired.saturating_sub(ctx.members.len());
     let next = ctx.members.last().copied().unwrap_or(0);
     let new: Vec<u32> = (1..=missing)
