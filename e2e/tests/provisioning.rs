@@ -198,6 +198,11 @@ async fn a_replicated_database_serves_heals_scales_and_goes_away_cleanly() {
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
         assert_eq!(left, BTreeSet::from(["pg-1".to_owned()]));
+        // Only the primary's budget is left: a replicas budget over nothing
+        // would only get in a later drain's way.
+        let budgets: Vec<String> = pdbs.list(&ListParams::default()).await?
+            .items.iter().map(ResourceExt::name_any).collect();
+        assert_eq!(budgets, ["pg-primary"]);
         eventually(&client, &ns, &rw, &password, "SHOW synchronous_standby_names", str::is_empty).await?;
         eventually(&client, &ns, &rw, &password, "SELECT count(*) FROM pg_replication_slots", |o| o == "0").await?;
 

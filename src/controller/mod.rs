@@ -6,7 +6,7 @@ pub mod database;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -34,6 +34,9 @@ pub struct Context {
     recorder: Recorder,
     /// Consecutive failures per object, for exponential backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// When each object's status was last written, to pace writes that only
+    /// refresh progress figures.
+    status_writes: Mutex<HashMap<String, Instant>>,
 }
 
 impl Context {
@@ -50,6 +53,7 @@ impl Context {
             build,
             instances: InstanceApi::default(),
             failures: Mutex::default(),
+            status_writes: Mutex::default(),
         })
     }
 
@@ -72,6 +76,20 @@ impl Context {
         };
         if let Err(error) = self.recorder.publish(&event, &obj.object_ref(&())).await {
             warn!(%error, reason, "could not publish an event");
+        }
+    }
+
+    /// Whether a progress-only status write for `key` is due (none in `interval`).
+    pub fn progress_due(&self, key: &str, interval: Duration) -> bool {
+        match self.status_writes.lock() {
+            Ok(writes) => writes.get(key).is_none_or(|at| at.elapsed() >= interval),
+            Err(_) => true,
+        }
+    }
+
+    pub fn progress_written(&self, key: &str) {
+        if let Ok(mut writes) = self.status_writes.lock() {
+            writes.insert(key.to_owned(), Instant::now());
         }
     }
 

@@ -78,8 +78,10 @@ pub async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> 
                 // Asked for (a postmaster-level parameter changed): a clean stop
                 // and an immediate start, without the crash backoff.
                 tracing::info!("restarting postgres on request");
-                shutdown(pid, &mut exits).await;
+                // Not running from here on, so a second request during the
+                // shutdown is refused rather than queued for another restart.
                 shared.running.store(false, Ordering::SeqCst);
+                shutdown(pid, &mut exits).await;
                 continue;
             }
         };

@@ -329,11 +329,15 @@ async fn sync(State(shared): State<AppState>, headers: HeaderMap, body: Bytes) -
         shared.set_sync(old);
         return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
     }
-    let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
-        Ok(client) => client,
-        Err(err) => return unavailable(err),
+    let reloaded = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
+        Ok(client) => sql::reload(&client).await,
+        Err(err) => Err(err),
     };
-    if let Err(err) = sql::reload(&client).await {
+    if let Err(err) = reloaded {
+        // /status must not report a quorum PostgreSQL does not run; the file
+        // goes back too, so a later start does not pick it up unasked.
+        shared.set_sync(old);
+        let _ = files::write_config(&shared);
         return unavailable(err);
     }
     let rendered = new.as_ref().map(config::synchronous_standby_names);

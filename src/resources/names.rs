@@ -5,8 +5,9 @@
 //! `<db>-<serial>` with a ten-digit serial (61), still fits in 63.
 
 /// Instance `serial` of database `db`: its Pod, its PVC and its
-/// `tusk.dev/instance` label value. Serials start at 1 and only grow, so a name
-/// is never reused for different data.
+/// `tusk.dev/instance` label value. Serials start at 1; a new instance takes the
+/// serial after the highest one that still has a pod or a PVC, so a name never
+/// stands for two sets of data at once.
 pub fn instance_name(db: &str, serial: u32) -> String {
     format!("{db}-{serial}")
 }

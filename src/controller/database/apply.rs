@@ -67,12 +67,20 @@ impl Applier<'_> {
                 Ok(None)
             }
             Action::EnsurePodDisruptionBudgets => {
-                for pdb in resources::pod_disruption_budgets(self.db) {
+                let budgets = resources::pod_disruption_budgets(self.db);
+                for pdb in &budgets {
                     self.server_side_apply::<PodDisruptionBudget>(
-                        &pdb,
+                        pdb,
                         "applying a PodDisruptionBudget",
                     )
                     .await?;
+                }
+                // A budget the instance count no longer calls for goes.
+                for name in &self.snapshot.pdbs {
+                    if !budgets.iter().any(|b| b.name_any() == *name) {
+                        self.delete::<PodDisruptionBudget>(name, "deleting a PodDisruptionBudget")
+                            .await?;
+                    }
                 }
                 Ok(None)
             }

@@ -28,6 +28,9 @@ use crate::lifecycle;
 
 pub const CONTROLLER: &str = "database";
 
+/// How often a status write that only refreshes LSNs and lag may happen.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(30);
+
 #[instrument(skip_all, fields(database = %db.name_any(), namespace = field::Empty, generation = field::Empty))]
 pub async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
@@ -123,7 +126,14 @@ async fn write_status(
     if before == next {
         return Ok(());
     }
+    let key = format!("{}/{}", db.namespace().unwrap_or_default(), db.name_any());
+    if status::without_progress(&before) == status::without_progress(&next)
+        && !ctx.progress_due(&key, PROGRESS_INTERVAL)
+    {
+        return Ok(());
+    }
     status::apply(api, &db.name_any(), &next).await?;
+    ctx.progress_written(&key);
     for changed in conditions::transitions(&before.conditions, &next.conditions) {
         let type_ = if changed.type_ == conditions::READY && changed.reason == "InvalidSpec"
             || changed.type_ == conditions::DEGRADED && changed.status == "True"

@@ -18,7 +18,7 @@ use crate::error::Error;
 use crate::instance::{Role, Status};
 use crate::lifecycle::{Instance, ManagerStatus, Observed, Pod, PodPhase, PvcState, SyncStandbys};
 use crate::postgres::params::{self, Change};
-use crate::resources::{SecretKind, labels, names};
+use crate::resources::{self, SecretKind, labels, names};
 
 /// The raw inputs of one pass, as listed and polled.
 #[derive(Clone, Debug, Default)]
@@ -194,7 +194,12 @@ pub fn reduce(db: &Database, snapshot: &Snapshot) -> Observed {
         names::ro_service(&name),
         names::r_service(&name),
     ];
-    let pdb_names = [names::primary_pdb(&name), names::replicas_pdb(&name)];
+    // Exactly the budgets the builder makes: one left over from a larger
+    // instance count would block draining the remaining replica.
+    let pdb_names: BTreeSet<String> = resources::pod_disruption_budgets(db)
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
     let inactive_slots = primary
         .map(|p| p.postgres.inactive_slots.clone())
         .unwrap_or_default();
@@ -204,7 +209,7 @@ pub fn reduce(db: &Database, snapshot: &Snapshot) -> Observed {
         deleting: db.meta().deletion_timestamp.is_some(),
         secrets: has_all(&snapshot.secrets, &secret_names),
         services: has_all(&snapshot.services, &service_names),
-        pod_disruption_budgets: has_all(&snapshot.pdbs, &pdb_names),
+        pod_disruption_budgets: snapshot.pdbs == pdb_names,
         instances,
         sync,
         parameter_change,
