@@ -335,16 +335,34 @@ pub async fn install_operator(client: &Client) {
         apply_yaml(client, None, &yaml).await.expect(manifest);
     }
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    // The tag stays `localhost/tusk:dev` while the image behind it changes; the
+    // image's id in the pod template rolls the operator onto a rebuilt image.
+    if let Ok(id) = std::env::var("TUSK_IMAGE_ID")
+        && !id.is_empty()
+    {
+        let patch =
+            json!({"spec": {"template": {"metadata": {"annotations": {"tusk.dev/image-id": id}}}}});
+        deployments
+            .patch(
+                "tusk-operator",
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .expect("annotate the operator Deployment with the image id");
+    }
     let ready = wait_for(
         &deployments,
         "tusk-operator",
-        Duration::from_secs(180),
+        Duration::from_secs(240),
         |d| {
-            d.status
-                .as_ref()
-                .and_then(|s| s.available_replicas)
-                .unwrap_or(0)
-                >= 1
+            let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            d.status.as_ref().is_some_and(|s| {
+                s.observed_generation == d.metadata.generation
+                    && s.updated_replicas == Some(want)
+                    && s.available_replicas == Some(want)
+                    && s.replicas == Some(want)
+            })
         },
     )
     .await;
