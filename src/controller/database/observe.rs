@@ -72,30 +72,22 @@ pub async fn snapshot(
         .filter(|p| names::serial_of(&name, &p.name_any()).is_some())
         .filter(|p| owned(p.owner_references()))
         .collect();
-    let secrets = Api::<Secret>::namespaced(client.clone(), namespace)
-        .list_metadata(&params)
-        .await
-        .map_err(Error::kube("listing the Database's Secrets"))?
-        .items
-        .into_iter()
-        .map(|o| o.name_any())
-        .collect();
-    let services = Api::<Service>::namespaced(client.clone(), namespace)
-        .list_metadata(&params)
-        .await
-        .map_err(Error::kube("listing the Database's Services"))?
-        .items
-        .into_iter()
-        .map(|o| o.name_any())
-        .collect();
-    let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), namespace)
-        .list_metadata(&params)
-        .await
-        .map_err(Error::kube("listing the Database's PodDisruptionBudgets"))?
-        .items
-        .into_iter()
-        .map(|o| o.name_any())
-        .collect();
+    let secrets =
+        names_of::<Secret>(client, namespace, &params, "listing the Database's Secrets").await?;
+    let services = names_of::<Service>(
+        client,
+        namespace,
+        &params,
+        "listing the Database's Services",
+    )
+    .await?;
+    let pdbs = names_of::<PodDisruptionBudget>(
+        client,
+        namespace,
+        &params,
+        "listing the Database's PodDisruptionBudgets",
+    )
+    .await?;
     let polls = pods.iter().filter_map(|pod| {
         let ip = pod.status.as_ref()?.pod_ip.clone()?;
         let name = pod.name_any();
@@ -121,6 +113,30 @@ pub async fn snapshot(
         pdbs,
         managers,
     })
+}
+
+/// The names of the `K`s matching `params` (metadata only: their content is
+/// not needed, only whether they exist).
+async fn names_of<K>(
+    client: &kube::Client,
+    namespace: &str,
+    params: &ListParams,
+    context: &'static str,
+) -> Result<BTreeSet<String>, Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    Ok(Api::<K>::namespaced(client.clone(), namespace)
+        .list_metadata(params)
+        .await
+        .map_err(Error::kube(context))?
+        .items
+        .into_iter()
+        .map(|o| o.name_any())
+        .collect())
 }
 
 /// The facts the lifecycle decides on (pure).
