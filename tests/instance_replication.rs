@@ -194,11 +194,19 @@ async fn sync_standbys_restart_and_slot_cleanup_through_the_api() {
         .await
         .expect("POST /sync");
     assert_eq!(code, 200, "{body}");
-    let names: String = su
-        .query_one("SHOW synchronous_standby_names", &[])
-        .await
-        .expect("SHOW")
-        .get(0);
+    // pg_reload_conf() only signals the postmaster; backends pick it up shortly.
+    let names: String = eventually("the reload to take effect", READY, || {
+        let su = &su;
+        async move {
+            let names: String = su
+                .query_one("SHOW synchronous_standby_names", &[])
+                .await
+                .ok()?
+                .get(0);
+            (!names.is_empty()).then_some(names)
+        }
+    })
+    .await;
     assert_eq!(names, r#"ANY 1 ("orders-2")"#);
     let status = primary.status().await;
     assert_eq!(status["sync"]["min"], 1, "{status}");
