@@ -259,13 +259,14 @@ async fn a_single_instance_database_is_ready_with_a_primary_and_no_standbys() {
             let status = db.status.ok_or("no status")?;
             assert_eq!(status.current_primary.as_deref(), Some("solo-1"));
             let password = superuser_password(&client, &ns, "solo").await?;
-            let version = sql(
+            // Ready is the instance's word; the Service routes to it a moment later.
+            let version = eventually(
                 &client,
                 &ns,
                 &format!("solo-rw.{ns}.svc"),
                 &password,
-                "app",
                 "SELECT current_setting('server_version_num')::int / 10000",
+                |out| !out.is_empty(),
             )
             .await?;
             assert_eq!(version, "15");
