@@ -92,6 +92,13 @@ pub enum Error {
     #[error("cannot load the webhook TLS certificate: {0}")]
     Tls(#[source] std::io::Error),
 
+    #[error("cannot read the webhook certificate file {}: {source}", path.display())]
+    CertFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
     #[error("instance manager: {0}")]
     Instance(#[from] crate::instance::Error),
 
@@ -129,7 +136,7 @@ impl Error {
             Error::KubeConfig(_) | Error::Listen { .. } | Error::Serve(_) | Error::Logging(_) => {
                 Category::Config
             }
-            Error::Certificate(_) | Error::Tls(_) => Category::Internal,
+            Error::Certificate(_) | Error::Tls(_) | Error::CertFile { .. } => Category::Internal,
             Error::Instance(_) => Category::Config,
             // An instance manager that fails now may answer on the next pass.
             Error::InstanceApi { .. } | Error::InstanceUnreachable { .. } => Category::Api,

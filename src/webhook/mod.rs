@@ -5,6 +5,7 @@
 pub mod admission;
 pub mod certs;
 pub mod conversion;
+pub mod files;
 pub mod rotation;
 
 use std::net::SocketAddr;
