@@ -10,7 +10,7 @@ export TUSK_CLUSTER_DIR ?= $(HOME)/.local/state/tusk/cluster
 export CARGO_TARGET_DIR ?= $(TUSK_CACHE)/target
 KUBECONFIG_LOCAL := $(TUSK_CLUSTER_DIR)/kubeconfig
 
-.PHONY: test check unit crds crds-check cluster-up cluster-down images e2e demo
+.PHONY: test check unit tools generate crds cluster-up cluster-down images e2e demo bench
 
 test: check unit e2e
 
@@ -21,14 +21,23 @@ check:
 	cargo clippy --all-targets --locked -- -D warnings
 	cargo clippy --all-targets --locked --manifest-path e2e/Cargo.toml -- -D warnings
 
-## Unit and component tests (no cluster; real PostgreSQL 15 and 17 on loopback).
-unit:
+## Unit and component tests (no cluster; real PostgreSQL 15 and 17 on loopback,
+## real helm, operator-sdk and promtool).
+unit: tools
 	scripts/install-test-deps
 	cargo test --locked
 
-## Regenerate config/crd from the Rust types.
-crds:
-	cargo run --locked --quiet -- crd > config/crd/tusk.dev.yaml
+## Build (once, cached under $(TUSK_CACHE)/tools) the tools the tests drive.
+tools:
+	scripts/install-tools helm operator-sdk promtool
+
+## Regenerate everything generated: the CRDs from the Rust types; config/
+## and the chart's files from helm/tusk; the OLM bundle from both and
+## config/manifests. A test fails when any of it is stale.
+generate:
+	cargo run --locked --quiet --bin tusk-manifests -- --helm "$$(scripts/install-tools --path helm)"
+
+crds: generate
 
 cluster-up:
 	e2e/cluster up

@@ -322,35 +322,85 @@ pub async fn install_crds(client: &Client) {
     }
 }
 
-/// Installs the operator from `config/` (CRDs, RBAC, Deployment, webhooks) and
-/// waits until one replica is available.
-pub async fn install_operator(client: &Client) {
-    install_crds(client).await;
-    for manifest in [
-        "config/manager/manager.yaml",
-        "config/rbac/rbac.yaml",
-        "config/webhook/webhook.yaml",
-    ] {
-        let yaml = std::fs::read_to_string(repo_path(manifest)).expect(manifest);
-        apply_yaml(client, None, &yaml).await.expect(manifest);
+/// The helm binary: `$HELM`, else the one `scripts/install-tools` builds (and caches).
+pub fn helm() -> std::path::PathBuf {
+    if let Some(path) = std::env::var_os("HELM").filter(|p| !p.is_empty()) {
+        return path.into();
     }
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    let output = std::process::Command::new(repo_path("scripts/install-tools"))
+        .args(["--path", "helm"])
+        .output()
+        .expect("run scripts/install-tools --path helm");
+    assert!(
+        output.status.success(),
+        "scripts/install-tools --path helm failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().into()
+}
+
+/// Runs helm with `args`; panics with its output when it fails.
+pub fn run_helm(args: &[&str]) -> String {
+    let output = std::process::Command::new(helm())
+        .args(args)
+        .current_dir(repo_path(""))
+        .output()
+        .expect("run helm");
+    assert!(
+        output.status.success(),
+        "helm {} failed:\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// One install per test process: concurrent `helm upgrade`s of one release
+/// refuse each other.
+static INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+
+/// Installs the operator with its Helm chart (release `tusk` in `tusk-system`,
+/// the local images from e2e/values-local.yaml) and waits until every replica
+/// runs the current image and the validating webhook answers.
+pub async fn install_operator(client: &Client) {
+    INSTALLED.get_or_init(|| helm_install(client)).await;
+}
+
+async fn helm_install(client: &Client) {
+    // The chart's namespace needs Pod Security "restricted", which Helm's
+    // --create-namespace cannot label.
+    let namespace = json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": OPERATOR_NAMESPACE,
+                     "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}
+    });
+    apply_value(client, None, &namespace)
+        .await
+        .expect("the operator's namespace");
+    let mut args = vec![
+        "upgrade", "--install", "tusk", "helm/tusk",
+        "--namespace", OPERATOR_NAMESPACE,
+        "--values", "e2e/values-local.yaml",
+        // Objects an earlier `kubectl apply -f config/` created become the release's.
+        "--take-ownership",
+        "--timeout", "5m",
+    ];
     // The tag stays `localhost/tusk:dev` while the image behind it changes; the
     // image's id in the pod template rolls the operator onto a rebuilt image.
-    if let Ok(id) = std::env::var("TUSK_IMAGE_ID")
-        && !id.is_empty()
-    {
-        let patch =
-            json!({"spec": {"template": {"metadata": {"annotations": {"tusk.dev/image-id": id}}}}});
-        deployments
-            .patch(
-                "tusk-operator",
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .expect("annotate the operator Deployment with the image id");
+    let image_id = std::env::var("TUSK_IMAGE_ID").unwrap_or_default();
+    let annotation = format!("podAnnotations.tusk\\.dev/image-id={image_id}");
+    if !image_id.is_empty() {
+        args.extend(["--set-string", &annotation]);
     }
+    let helm_args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = helm_args.iter().map(String::as_str).collect();
+        run_helm(&refs)
+    })
+    .await
+    .expect("helm upgrade --install");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
     let ready = wait_for(
         &deployments,
         "tusk-operator",

@@ -26,6 +26,10 @@ app.kubernetes.io/component: operator
 {{- end }}
 
 {{/* The cert-manager Certificate whose CA the injector copies into caBundles. */}}
+{{- define "tusk.certManager" -}}
+{{- if eq .Values.webhook.certificates "certManager" }}true{{ end }}
+{{- end }}
+
 {{- define "tusk.injectCaFrom" -}}
 {{ .Release.Namespace }}/tusk-webhook
 {{- end }}
