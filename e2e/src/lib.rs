@@ -375,16 +375,27 @@ async fn helm_install(client: &Client) {
         "metadata": {"name": OPERATOR_NAMESPACE,
                      "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}
     });
-    apply_value(client, None, &namespace)
-        .await
-        .expect("the operator's namespace");
+    apply_value(
+        client,
+        None,
+        namespace,
+        &PatchParams::apply(MANAGER).force(),
+    )
+    .await
+    .expect("the operator's namespace");
     let mut args = vec![
-        "upgrade", "--install", "tusk", "helm/tusk",
-        "--namespace", OPERATOR_NAMESPACE,
-        "--values", "e2e/values-local.yaml",
+        "upgrade",
+        "--install",
+        "tusk",
+        "helm/tusk",
+        "--namespace",
+        OPERATOR_NAMESPACE,
+        "--values",
+        "e2e/values-local.yaml",
         // Objects an earlier `kubectl apply -f config/` created become the release's.
         "--take-ownership",
-        "--timeout", "5m",
+        "--timeout",
+        "5m",
     ];
     // The tag stays `localhost/tusk:dev` while the image behind it changes; the
     // image's id in the pod template rolls the operator onto a rebuilt image.
