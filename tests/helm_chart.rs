@@ -37,7 +37,13 @@ fn run_helm(args: &[&str]) -> Output {
 
 /// `helm template` with `--set` values; the rendered objects.
 fn template(set: &[&str]) -> Vec<Value> {
-    let mut args = vec!["template", "tusk", "helm/tusk", "--namespace", "tusk-system"];
+    let mut args = vec![
+        "template",
+        "tusk",
+        "helm/tusk",
+        "--namespace",
+        "tusk-system",
+    ];
     for value in set {
         args.extend(["--set", value]);
     }
@@ -56,12 +62,21 @@ fn template(set: &[&str]) -> Vec<Value> {
 
 /// `helm template` that must fail; its error output.
 fn refused(set: &[&str]) -> String {
-    let mut args = vec!["template", "tusk", "helm/tusk", "--namespace", "tusk-system"];
+    let mut args = vec![
+        "template",
+        "tusk",
+        "helm/tusk",
+        "--namespace",
+        "tusk-system",
+    ];
     for value in set {
         args.extend(["--set", value]);
     }
     let output = run_helm(&args);
-    assert!(!output.status.success(), "helm template {set:?} was accepted");
+    assert!(
+        !output.status.success(),
+        "helm template {set:?} was accepted"
+    );
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
@@ -129,11 +144,20 @@ fn the_default_render_is_a_complete_restricted_install() {
     let spec = &deployment["spec"]["template"]["spec"];
     assert_eq!(deployment["spec"]["replicas"], 2);
     assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
-    assert_eq!(spec["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(
+        spec["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
     let container = &spec["containers"][0];
     assert_eq!(container["image"], "ghcr.io/tusk-dev/tusk:0.1.0");
-    assert_eq!(container["securityContext"]["allowPrivilegeEscalation"], false);
-    assert_eq!(container["securityContext"]["capabilities"]["drop"][0], "ALL");
+    assert_eq!(
+        container["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+    assert_eq!(
+        container["securityContext"]["capabilities"]["drop"][0],
+        "ALL"
+    );
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
     assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
@@ -144,7 +168,10 @@ fn the_default_render_is_a_complete_restricted_install() {
     for crd in ["databases.tusk.dev", "backups.tusk.dev"] {
         let crd = find(&objects, "CustomResourceDefinition", crd).expect("both CRDs");
         // Uninstalling the chart must never take every Database with it.
-        assert_eq!(crd["metadata"]["annotations"]["helm.sh/resource-policy"], "keep");
+        assert_eq!(
+            crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+            "keep"
+        );
         assert_eq!(
             crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["namespace"],
             "tusk-system"
@@ -153,8 +180,16 @@ fn the_default_render_is_a_complete_restricted_install() {
     let cluster_role = find(&objects, "ClusterRole", "tusk-operator").unwrap();
     assert!(resources_of(cluster_role).contains(&"databases".to_owned()));
     assert!(resources_of(cluster_role).contains(&"customresourcedefinitions".to_owned()));
-    let webhook = find(&objects, "ValidatingWebhookConfiguration", "tusk-validating").unwrap();
-    assert_eq!(webhook["webhooks"][0]["clientConfig"]["service"]["namespace"], "tusk-system");
+    let webhook = find(
+        &objects,
+        "ValidatingWebhookConfiguration",
+        "tusk-validating",
+    )
+    .unwrap();
+    assert_eq!(
+        webhook["webhooks"][0]["clientConfig"]["service"]["namespace"],
+        "tusk-system"
+    );
     assert!(webhook["webhooks"][0].get("namespaceSelector").is_none());
     for service in ["tusk-metrics", "tusk-webhook"] {
         assert!(find(&objects, "Service", service).is_some(), "{service}");
@@ -172,10 +207,19 @@ fn the_default_render_is_a_complete_restricted_install() {
 
 #[test]
 fn the_release_namespace_reaches_every_reference() {
-    let output = run_helm(&["template", "tusk", "helm/tusk", "--namespace", "db-operators"]);
+    let output = run_helm(&[
+        "template",
+        "tusk",
+        "helm/tusk",
+        "--namespace",
+        "db-operators",
+    ]);
     assert!(output.status.success());
     let text = String::from_utf8(output.stdout).unwrap();
-    assert!(!text.contains("tusk-system"), "a hard-coded namespace:\n{text}");
+    assert!(
+        !text.contains("tusk-system"),
+        "a hard-coded namespace:\n{text}"
+    );
     assert!(text.contains("namespace: db-operators"));
 }
 
@@ -183,7 +227,10 @@ fn the_release_namespace_reaches_every_reference() {
 fn namespaced_mode_grants_workload_rights_only_in_the_watched_namespaces() {
     let objects = template(&["scope=namespaced", "watchNamespaces={team-a,team-b}"]);
     let deployment = find(&objects, "Deployment", "tusk-operator").unwrap();
-    assert_eq!(env(deployment, "TUSK_WATCH_NAMESPACES").unwrap(), "team-a,team-b");
+    assert_eq!(
+        env(deployment, "TUSK_WATCH_NAMESPACES").unwrap(),
+        "team-a,team-b"
+    );
     for namespace in ["team-a", "team-b"] {
         let role = objects
             .iter()
@@ -202,12 +249,20 @@ fn namespaced_mode_grants_workload_rights_only_in_the_watched_namespaces() {
     let cluster_role = find(&objects, "ClusterRole", "tusk-operator").unwrap();
     assert_eq!(
         resources_of(cluster_role),
-        ["customresourcedefinitions", "validatingwebhookconfigurations"]
+        [
+            "customresourcedefinitions",
+            "validatingwebhookconfigurations"
+        ]
     );
     for rule in cluster_role["rules"].as_sequence().unwrap() {
         assert!(rule["resourceNames"].is_sequence(), "{rule:?}");
     }
-    let webhook = find(&objects, "ValidatingWebhookConfiguration", "tusk-validating").unwrap();
+    let webhook = find(
+        &objects,
+        "ValidatingWebhookConfiguration",
+        "tusk-validating",
+    )
+    .unwrap();
     assert_eq!(
         webhook["webhooks"][0]["namespaceSelector"]["matchExpressions"][0]["values"],
         serde_yaml::from_str::<Value>("[team-a, team-b]").unwrap()
@@ -289,4 +344,63 @@ fn generated_files_are_current() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+#[test]
+fn monitoring_objects_come_from_config_monitoring_into_the_release_namespace() {
+    let objects = {
+        let output = run_helm(&[
+            "template",
+            "tusk",
+            "helm/tusk",
+            "--namespace",
+            "observability",
+            "--set",
+            "metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true,metrics.prometheusRule.enabled=true",
+            "--set",
+            "metrics.podMonitor.interval=15s,metrics.prometheusRule.labels.release=kube-prometheus",
+        ]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let text = String::from_utf8(output.stdout).unwrap();
+        serde_yaml::Deserializer::from_str(&text)
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .filter(|v: &Value| !v.is_null())
+            .collect::<Vec<Value>>()
+    };
+    let read = |file: &str| -> Value {
+        serde_yaml::from_str(
+            &std::fs::read_to_string(repo().join("config/monitoring").join(file)).unwrap(),
+        )
+        .unwrap()
+    };
+
+    let service_monitor = find(&objects, "ServiceMonitor", "tusk-operator").unwrap();
+    assert_eq!(service_monitor["metadata"]["namespace"], "observability");
+    assert_eq!(
+        service_monitor["spec"]["namespaceSelector"]["matchNames"][0],
+        "observability"
+    );
+    assert_eq!(
+        service_monitor["spec"]["selector"],
+        read("servicemonitor.yaml")["spec"]["selector"]
+    );
+
+    let pod_monitor = find(&objects, "PodMonitor", "tusk-postgresql").unwrap();
+    assert_eq!(
+        pod_monitor["spec"]["podMetricsEndpoints"][0]["interval"],
+        "15s"
+    );
+    assert_eq!(
+        pod_monitor["spec"]["podMetricsEndpoints"][0]["port"],
+        "tusk"
+    );
+
+    // The alerts are config/monitoring's, untouched (their {{ $labels }} too).
+    let rule = find(&objects, "PrometheusRule", "tusk").unwrap();
+    assert_eq!(rule["spec"], read("prometheusrule.yaml")["spec"]);
+    assert_eq!(rule["metadata"]["labels"]["release"], "kube-prometheus");
 }

@@ -43,8 +43,14 @@ fn operator_sdk_validates_the_bundle_with_the_operatorframework_suite() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(output.status.success(), "operator-sdk bundle validate:\n{text}");
-    assert!(text.contains("All validation tests have completed successfully"), "{text}");
+    assert!(
+        output.status.success(),
+        "operator-sdk bundle validate:\n{text}"
+    );
+    assert!(
+        text.contains("All validation tests have completed successfully"),
+        "{text}"
+    );
     // Warnings are findings too: the suite's advice is taken, not ignored.
     assert!(!text.contains("level=warning"), "{text}");
 }

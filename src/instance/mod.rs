@@ -11,6 +11,7 @@
 
 mod bootstrap;
 mod files;
+pub mod metrics;
 mod process;
 mod server;
 mod sql;

@@ -15,6 +15,7 @@ use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tracing::{Instrument, Level, Span};
 
 use crate::postgres::config::{self, SyncReplication};
 use crate::postgres::params::{self, Change};
@@ -43,6 +44,7 @@ fn router(shared: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/status", get(status))
+        .route("/metrics", get(super::metrics::serve))
         .route("/reload", post(reload))
         .route("/promote", post(promote))
         .route("/sync", post(sync))
@@ -93,25 +95,63 @@ fn unavailable(err: impl std::fmt::Display) -> Response {
     )
 }
 
-async fn readyz(State(shared): State<AppState>) -> Response {
-    if !is_set(&shared.running) {
-        return (StatusCode::SERVICE_UNAVAILABLE, "postgres is not running").into_response();
-    }
-    let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
-        Ok(client) => client,
-        Err(err) => return (StatusCode::SERVICE_UNAVAILABLE, err.to_string()).into_response(),
-    };
-    match sql::in_recovery(&client).await {
-        // A replica is ready once it accepts (read-only) connections in recovery.
-        Ok(true) => (StatusCode::OK, "ok").into_response(),
-        Ok(false) if is_set(&shared.setup_done) => (StatusCode::OK, "ok").into_response(),
-        Ok(false) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "primary roles and database are not set up yet",
+/// The span of one API operation, named `instance.<operation>`; [`traced`]
+/// fills in its outcome.
+macro_rules! operation_span {
+    ($level:expr, $name:literal) => {
+        tracing::span!(
+            $level,
+            $name,
+            otel.kind = "server",
+            http.response.status_code = tracing::field::Empty,
+            error = tracing::field::Empty,
         )
-            .into_response(),
-        Err(err) => (StatusCode::SERVICE_UNAVAILABLE, err.to_string()).into_response(),
+    };
+}
+
+/// Runs one operation inside `span`, which continues the caller's trace when
+/// the request carries a W3C `traceparent` (the operator's reconcile does),
+/// and records the answer's status on it: a 5xx marks the span failed.
+async fn traced(
+    span: Span,
+    headers: &HeaderMap,
+    operation: impl Future<Output = Response>,
+) -> Response {
+    crate::telemetry::continue_trace(&span, headers);
+    let response = operation.instrument(span.clone()).await;
+    let status = response.status();
+    span.record("http.response.status_code", status.as_u16());
+    if status.is_server_error() {
+        crate::telemetry::record_error(&span, &status);
     }
+    response
+}
+
+/// Kubelet probes this every few seconds: its span is at debug level, so it
+/// reaches a trace backend only when `RUST_LOG` asks for it.
+async fn readyz(State(shared): State<AppState>, headers: HeaderMap) -> Response {
+    let span = operation_span!(Level::DEBUG, "instance.readyz");
+    traced(span, &headers, async {
+        if !is_set(&shared.running) {
+            return (StatusCode::SERVICE_UNAVAILABLE, "postgres is not running").into_response();
+        }
+        let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
+            Ok(client) => client,
+            Err(err) => return (StatusCode::SERVICE_UNAVAILABLE, err.to_string()).into_response(),
+        };
+        match sql::in_recovery(&client).await {
+            // A replica is ready once it accepts (read-only) connections in recovery.
+            Ok(true) => (StatusCode::OK, "ok").into_response(),
+            Ok(false) if is_set(&shared.setup_done) => (StatusCode::OK, "ok").into_response(),
+            Ok(false) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "primary roles and database are not set up yet",
+            )
+                .into_response(),
+            Err(err) => (StatusCode::SERVICE_UNAVAILABLE, err.to_string()).into_response(),
+        }
+    })
+    .await
 }
 
 async fn current_status(shared: &Shared) -> Result<Status, Response> {
@@ -135,11 +175,15 @@ async fn current_status(shared: &Shared) -> Result<Status, Response> {
     })
 }
 
-async fn status(State(shared): State<AppState>) -> Response {
-    match current_status(&shared).await {
-        Ok(status) => Json(status).into_response(),
-        Err(response) => response,
-    }
+async fn status(State(shared): State<AppState>, headers: HeaderMap) -> Response {
+    let span = operation_span!(Level::INFO, "instance.status");
+    traced(span, &headers, async {
+        match current_status(&shared).await {
+            Ok(status) => Json(status).into_response(),
+            Err(response) => response,
+        }
+    })
+    .await
 }
 
 /// Why a mutating request is refused.
@@ -205,162 +249,179 @@ struct ReloadResponse {
 /// `POST /reload`: re-render the configuration (optionally with new parameters)
 /// and `pg_reload_conf()`.
 async fn reload(State(shared): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(refusal) = authorize(&shared, &headers) {
-        return refusal.into_response();
-    }
-    let request = if body.iter().all(u8::is_ascii_whitespace) {
-        ReloadRequest { parameters: None }
-    } else {
-        match serde_json::from_slice::<ReloadRequest>(&body) {
-            Ok(request) => request,
-            Err(err) => return error(StatusCode::BAD_REQUEST, format!("invalid body: {err}")),
+    let span = operation_span!(Level::INFO, "instance.reload");
+    traced(span, &headers, async {
+        if let Err(refusal) = authorize(&shared, &headers) {
+            return refusal.into_response();
         }
-    };
-    let _guard = shared.config_lock.lock().await;
-    let old = shared.parameters();
-    let change = match request.parameters {
-        Some(new) => {
-            if let Err(err) = config::validate_parameters(&new) {
-                return error(StatusCode::BAD_REQUEST, err.to_string());
+        let request = if body.iter().all(u8::is_ascii_whitespace) {
+            ReloadRequest { parameters: None }
+        } else {
+            match serde_json::from_slice::<ReloadRequest>(&body) {
+                Ok(request) => request,
+                Err(err) => return error(StatusCode::BAD_REQUEST, format!("invalid body: {err}")),
             }
-            let change = params::classify(&old, &new);
-            shared.set_parameters(new);
-            change
+        };
+        let _guard = shared.config_lock.lock().await;
+        let old = shared.parameters();
+        let change = match request.parameters {
+            Some(new) => {
+                if let Err(err) = config::validate_parameters(&new) {
+                    return error(StatusCode::BAD_REQUEST, err.to_string());
+                }
+                let change = params::classify(&old, &new);
+                shared.set_parameters(new);
+                change
+            }
+            None => Change::Nothing,
+        };
+        if let Err(err) = files::write_config(&shared) {
+            shared.set_parameters(old);
+            return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
         }
-        None => Change::Nothing,
-    };
-    if let Err(err) = files::write_config(&shared) {
-        shared.set_parameters(old);
-        return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
-    }
-    let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
-        Ok(client) => client,
-        Err(err) => return unavailable(err),
-    };
-    if let Err(err) = sql::reload(&client).await {
-        return unavailable(err);
-    }
-    // pg_reload_conf() only signals the postmaster; give it a moment before
-    // asking whether a restart is pending.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let pending_restart = sql::pending_restart(&client).await.unwrap_or(false);
-    tracing::info!(?change, pending_restart, "configuration reloaded");
-    Json(ReloadResponse {
-        change,
-        pending_restart,
+        let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
+            Ok(client) => client,
+            Err(err) => return unavailable(err),
+        };
+        if let Err(err) = sql::reload(&client).await {
+            return unavailable(err);
+        }
+        // pg_reload_conf() only signals the postmaster; give it a moment before
+        // asking whether a restart is pending.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let pending_restart = sql::pending_restart(&client).await.unwrap_or(false);
+        tracing::info!(?change, pending_restart, "configuration reloaded");
+        Json(ReloadResponse {
+            change,
+            pending_restart,
+        })
+        .into_response()
     })
-    .into_response()
+    .await
 }
 
 /// `POST /promote`: promote this replica and wait until it accepts writes, then
 /// re-render its configuration as a primary. Promoting a primary is a no-op.
 async fn promote(State(shared): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(refusal) = authorize(&shared, &headers) {
-        return refusal.into_response();
-    }
-    let _guard = shared.config_lock.lock().await;
-    let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
-        Ok(client) => client,
-        Err(err) => return unavailable(err),
-    };
-    match sql::in_recovery(&client).await {
-        Ok(true) => {}
-        Ok(false) => {
-            return match current_status(&shared).await {
-                Ok(status) => Json(status).into_response(),
-                Err(response) => response,
-            };
+    let span = operation_span!(Level::INFO, "instance.promote");
+    traced(span, &headers, async {
+        if let Err(refusal) = authorize(&shared, &headers) {
+            return refusal.into_response();
         }
-        Err(err) => return unavailable(err),
-    }
-    tracing::info!("promoting");
-    match sql::promote(&client).await {
-        Ok(true) => {}
-        Ok(false) => {
-            return error(
-                StatusCode::GATEWAY_TIMEOUT,
-                "promotion did not finish within 60 seconds",
-            );
+        let _guard = shared.config_lock.lock().await;
+        let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
+            Ok(client) => client,
+            Err(err) => return unavailable(err),
+        };
+        match sql::in_recovery(&client).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return match current_status(&shared).await {
+                    Ok(status) => Json(status).into_response(),
+                    Err(response) => response,
+                };
+            }
+            Err(err) => return unavailable(err),
         }
-        Err(err) => return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string()),
-    }
-    // PostgreSQL removed standby.signal; drop primary_conninfo and the slot name.
-    if let Err(err) = files::write_config(&shared) {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
-    }
-    if let Err(err) = sql::reload(&client).await {
-        return unavailable(err);
-    }
-    // The new primary runs the role setup (passwords may have rotated); readiness
-    // waits for it, as after a bootstrap.
-    shared.setup_done.store(false, Ordering::SeqCst);
-    match current_status(&shared).await {
-        Ok(status) if status.postgres.role == Role::Primary => Json(status).into_response(),
-        Ok(status) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!(
-                "promotion returned but the instance is still a {:?}",
-                status.postgres.role
+        tracing::info!("promoting");
+        match sql::promote(&client).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return error(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "promotion did not finish within 60 seconds",
+                );
+            }
+            Err(err) => return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string()),
+        }
+        // PostgreSQL removed standby.signal; drop primary_conninfo and the slot name.
+        if let Err(err) = files::write_config(&shared) {
+            return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
+        }
+        if let Err(err) = sql::reload(&client).await {
+            return unavailable(err);
+        }
+        // The new primary runs the role setup (passwords may have rotated); readiness
+        // waits for it, as after a bootstrap.
+        shared.setup_done.store(false, Ordering::SeqCst);
+        match current_status(&shared).await {
+            Ok(status) if status.postgres.role == Role::Primary => Json(status).into_response(),
+            Ok(status) => error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!(
+                    "promotion returned but the instance is still a {:?}",
+                    status.postgres.role
+                ),
             ),
-        ),
-        Err(response) => response,
-    }
+            Err(response) => response,
+        }
+    })
+    .await
 }
 
 /// `POST /sync`: set synchronous replication (`min: 0` turns it off), re-render
 /// and reload. Only meaningful on a primary; a replica keeps it for when it is
 /// promoted.
 async fn sync(State(shared): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(refusal) = authorize(&shared, &headers) {
-        return refusal.into_response();
-    }
-    let request = match serde_json::from_slice::<SyncSettings>(&body) {
-        Ok(request) => request,
-        Err(err) => return error(StatusCode::BAD_REQUEST, format!("invalid body: {err}")),
-    };
-    let _guard = shared.config_lock.lock().await;
-    let old = shared.sync();
-    let new = (request.min > 0).then_some(SyncReplication {
-        min: request.min,
-        standbys: request.standbys,
-    });
-    shared.set_sync(new.clone());
-    if let Err(err) = files::write_config(&shared) {
-        shared.set_sync(old);
-        return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
-    }
-    let reloaded = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
-        Ok(client) => sql::reload(&client).await,
-        Err(err) => Err(err),
-    };
-    if let Err(err) = reloaded {
-        // /status must not report a quorum PostgreSQL does not run; the file
-        // goes back too, so a later start does not pick it up unasked.
-        shared.set_sync(old);
-        let _ = files::write_config(&shared);
-        return unavailable(err);
-    }
-    let rendered = new.as_ref().map(config::synchronous_standby_names);
-    tracing::info!(synchronous_standby_names = ?rendered, "synchronous replication set");
-    Json(serde_json::json!({ "synchronous_standby_names": rendered })).into_response()
+    let span = operation_span!(Level::INFO, "instance.sync");
+    traced(span, &headers, async {
+        if let Err(refusal) = authorize(&shared, &headers) {
+            return refusal.into_response();
+        }
+        let request = match serde_json::from_slice::<SyncSettings>(&body) {
+            Ok(request) => request,
+            Err(err) => return error(StatusCode::BAD_REQUEST, format!("invalid body: {err}")),
+        };
+        let _guard = shared.config_lock.lock().await;
+        let old = shared.sync();
+        let new = (request.min > 0).then_some(SyncReplication {
+            min: request.min,
+            standbys: request.standbys,
+        });
+        shared.set_sync(new.clone());
+        if let Err(err) = files::write_config(&shared) {
+            shared.set_sync(old);
+            return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
+        }
+        let reloaded = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await
+        {
+            Ok(client) => sql::reload(&client).await,
+            Err(err) => Err(err),
+        };
+        if let Err(err) = reloaded {
+            // /status must not report a quorum PostgreSQL does not run; the file
+            // goes back too, so a later start does not pick it up unasked.
+            shared.set_sync(old);
+            let _ = files::write_config(&shared);
+            return unavailable(err);
+        }
+        let rendered = new.as_ref().map(config::synchronous_standby_names);
+        tracing::info!(synchronous_standby_names = ?rendered, "synchronous replication set");
+        Json(serde_json::json!({ "synchronous_standby_names": rendered })).into_response()
+    })
+    .await
 }
 
 /// `POST /restart`: restart PostgreSQL (fast shutdown, then start), for
 /// parameters that only apply at server start. Answers once asked; the
 /// instance is not ready again until PostgreSQL accepts connections.
 async fn restart(State(shared): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(refusal) = authorize(&shared, &headers) {
-        return refusal.into_response();
-    }
-    if !is_set(&shared.running) {
-        return error(StatusCode::CONFLICT, "postgres is not running");
-    }
-    shared.restart.notify_one();
-    (
-        StatusCode::ACCEPTED,
-        Json(serde_json::json!({ "restarting": true })),
-    )
-        .into_response()
+    let span = operation_span!(Level::INFO, "instance.restart");
+    traced(span, &headers, async {
+        if let Err(refusal) = authorize(&shared, &headers) {
+            return refusal.into_response();
+        }
+        if !is_set(&shared.running) {
+            return error(StatusCode::CONFLICT, "postgres is not running");
+        }
+        shared.restart.notify_one();
+        (
+            StatusCode::ACCEPTED,
+            Json(serde_json::json!({ "restarting": true })),
+        )
+            .into_response()
+    })
+    .await
 }
 
 #[derive(Debug, Deserialize)]
@@ -374,27 +435,31 @@ struct DropSlotRequest {
 /// instance that was removed, so WAL is no longer kept for it. A slot still in
 /// use is kept (something still streams from it).
 async fn drop_slot(State(shared): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(refusal) = authorize(&shared, &headers) {
-        return refusal.into_response();
-    }
-    let request = match serde_json::from_slice::<DropSlotRequest>(&body) {
-        Ok(request) => request,
-        Err(err) => return error(StatusCode::BAD_REQUEST, format!("invalid body: {err}")),
-    };
-    let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
-        Ok(client) => client,
-        Err(err) => return unavailable(err),
-    };
-    let slot = request.slot;
-    match sql::drop_slot(&client, &slot).await {
-        Ok(dropped) => {
-            if dropped {
-                tracing::info!(%slot, "dropped the replication slot");
-            }
-            Json(serde_json::json!({ "slot": slot, "dropped": dropped })).into_response()
+    let span = operation_span!(Level::INFO, "instance.drop_slot");
+    traced(span, &headers, async {
+        if let Err(refusal) = authorize(&shared, &headers) {
+            return refusal.into_response();
         }
-        Err(err) => unavailable(err),
-    }
+        let request = match serde_json::from_slice::<DropSlotRequest>(&body) {
+            Ok(request) => request,
+            Err(err) => return error(StatusCode::BAD_REQUEST, format!("invalid body: {err}")),
+        };
+        let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
+            Ok(client) => client,
+            Err(err) => return unavailable(err),
+        };
+        let slot = request.slot;
+        match sql::drop_slot(&client, &slot).await {
+            Ok(dropped) => {
+                if dropped {
+                    tracing::info!(%slot, "dropped the replication slot");
+                }
+                Json(serde_json::json!({ "slot": slot, "dropped": dropped })).into_response()
+            }
+            Err(err) => unavailable(err),
+        }
+    })
+    .await
 }
 
 #[cfg(test)]

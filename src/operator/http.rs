@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
 use crate::error::Error;
+use crate::telemetry::metrics::{Exposition, exposition};
 
 #[derive(Clone)]
 pub struct HttpState {
@@ -26,17 +27,14 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
-    let mut body = String::new();
-    match prometheus_client::encoding::text::encode(&mut body, &state.registry) {
-        Ok(()) => (
-            StatusCode::OK,
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            body,
-        ),
+async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> impl IntoResponse {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|value| value.to_str().ok());
+    match exposition(&state.registry, accept) {
+        Ok(Exposition { content_type, body }) => {
+            (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], body)
+        }
         Err(e) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],

@@ -6,13 +6,13 @@ pub mod leader;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use futures::future::join_all;
+use futures::future::{BoxFuture, join_all};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::Api;
 use kube::runtime::events::Reporter;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Client, ResourceExt};
 use prometheus_client::registry::Registry;
@@ -81,6 +81,12 @@ pub struct OperatorConfig {
         default_value = "tusk-validating"
     )]
     pub validating_webhook: String,
+
+    /// Directory holding `tls.crt` and `tls.key` issued by someone else
+    /// (cert-manager, OLM). When set, Tusk serves these files and reloads them
+    /// as they change, and manages neither the Secret nor any caBundle.
+    #[arg(long, env = "TUSK_WEBHOOK_CERT_DIR")]
+    pub webhook_cert_dir: Option<std::path::PathBuf>,
 
     /// How often to check the webhook certificate, in seconds.
     #[arg(long, env = "TUSK_CERT_CHECK_SECONDS", default_value_t = 60)]
@@ -165,12 +171,13 @@ where
     }
 }
 
-async fn run_database(
+/// The Database controller of one scope, and its cache (for the sampled metrics).
+fn run_database(
     client: Client,
     api: Api<Database>,
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
-) {
+) -> (Store<Database>, BoxFuture<'static, ()>) {
     // Pods and PVCs wake their Database as they change (a pod becoming ready
     // is the usual next step); only Tusk's own are watched.
     let owned = watcher::Config::default()
@@ -180,9 +187,11 @@ async fn run_database(
             labels::MANAGED_BY_VALUE
         ))
         .any_semantic();
-    Controller::new(api.clone(), watcher::Config::default().any_semantic())
+    let controller = Controller::new(api.clone(), watcher::Config::default().any_semantic())
         .owns(same_scope::<Pod>(&client, &api), owned.clone())
-        .owns(same_scope::<PersistentVolumeClaim>(&client, &api), owned)
+        .owns(same_scope::<PersistentVolumeClaim>(&client, &api), owned);
+    let store = controller.store();
+    let run = controller
         .graceful_shutdown_on(stopped(shutdown))
         .run(
             database::reconcile,
@@ -195,20 +204,22 @@ async fn run_database(
             if let Err(error) = result {
                 warn!(controller = database::CONTROLLER, %error, "controller event");
             }
-        })
-        .await;
+        });
+    (store, run.boxed())
 }
 
-async fn run_backup(
+/// The Backup controller of one scope, and its cache (for the sampled metrics).
+fn run_backup(
     backups: Api<Backup>,
     databases: Api<Database>,
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
-) {
+) -> (Store<Backup>, BoxFuture<'static, ()>) {
     let controller = Controller::new(backups, watcher::Config::default().any_semantic());
     let store = controller.store();
+    let cache = store.clone();
     // A Backup that names a Database not created yet is revisited when it appears.
-    controller
+    let run = controller
         .watches(
             databases,
             watcher::Config::default().any_semantic(),
@@ -233,12 +244,12 @@ async fn run_backup(
             if let Err(error) = result {
                 warn!(controller = backup::CONTROLLER, %error, "controller event");
             }
-        })
-        .await;
+        });
+    (cache, run.boxed())
 }
 
-/// Issues or loads the webhook certificate, then serves the webhooks and keeps the
-/// certificate current in the background.
+/// Issues or loads the webhook certificate (or reads one issued elsewhere), then
+/// serves the webhooks and keeps the certificate current in the background.
 async fn start_webhooks(
     client: &Client,
     config: &OperatorConfig,
@@ -255,25 +266,43 @@ async fn start_webhooks(
         validating_webhook: config.validating_webhook.clone(),
         interval: std::time::Duration::from_secs(config.cert_check_seconds.max(1)),
     };
-    let (tls, bundle) = rotation::initial(client, &rotation).await?;
+    let tls = match config
+        .webhook_cert_dir
+        .as_deref()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        Some(dir) => {
+            let (tls, pair) = webhook::files::initial(dir).await?;
+            tokio::spawn(webhook::files::watch(
+                dir.to_owned(),
+                tls.clone(),
+                pair,
+                rotation.interval,
+                shutdown.clone(),
+            ));
+            tls
+        }
+        None => {
+            let (tls, bundle) = rotation::initial(client, &rotation).await?;
+            tokio::spawn(rotation::run(
+                client.clone(),
+                rotation,
+                tls.clone(),
+                bundle,
+                shutdown.clone(),
+            ));
+            tls
+        }
+    };
     let state = WebhookState {
         client: Some(client.clone()),
     };
     let addr = config.webhook_addr;
-    let server_shutdown = shutdown.clone();
-    let server_tls = tls.clone();
     tokio::spawn(async move {
-        if let Err(error) = webhook::serve(addr, server_tls, state, server_shutdown).await {
+        if let Err(error) = webhook::serve(addr, tls, state, shutdown).await {
             error!(%error, "webhook server failed");
         }
     });
-    tokio::spawn(rotation::run(
-        client.clone(),
-        rotation,
-        tls,
-        bundle,
-        shutdown,
-    ));
     Ok(())
 }
 
@@ -340,19 +369,25 @@ pub async fn run(config: OperatorConfig) -> Result<(), Error> {
             );
             let backup_ctx = Context::new(client.clone(), metrics.clone(), reporter, build);
             let mut tasks = Vec::new();
+            let mut db_stores = Vec::new();
             for api in apis::<Database>(&client, &namespaces) {
-                tasks.push(
-                    run_database(client.clone(), api, db_ctx.clone(), shutdown.clone()).boxed(),
-                );
+                let (store, run) =
+                    run_database(client.clone(), api, db_ctx.clone(), shutdown.clone());
+                db_stores.push(store);
+                tasks.push(run);
             }
+            let mut backup_stores = Vec::new();
             for (backups, databases) in apis::<Backup>(&client, &namespaces)
                 .into_iter()
                 .zip(apis::<Database>(&client, &namespaces))
             {
-                tasks.push(
-                    run_backup(backups, databases, backup_ctx.clone(), shutdown.clone()).boxed(),
-                );
+                let (store, run) =
+                    run_backup(backups, databases, backup_ctx.clone(), shutdown.clone());
+                backup_stores.push(store);
+                tasks.push(run);
             }
+            tasks.push(database::sample(db_stores, db_ctx.clone(), shutdown.clone()).boxed());
+            tasks.push(backup::sample(backup_stores, backup_ctx.clone(), shutdown.clone()).boxed());
             join_all(tasks).await;
         }
     };

@@ -1,5 +1,9 @@
-//! Operator metrics in Prometheus conventions (prometheus-client).
+//! Operator metrics in Prometheus conventions (prometheus-client), and the
+//! exposition both `/metrics` endpoints (operator and instance manager) serve.
 
+use std::collections::BTreeSet;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -7,8 +11,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Registry, Unit};
 
+use crate::api::status::DatabasePhase;
 use crate::error::Error;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -22,6 +27,58 @@ pub struct ErrorLabels {
     pub category: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabels {
+    pub phase: String,
+}
+
+/// One Database. `namespace` is a metric label on purpose: the ServiceMonitor
+/// honours it, so these series join the instance series of the same Database
+/// (whose `namespace` is the pod's) instead of carrying the operator's namespace.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct DatabaseLabels {
+    pub namespace: String,
+    pub database: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: String,
+}
+
+/// How a Backup ended, as far as the Backup controller took it; the `result`
+/// label of `tusk_backups_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackupResult {
+    /// Stored and restorable.
+    Completed,
+    /// Started and did not complete.
+    Failed,
+    /// Valid, but this build cannot take backups (object storage support is
+    /// still to come), so it was never started.
+    Unavailable,
+    /// Refused for an invalid spec.
+    Invalid,
+}
+
+impl BackupResult {
+    pub const ALL: [BackupResult; 4] = [
+        Self::Completed,
+        Self::Failed,
+        Self::Unavailable,
+        Self::Invalid,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Unavailable => "unavailable",
+            Self::Invalid => "invalid",
+        }
+    }
+}
+
 /// All operator metrics; cheap to clone (every metric is an `Arc` inside).
 #[derive(Clone)]
 pub struct Metrics {
@@ -29,6 +86,13 @@ pub struct Metrics {
     errors: Family<ErrorLabels, Counter>,
     duration: Family<ControllerLabels, Histogram>,
     leader: Gauge,
+    queue_depth: Family<ControllerLabels, Gauge>,
+    databases: Family<PhaseLabels, Gauge>,
+    failovers: Family<DatabaseLabels, Counter>,
+    backups: Family<ResultLabels, Counter>,
+    last_backup: Family<DatabaseLabels, Gauge<f64, AtomicU64>>,
+    /// The label sets `last_backup` holds, to drop those that no longer apply.
+    last_backup_keys: Arc<Mutex<BTreeSet<DatabaseLabels>>>,
 }
 
 impl Metrics {
@@ -41,7 +105,23 @@ impl Metrics {
                 Histogram::new(exponential_buckets(0.005, 2.0, 12))
             }),
             leader: Gauge::default(),
+            queue_depth: Family::default(),
+            databases: Family::default(),
+            failovers: Family::default(),
+            backups: Family::default(),
+            last_backup: Family::default(),
+            last_backup_keys: Arc::default(),
         };
+        // Every result exists from the start, so that `increase()` sees the first
+        // backup of each kind rather than a series appearing at 1.
+        for result in BackupResult::ALL {
+            metrics
+                .backups
+                .get_or_create(&ResultLabels {
+                    result: result.as_str().to_owned(),
+                })
+                .inc_by(0);
+        }
         let tusk = registry.sub_registry_with_prefix("tusk");
         tusk.register(
             "reconcile",
@@ -56,13 +136,39 @@ impl Metrics {
         tusk.register_with_unit(
             "reconcile_duration",
             "Time spent in one reconciliation, by controller",
-            prometheus_client::registry::Unit::Seconds,
+            Unit::Seconds,
             metrics.duration.clone(),
         );
         tusk.register(
             "leader",
             "1 when this replica holds the operator's leader lease",
             metrics.leader.clone(),
+        );
+        tusk.register(
+            "work_queue_depth",
+            "Objects whose latest version has not been through a finished reconciliation yet (waiting or in flight), by controller",
+            metrics.queue_depth.clone(),
+        );
+        tusk.register(
+            "databases",
+            "Databases by status.phase as the leader sees them",
+            metrics.databases.clone(),
+        );
+        tusk.register(
+            "failovers",
+            "Times the Database controller saw status.currentPrimary move from one instance to another",
+            metrics.failovers.clone(),
+        );
+        tusk.register(
+            "backups",
+            "Backups the Backup controller took to an end, by result",
+            metrics.backups.clone(),
+        );
+        tusk.register_with_unit(
+            "backup_last_success_timestamp",
+            "Completion time of the newest Completed Backup of each Database, in Unix seconds",
+            Unit::Seconds,
+            metrics.last_backup.clone(),
         );
         metrics
     }
@@ -91,6 +197,88 @@ impl Metrics {
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
     }
+
+    pub fn set_queue_depth(&self, controller: &str, depth: usize) {
+        self.queue_depth
+            .get_or_create(&ControllerLabels {
+                controller: controller.to_owned(),
+            })
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+
+    /// Sets `tusk_databases` for every phase, zero included: a phase nobody is in
+    /// must read 0, not keep its last value or vanish.
+    pub fn set_databases(&self, phases: impl IntoIterator<Item = Option<DatabasePhase>>) {
+        let mut counts = [0i64; DatabasePhase::ALL.len()];
+        for phase in phases {
+            // No status yet: the controller has not been through it, which is
+            // what Pending means.
+            let phase = phase.unwrap_or(DatabasePhase::Pending);
+            if let Some(i) = DatabasePhase::ALL.iter().position(|p| *p == phase) {
+                counts[i] += 1;
+            }
+        }
+        for (phase, count) in DatabasePhase::ALL.iter().zip(counts) {
+            self.databases
+                .get_or_create(&PhaseLabels {
+                    phase: phase.as_str().to_owned(),
+                })
+                .set(count);
+        }
+    }
+
+    /// Makes the per-Database series exist (at 0), so the first failover shows
+    /// up in `increase()`.
+    pub fn track_database(&self, namespace: &str, database: &str) {
+        self.failovers
+            .get_or_create(&database_labels(namespace, database))
+            .inc_by(0);
+    }
+
+    /// Drops the per-Database series of a deleted Database.
+    pub fn forget_database(&self, namespace: &str, database: &str) {
+        self.failovers.remove(&database_labels(namespace, database));
+    }
+
+    pub fn failover(&self, namespace: &str, database: &str) {
+        self.failovers
+            .get_or_create(&database_labels(namespace, database))
+            .inc();
+    }
+
+    pub fn backup_finished(&self, result: BackupResult) {
+        self.backups
+            .get_or_create(&ResultLabels {
+                result: result.as_str().to_owned(),
+            })
+            .inc();
+    }
+
+    /// Replaces `tusk_backup_last_success_timestamp_seconds` with `latest`
+    /// (namespace, database, Unix seconds); Databases no longer in it lose
+    /// their series.
+    pub fn set_last_backups(&self, latest: impl IntoIterator<Item = (DatabaseLabels, f64)>) {
+        let mut keys = self
+            .last_backup_keys
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut current = BTreeSet::new();
+        for (labels, seconds) in latest {
+            self.last_backup.get_or_create(&labels).set(seconds);
+            current.insert(labels);
+        }
+        for gone in keys.difference(&current) {
+            self.last_backup.remove(gone);
+        }
+        *keys = current;
+    }
+}
+
+fn database_labels(namespace: &str, database: &str) -> DatabaseLabels {
+    DatabaseLabels {
+        namespace: namespace.to_owned(),
+        database: database.to_owned(),
+    }
 }
 
 /// Observes the elapsed time into the duration histogram when dropped.
@@ -105,9 +293,128 @@ impl Drop for ReconcileTimer {
     }
 }
 
+/// Content type of the OpenMetrics text format.
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// Content type of the Prometheus text format.
+pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// A `/metrics` response body and its content type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exposition {
+    pub content_type: &'static str,
+    pub body: String,
+}
+
+/// Encodes `registry` in the format the client's `Accept` header asks for:
+/// OpenMetrics when it accepts that (Prometheus does, and gets units), else the
+/// Prometheus text format, which every other reader understands — `promtool
+/// check metrics` and curl among them.
+pub fn exposition(
+    registry: &Registry,
+    accept: Option<&str>,
+) -> Result<Exposition, std::fmt::Error> {
+    let mut openmetrics = String::new();
+    prometheus_client::encoding::text::encode(&mut openmetrics, registry)?;
+    Ok(if accepts_openmetrics(accept) {
+        Exposition {
+            content_type: OPENMETRICS,
+            body: openmetrics,
+        }
+    } else {
+        Exposition {
+            content_type: PROMETHEUS_TEXT,
+            body: to_prometheus_text(&openmetrics),
+        }
+    })
+}
+
+fn accepts_openmetrics(accept: Option<&str>) -> bool {
+    accept.is_some_and(|accept| {
+        accept.split(',').any(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            let media = parts.next().unwrap_or_default();
+            let refused = parts.any(|param| {
+                param
+                    .strip_prefix("q=")
+                    .and_then(|q| q.parse::<f64>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            media.eq_ignore_ascii_case("application/openmetrics-text") && !refused
+        })
+    })
+}
+
+/// Rewrites prometheus-client's OpenMetrics text as Prometheus text format 0.0.4.
+/// The two differ where it matters to parsers: an OpenMetrics counter family is
+/// named without `_total` while its samples carry it (the Prometheus format
+/// names the family like its samples), `# UNIT` and `# EOF` do not exist there,
+/// `info` is a gauge, and exemplars are not allowed.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    let mut help: Option<&str> = None;
+    for line in openmetrics.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            // Held back: the family's name in Prometheus text depends on its type.
+            help = Some(rest.split_once(' ').map_or("", |(_, text)| text));
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "unknown"));
+            let (name, kind) = match kind {
+                "counter" => (format!("{name}_total"), "counter"),
+                "info" => (format!("{name}_info"), "gauge"),
+                "gauge" | "histogram" | "summary" => (name.to_owned(), kind),
+                _ => (name.to_owned(), "untyped"),
+            };
+            if let Some(text) = help.take() {
+                out.push_str(&format!("# HELP {name} {text}\n"));
+            }
+            out.push_str(&format!("# TYPE {name} {kind}\n"));
+        } else if line.starts_with('#') {
+            // `# UNIT`, `# EOF`: OpenMetrics only.
+        } else if !line.is_empty() {
+            out.push_str(without_exemplar(line));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A sample line without its ` # {…} value` exemplar. Label values may hold
+/// ` # `, so the search starts after the closing brace of the label set.
+fn without_exemplar(line: &str) -> &str {
+    let mut labels_end = 0;
+    if let Some(open) = line.find('{')
+        && line[..open].find(' ').is_none()
+    {
+        let mut quoted = false;
+        let mut escaped = false;
+        for (i, c) in line[open..].char_indices() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' if quoted => escaped = true,
+                '"' => quoted = !quoted,
+                '}' if !quoted => {
+                    labels_end = open + i;
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+    match line[labels_end..].find(" # ") {
+        Some(at) => &line[..labels_end + at],
+        None => line,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn openmetrics(registry: &Registry) -> String {
+        exposition(registry, Some("application/openmetrics-text"))
+            .unwrap()
+            .body
+    }
 
     #[test]
     fn exposition_has_the_operator_series() {
@@ -116,15 +423,138 @@ mod tests {
         drop(metrics.reconcile_started("database"));
         metrics.reconcile_failed("database", &Error::MissingField("metadata.name"));
         metrics.set_leader(true);
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        metrics.set_queue_depth("database", 3);
+        metrics.failover("shop", "orders");
+        metrics.backup_finished(BackupResult::Unavailable);
+        metrics.set_last_backups([(database_labels("shop", "orders"), 1_700_000_000.5)]);
+        let text = openmetrics(&registry);
         for line in [
             "tusk_reconcile_total{controller=\"database\"} 1",
             "tusk_reconcile_errors_total{controller=\"database\",category=\"internal\"} 1",
             "tusk_reconcile_duration_seconds_count{controller=\"database\"} 1",
             "tusk_leader 1",
+            "tusk_work_queue_depth{controller=\"database\"} 3",
+            "tusk_failovers_total{namespace=\"shop\",database=\"orders\"} 1",
+            "tusk_backups_total{result=\"unavailable\"} 1",
+            "tusk_backups_total{result=\"completed\"} 0",
+            "tusk_backups_total{result=\"failed\"} 0",
+            "tusk_backups_total{result=\"invalid\"} 0",
+            "tusk_backup_last_success_timestamp_seconds{namespace=\"shop\",database=\"orders\"} 1700000000.5",
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
+    }
+
+    #[test]
+    fn every_phase_is_set_and_missing_status_counts_as_pending() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        metrics.set_databases([Some(DatabasePhase::Ready), Some(DatabasePhase::Ready), None]);
+        metrics.set_databases([Some(DatabasePhase::Ready), Some(DatabasePhase::Degraded)]);
+        let text = openmetrics(&registry);
+        assert!(
+            text.contains("tusk_databases{phase=\"Ready\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tusk_databases{phase=\"Degraded\"} 1\n"),
+            "{text}"
+        );
+        // Pending went back to 0 rather than keeping its last value.
+        assert!(
+            text.contains("tusk_databases{phase=\"Pending\"} 0\n"),
+            "{text}"
+        );
+        let phases = text
+            .lines()
+            .filter(|l| l.starts_with("tusk_databases{"))
+            .count();
+        assert_eq!(phases, DatabasePhase::ALL.len(), "{text}");
+    }
+
+    #[test]
+    fn tracked_databases_start_at_zero_and_forgotten_ones_go() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        metrics.track_database("shop", "orders");
+        let text = openmetrics(&registry);
+        assert!(
+            text.contains("tusk_failovers_total{namespace=\"shop\",database=\"orders\"} 0"),
+            "{text}"
+        );
+        metrics.forget_database("shop", "orders");
+        assert!(!openmetrics(&registry).contains("database=\"orders\""));
+    }
+
+    #[test]
+    fn last_backups_drop_databases_that_have_none_any_more() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        metrics.set_last_backups([
+            (database_labels("shop", "orders"), 10.0),
+            (database_labels("shop", "users"), 20.0),
+        ]);
+        metrics.set_last_backups([(database_labels("shop", "users"), 30.0)]);
+        let text = openmetrics(&registry);
+        assert!(!text.contains("database=\"orders\""), "{text}");
+        assert!(
+            text.contains(
+                "tusk_backup_last_success_timestamp_seconds{namespace=\"shop\",database=\"users\"} 30.0"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_accept_header_picks_the_format() {
+        let mut registry = Registry::default();
+        Metrics::register(&mut registry).set_leader(true);
+        let prometheus_accept = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        let om = exposition(&registry, Some(prometheus_accept)).unwrap();
+        assert_eq!(om.content_type, OPENMETRICS);
+        assert!(om.body.ends_with("# EOF\n"));
+        for accept in [
+            None,
+            Some("*/*"),
+            Some("text/plain"),
+            Some("application/openmetrics-text;q=0"),
+        ] {
+            let text = exposition(&registry, accept).unwrap();
+            assert_eq!(text.content_type, PROMETHEUS_TEXT, "{accept:?}");
+            assert!(!text.body.contains("# EOF"), "{accept:?}");
+        }
+    }
+
+    #[test]
+    fn prometheus_text_names_counter_families_like_their_samples() {
+        let om = "# HELP tusk_reconcile Reconciliations.\n\
+                  # TYPE tusk_reconcile counter\n\
+                  tusk_reconcile_total{controller=\"a # b\"} 2 # {trace_id=\"x\"} 1.0\n\
+                  # HELP tusk_reconcile_duration_seconds Time.\n\
+                  # TYPE tusk_reconcile_duration_seconds histogram\n\
+                  # UNIT tusk_reconcile_duration_seconds seconds\n\
+                  tusk_reconcile_duration_seconds_count 1\n\
+                  # HELP tusk_build Build.\n\
+                  # TYPE tusk_build info\n\
+                  tusk_build_info{version=\"1\"} 1\n\
+                  # HELP tusk_x Unknown.\n\
+                  # TYPE tusk_x unknown\n\
+                  tusk_x 1 # {a=\"b\"} 1\n\
+                  # EOF\n";
+        assert_eq!(
+            to_prometheus_text(om),
+            "# HELP tusk_reconcile_total Reconciliations.\n\
+             # TYPE tusk_reconcile_total counter\n\
+             tusk_reconcile_total{controller=\"a # b\"} 2\n\
+             # HELP tusk_reconcile_duration_seconds Time.\n\
+             # TYPE tusk_reconcile_duration_seconds histogram\n\
+             tusk_reconcile_duration_seconds_count 1\n\
+             # HELP tusk_build_info Build.\n\
+             # TYPE tusk_build_info gauge\n\
+             tusk_build_info{version=\"1\"} 1\n\
+             # HELP tusk_x Unknown.\n\
+             # TYPE tusk_x untyped\n\
+             tusk_x 1\n"
+        );
     }
 }

@@ -68,7 +68,10 @@ pub async fn watch(
         if pair == current {
             continue;
         }
-        match tls.reload_from_pem(pair.cert.clone(), pair.key.clone()).await {
+        match tls
+            .reload_from_pem(pair.cert.clone(), pair.key.clone())
+            .await
+        {
             Ok(()) => {
                 info!(dir = %dir.display(), "reloaded the webhook certificate from its files");
                 current = pair;
@@ -134,7 +137,10 @@ mod tests {
     async fn missing_files_name_the_path() {
         let dir = scratch("no-certs");
         let error = initial(&dir).await.unwrap_err().to_string();
-        assert!(error.contains(&format!("{}/tls.crt", dir.display())), "{error}");
+        assert!(
+            error.contains(&format!("{}/tls.crt", dir.display())),
+            "{error}"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 

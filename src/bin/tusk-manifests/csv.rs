@@ -38,15 +38,12 @@ pub fn csv_name(version: &str) -> String {
 pub fn build(inputs: &Inputs) -> Result<Value, Error> {
     let mut csv = inputs.base.clone();
     let deployment = without_helm_labels(find(inputs.rendered, "Deployment", DEPLOYMENT)?.clone());
-    let image = required(
-        &deployment,
-        &["spec", "template", "spec", "containers"],
-    )?
-    .get(0)
-    .and_then(|c| c.get("image"))
-    .and_then(Value::as_str)
-    .ok_or_else(|| Error::Missing("the operator container's image".into()))?
-    .to_owned();
+    let image = required(&deployment, &["spec", "template", "spec", "containers"])?
+        .get(0)
+        .and_then(|c| c.get("image"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::Missing("the operator container's image".into()))?
+        .to_owned();
 
     let root = csv
         .as_mapping_mut()
@@ -76,7 +73,10 @@ pub fn build(inputs: &Inputs) -> Result<Value, Error> {
     spec.insert("version".into(), inputs.version.into());
     spec.insert("icon".into(), icon(inputs.icon_svg));
     spec.insert("install".into(), install(inputs.rendered, deployment)?);
-    spec.insert("webhookdefinitions".into(), webhooks(inputs.rendered, inputs.crds)?);
+    spec.insert(
+        "webhookdefinitions".into(),
+        webhooks(inputs.rendered, inputs.crds)?,
+    );
     spec.insert("relatedImages".into(), related_images(&image));
     check_owned(spec, inputs.crds)?;
     Ok(csv)
@@ -119,7 +119,10 @@ fn install(rendered: &[Value], deployment: Value) -> Result<Value, Error> {
     }
     entry.insert("spec".into(), required(&deployment, &["spec"])?.clone());
     let mut strategy = Mapping::new();
-    strategy.insert("deployments".into(), Value::Sequence(vec![Value::Mapping(entry)]));
+    strategy.insert(
+        "deployments".into(),
+        Value::Sequence(vec![Value::Mapping(entry)]),
+    );
     strategy.insert(
         "permissions".into(),
         permission(rules_of(rendered, "Role", LEADER_ROLE)?),
@@ -166,7 +169,13 @@ fn webhooks(rendered: &[Value], crds: &[Value]) -> Result<Value, Error> {
             .as_str()
             .ok_or_else(|| Error::Shape(format!("{name}: path is not a string")))?;
         let mut def = definition("ValidatingAdmissionWebhook", name, path);
-        for key in ["failurePolicy", "matchPolicy", "timeoutSeconds", "rules", "sideEffects"] {
+        for key in [
+            "failurePolicy",
+            "matchPolicy",
+            "timeoutSeconds",
+            "rules",
+            "sideEffects",
+        ] {
             if let Some(value) = hook.get(key) {
                 def.insert(key.into(), value.clone());
             }
@@ -181,7 +190,14 @@ fn webhooks(rendered: &[Value], crds: &[Value]) -> Result<Value, Error> {
             converted.push(required(crd, &["metadata", "name"])?.clone());
             conversion_path = at(
                 crd,
-                &["spec", "conversion", "webhook", "clientConfig", "service", "path"],
+                &[
+                    "spec",
+                    "conversion",
+                    "webhook",
+                    "clientConfig",
+                    "service",
+                    "path",
+                ],
             )
             .and_then(Value::as_str)
             .map(str::to_owned);
@@ -206,7 +222,12 @@ fn check_owned(spec: &Mapping, crds: &[Value]) -> Result<(), Error> {
         .ok_or_else(|| Error::Missing("spec.customresourcedefinitions.owned".into()))?
         .iter()
         .map(|o| {
-            let field = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+            let field = |k: &str| {
+                o.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
             (field("name"), field("version"))
         })
         .collect();
@@ -222,7 +243,10 @@ fn check_owned(spec: &Mapping, crds: &[Value]) -> Result<(), Error> {
             .flatten()
         {
             if version.get("served").and_then(Value::as_bool) == Some(true) {
-                let v = version.get("name").and_then(Value::as_str).unwrap_or_default();
+                let v = version
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 served.push((name.clone(), v.to_owned()));
             }
         }
@@ -305,7 +329,8 @@ spec:
     fn built(owned: &str) -> Result<Value, Error> {
         let rendered = parse_stream(RENDERED).unwrap();
         let crds = parse_stream(CRDS).unwrap();
-        let samples = vec![serde_yaml::from_str("{kind: Database, metadata: {name: orders}}").unwrap()];
+        let samples =
+            vec![serde_yaml::from_str("{kind: Database, metadata: {name: orders}}").unwrap()];
         build(&Inputs {
             base: base(owned),
             rendered: &rendered,
@@ -316,18 +341,30 @@ spec:
         })
     }
 
-    const BOTH: &str = "[{name: databases.tusk.dev, version: v1}, {name: databases.tusk.dev, version: v1alpha1}]";
+    const BOTH: &str =
+        "[{name: databases.tusk.dev, version: v1}, {name: databases.tusk.dev, version: v1alpha1}]";
 
     #[test]
     fn the_csv_carries_the_charts_deployment_rbac_and_webhooks() {
         let csv = built(BOTH).unwrap();
         assert_eq!(csv["metadata"]["name"], "tusk.v1.2.3");
         assert_eq!(csv["spec"]["version"], "1.2.3");
-        assert_eq!(csv["metadata"]["annotations"]["capabilities"], "Basic Install");
-        assert_eq!(csv["metadata"]["annotations"]["containerImage"], "example/tusk:1.2.3");
-        assert_eq!(csv["metadata"]["annotations"]["olm.skipRange"], ">=0.0.0 <1.2.3");
+        assert_eq!(
+            csv["metadata"]["annotations"]["capabilities"],
+            "Basic Install"
+        );
+        assert_eq!(
+            csv["metadata"]["annotations"]["containerImage"],
+            "example/tusk:1.2.3"
+        );
+        assert_eq!(
+            csv["metadata"]["annotations"]["olm.skipRange"],
+            ">=0.0.0 <1.2.3"
+        );
         let examples: serde_json::Value = serde_json::from_str(
-            csv["metadata"]["annotations"]["alm-examples"].as_str().unwrap(),
+            csv["metadata"]["annotations"]["alm-examples"]
+                .as_str()
+                .unwrap(),
         )
         .unwrap();
         assert_eq!(examples[0]["metadata"]["name"], "orders");
@@ -342,8 +379,14 @@ spec:
             install["spec"]["clusterPermissions"][0]["rules"][0]["resources"][0],
             "databases"
         );
-        assert_eq!(install["spec"]["permissions"][0]["rules"][0]["resources"][0], "leases");
-        assert_eq!(install["spec"]["permissions"][0]["serviceAccountName"], "tusk-operator");
+        assert_eq!(
+            install["spec"]["permissions"][0]["rules"][0]["resources"][0],
+            "leases"
+        );
+        assert_eq!(
+            install["spec"]["permissions"][0]["serviceAccountName"],
+            "tusk-operator"
+        );
 
         let hooks = csv["spec"]["webhookdefinitions"].as_sequence().unwrap();
         assert_eq!(hooks.len(), 2);
@@ -355,20 +398,31 @@ spec:
         assert_eq!(hooks[1]["type"], "ConversionWebhook");
         assert_eq!(hooks[1]["conversionCRDs"][0], "databases.tusk.dev");
         assert_eq!(hooks[1]["webhookPath"], "/convert");
-        assert_eq!(csv["spec"]["relatedImages"][0]["image"], "example/tusk:1.2.3");
+        assert_eq!(
+            csv["spec"]["relatedImages"][0]["image"],
+            "example/tusk:1.2.3"
+        );
         assert_eq!(csv["spec"]["icon"][0]["mediatype"], "image/svg+xml");
     }
 
     #[test]
     fn a_served_version_without_an_owned_entry_is_an_error() {
         let error = built("[{name: databases.tusk.dev, version: v1}]").unwrap_err();
-        assert!(error.to_string().contains("databases.tusk.dev v1alpha1 is served"), "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains("databases.tusk.dev v1alpha1 is served"),
+            "{error}"
+        );
     }
 
     #[test]
     fn an_owned_entry_no_crd_serves_is_an_error() {
         let owned = "[{name: databases.tusk.dev, version: v1}, {name: databases.tusk.dev, version: v1alpha1}, {name: databases.tusk.dev, version: v2}]";
         let error = built(owned).unwrap_err();
-        assert!(error.to_string().contains("owns databases.tusk.dev v2"), "{error}");
+        assert!(
+            error.to_string().contains("owns databases.tusk.dev v2"),
+            "{error}"
+        );
     }
 }

@@ -19,7 +19,10 @@ pub fn parse_stream(text: &str) -> Result<Vec<Value>, Error> {
 }
 
 pub fn kind(object: &Value) -> &str {
-    object.get("kind").and_then(Value::as_str).unwrap_or_default()
+    object
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 pub fn name(object: &Value) -> &str {

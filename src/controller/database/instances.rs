@@ -10,9 +10,11 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use tracing::{Span, field, instrument};
 
 use crate::instance::Status;
 use crate::resources::HEALTH_PORT;
+use crate::telemetry;
 
 /// A status poll must not hold the reconcile up: a manager that cannot answer
 /// within this is treated as not answering (state Unknown).
@@ -68,15 +70,43 @@ impl Default for InstanceApi {
 
 impl InstanceApi {
     /// `GET /status` of the manager at `pod_ip`.
+    #[instrument(
+        name = "instance_call",
+        skip_all,
+        fields(
+            op = "status",
+            pod_ip = %pod_ip,
+            otel.kind = "client",
+            http.response.status_code = field::Empty,
+            error = field::Empty,
+        )
+    )]
     pub async fn status(&self, pod_ip: &str) -> Result<Status, InstanceApiError> {
         let url = url(pod_ip, "/status");
-        let body = self
-            .send(Method::GET, &url, None, Bytes::new(), STATUS_TIMEOUT)
-            .await?;
-        serde_json::from_slice(&body).map_err(|source| InstanceApiError::Decode { url, source })
+        let answer = async {
+            let body = self
+                .send(Method::GET, &url, None, Bytes::new(), STATUS_TIMEOUT)
+                .await?;
+            serde_json::from_slice(&body).map_err(|source| InstanceApiError::Decode {
+                url: url.clone(),
+                source,
+            })
+        };
+        recorded(answer.await)
     }
 
     /// `POST path` with a JSON body and the bearer `token`.
+    #[instrument(
+        name = "instance_call",
+        skip_all,
+        fields(
+            op = path.trim_start_matches('/'),
+            pod_ip = %pod_ip,
+            otel.kind = "client",
+            http.response.status_code = field::Empty,
+            error = field::Empty,
+        )
+    )]
     pub async fn post(
         &self,
         pod_ip: &str,
@@ -86,9 +116,10 @@ impl InstanceApi {
     ) -> Result<(), InstanceApiError> {
         let url = url(pod_ip, path);
         let body = Bytes::from(body.to_string());
-        self.send(Method::POST, &url, Some(token), body, MUTATE_TIMEOUT)
-            .await?;
-        Ok(())
+        let answer = self
+            .send(Method::POST, &url, Some(token), body, MUTATE_TIMEOUT)
+            .await;
+        recorded(answer.map(drop))
     }
 
     async fn send(
@@ -111,6 +142,10 @@ impl InstanceApi {
             .header(header::CONTENT_TYPE, "application/json");
         if let Some(token) = token {
             request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        // The manager's span of this operation joins the reconcile's trace.
+        if let Some(headers) = request.headers_mut() {
+            telemetry::inject_trace_context(headers);
         }
         let request = request
             .body(Full::new(body))
@@ -137,6 +172,7 @@ impl InstanceApi {
                 url: url.to_owned(),
                 timeout,
             })??;
+        Span::current().record("http.response.status_code", status.as_u16());
         if !status.is_success() {
             return Err(InstanceApiError::Status {
                 method,
@@ -147,6 +183,14 @@ impl InstanceApi {
         }
         Ok(body)
     }
+}
+
+/// Marks the current `instance_call` span failed when the call failed.
+fn recorded<T>(answer: Result<T, InstanceApiError>) -> Result<T, InstanceApiError> {
+    if let Err(error) = &answer {
+        telemetry::record_error(&Span::current(), error);
+    }
+    answer
 }
 
 fn url(pod_ip: &str, path: &str) -> String {

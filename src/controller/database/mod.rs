@@ -17,23 +17,47 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::reflector::Store;
 use std::time::Duration;
+use tokio::sync::watch;
 
 use tracing::{Span, field, info, instrument, warn};
 
-use super::{Context, FINALIZER, conditions, namespace_of, reconciled};
+use super::{Change, Context, FINALIZER, conditions, key_of, namespace_of, reconciled};
 use crate::api::v1::Database;
 use crate::error::Error;
 use crate::lifecycle;
+use crate::telemetry;
 
 pub const CONTROLLER: &str = "database";
 
 /// How often a status write that only refreshes LSNs and lag may happen.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(30);
 
-#[instrument(skip_all, fields(database = %db.name_any(), namespace = field::Empty, generation = field::Empty))]
+/// One pass over a Database in a `reconcile` span, the root of the pass's trace
+/// (instance calls and their managers' work are its children), which carries
+/// the error when the pass fails.
+#[instrument(
+    name = "reconcile",
+    skip_all,
+    fields(
+        controller = CONTROLLER,
+        database = %db.name_any(),
+        namespace = field::Empty,
+        generation = field::Empty,
+        error = field::Empty,
+    )
+)]
 pub async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _timer = ctx.metrics.reconcile_started(CONTROLLER);
+    let result = pass(db, ctx).await;
+    if let Err(error) = &result {
+        telemetry::record_error(&Span::current(), error);
+    }
+    result
+}
+
+async fn pass(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _pass = ctx.pass(CONTROLLER, db.as_ref());
     let namespace = namespace_of(db.as_ref())?;
     Span::current().record("namespace", namespace.as_str());
     if let Some(generation) = db.metadata.generation {
@@ -57,6 +81,7 @@ pub async fn reconcile(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, E
 async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Action, Error> {
     let name = db.name_any();
     let namespace = namespace_of(db)?;
+    ctx.metrics.track_database(&namespace, &name);
     let errors = plan::validate(db);
     if !errors.is_empty() {
         let plan = plan::invalid(db, &errors);
@@ -97,6 +122,18 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     }
     let plan = plan::accepted(db, &decision, observe::instance_statuses(db, &snapshot));
     write_status(db, api, ctx, &plan).await?;
+    // Counted once the status holds the new primary, so a failed write is
+    // counted when a later pass records it, not twice.
+    if let Some(primary) = plan.current_primary.as_deref() {
+        let stored = db
+            .status
+            .as_ref()
+            .and_then(|s| s.current_primary.as_deref());
+        if let Change::From(previous) = ctx.remember(&key_of(db), stored, primary) {
+            ctx.metrics.failover(&namespace, &name);
+            info!(%previous, %primary, "the primary moved");
+        }
+    }
     if let Some(error) = failure {
         return Err(error);
     }
@@ -164,6 +201,26 @@ async fn write_status(
     Ok(())
 }
 
+/// Keeps the gauges computed from the Database cache current: the work-queue
+/// depth and `tusk_databases` by phase. `stores` are the caches of every
+/// Database controller (one per watched namespace).
+pub async fn sample(
+    stores: Vec<Store<Database>>,
+    ctx: Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+) {
+    super::sample_every(stores, shutdown, |databases| {
+        ctx.metrics
+            .set_queue_depth(CONTROLLER, ctx.queue_depth(databases));
+        ctx.metrics.set_databases(
+            databases
+                .iter()
+                .map(|db| db.status.as_ref().and_then(|s| s.phase)),
+        );
+    })
+    .await;
+}
+
 async fn cleanup(db: &Database, ctx: &Context) -> Result<Action, Error> {
     // Everything Tusk creates carries an owner reference and is garbage-collected
     // with the Database; the final backup joins this step with the backup feature.
@@ -175,9 +232,15 @@ async fn cleanup(db: &Database, ctx: &Context) -> Result<Action, Error> {
         "releasing the Database".to_owned(),
     )
     .await;
+    if let Some(namespace) = db.namespace() {
+        ctx.metrics.forget_database(&namespace, &db.name_any());
+    }
+    ctx.forget(&key_of(db));
     info!("released");
     Ok(Action::await_change())
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trace_tests;
