@@ -185,6 +185,9 @@ fn start_exporting_manager(dir: &TestDir, otlp_port: u16) -> Manager {
             .expect("a postgres OS user (scripts/install-test-deps installs it)");
         command.uid(user.uid.as_raw()).gid(user.gid.as_raw());
     }
+    // The harness holds a lock around forks so that no child inherits a binary
+    // still open for writing; this test binary starts one manager, after its
+    // copy is closed, so it needs none.
     let child = command.spawn().expect("start tusk instance");
     Manager {
         child: Some(child),
