@@ -51,8 +51,19 @@ fn operator_sdk_validates_the_bundle_with_the_operatorframework_suite() {
         text.contains("All validation tests have completed successfully"),
         "{text}"
     );
-    // Warnings are findings too: the suite's advice is taken, not ignored.
-    assert!(!text.contains("level=warning"), "{text}");
+    // Warnings are findings too: the suite's advice is taken, not ignored,
+    // except one the validator cannot get right. RBAC rules carry no API
+    // version, so any rule on events.k8s.io/events reads to it as the
+    // v1beta1 Events removed in 1.25; Tusk records events.k8s.io/v1 Events.
+    let unexplained: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("level=warning"))
+        .filter(|line| {
+            !(line.contains("deprecated and removed in v1.25")
+                && line.contains("Migrate the API(s) for events:"))
+        })
+        .collect();
+    assert!(unexplained.is_empty(), "{}", unexplained.join("\n"));
 }
 
 #[test]

@@ -83,6 +83,7 @@ const SAMPLES: &[&str] = &[
     "config/samples/database.yaml",
     "config/samples/database-v1alpha1.yaml",
     "config/samples/backup.yaml",
+    "config/samples/backup-v1alpha1.yaml",
 ];
 
 fn read(root: &Path, path: &str) -> Result<String, Error> {
@@ -238,7 +239,13 @@ fn generate(args: &Args) -> Result<BTreeMap<String, String>, Error> {
     }
     out.insert(
         "bundle/manifests/tusk-metrics_v1_service.yaml".into(),
-        to_stream(bundle_header, &pick(&olm, &[("Service", "tusk-metrics")])?)?,
+        to_stream(
+            bundle_header,
+            &pick(&olm, &[("Service", "tusk-metrics")])?
+                .into_iter()
+                .map(objects::without_namespace)
+                .collect::<Vec<_>>(),
+        )?,
     );
     out.insert(
         "bundle/metadata/annotations.yaml".into(),

@@ -77,7 +77,16 @@ pub fn without_helm_labels(mut object: Value) -> Value {
     object
 }
 
-/// A YAML stream with a header comment, one `---` before each document.
+/// The object without `metadata.namespace`: OLM places a bundle's extra objects
+/// in the namespace it installs the operator into.
+pub fn without_namespace(mut object: Value) -> Value {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_mapping_mut) {
+        metadata.remove("namespace");
+    }
+    object
+}
+
+/// A YAML stream with a header comment, documents separated by `---`.
 pub fn to_stream(header: &str, objects: &[Value]) -> Result<String, Error> {
     let mut out = String::new();
     for line in header.lines() {
@@ -85,8 +94,12 @@ pub fn to_stream(header: &str, objects: &[Value]) -> Result<String, Error> {
         out.push_str(line);
         out.push('\n');
     }
-    for object in objects {
-        out.push_str("---\n");
+    // No `---` before the first document: some readers (operator-sdk's bundle
+    // loader) take a comment-only first document for an empty object.
+    for (i, object) in objects.iter().enumerate() {
+        if i > 0 {
+            out.push_str("---\n");
+        }
         out.push_str(&serde_yaml::to_string(object).map_err(Error::Yaml)?);
     }
     Ok(out)
@@ -125,7 +138,7 @@ mod tests {
     fn a_written_stream_reads_back_the_same() {
         let objects = parse_stream("kind: A\nx: 1\n---\nkind: B\ny: [1, 2]\n").unwrap();
         let text = to_stream("Generated.\nDo not edit.", &objects).unwrap();
-        assert!(text.starts_with("# Generated.\n# Do not edit.\n---\n"));
+        assert!(text.starts_with("# Generated.\n# Do not edit.\nkind: A\n"));
         assert_eq!(parse_stream(&text).unwrap(), objects);
     }
 }
