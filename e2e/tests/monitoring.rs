@@ -1,0 +1,857 @@
+//! Monitoring on a real cluster: a real Prometheus, run by the test on the host,
+//! discovers the operator and the PostgreSQL instances through the API server
+//! (`kubernetes_sd_configs` with `$KUBECONFIG`), scrapes them as
+//! config/monitoring's ServiceMonitor and PodMonitor say, evaluates the
+//! PrometheusRule's alerts, and its queries return the series Tusk promises.
+//!
+//! No Prometheus Operator runs here: the test translates the two monitors into
+//! the scrape jobs the Prometheus Operator would generate from them (selectors,
+//! namespaces, port, path, honorLabels, relabelings, target labels), so the
+//! monitor files themselves are what is tested. Only their intervals are not
+//! kept: everything is scraped and evaluated every 2 s.
+//!
+//! The binary is `$PROMETHEUS`, else `scripts/install-tools --path prometheus`.
+//! It must have Kubernetes service discovery: Debian bookworm's package does
+//! not (Debian removed it), trixie's 2.53 does; the test fails at once, saying
+//! so, with one that lacks it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use kube::api::{Api, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use tusk::api::status::DatabasePhase;
+use tusk::api::v1::Database;
+use tusk_e2e::{Result, apply_value, in_namespace, install_operator, repo_path, wait_for};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long Prometheus has to discover and scrape every target.
+const SCRAPE_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long a query has to return what the test expects once every target is
+/// up (a series can trail its target's first scrape by a scrape interval).
+const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
+
+const OPERATOR_JOB: &str = "tusk-operator";
+const INSTANCES_JOB: &str = "tusk-instances";
+
+/// Fails the test (with an `Err`, so the namespace is still dumped and
+/// deleted) unless `$cond` holds.
+macro_rules! ensure {
+    ($cond:expr, $($message:tt)+) => {
+        let holds: bool = $cond;
+        if !holds {
+            return Err(format!($($message)+).into());
+        }
+    };
+}
+
+/// `ensure!` that two values are equal, printing both.
+macro_rules! ensure_eq {
+    ($left:expr, $right:expr $(,)?) => {{
+        let (left, right) = (&$left, &$right);
+        ensure!(
+            left == right,
+            "{} = {left:?}, expected {right:?}",
+            stringify!($left)
+        );
+    }};
+    ($left:expr, $right:expr, $($message:tt)+) => {{
+        let (left, right) = (&$left, &$right);
+        ensure!(left == right, "{left:?} != {right:?}: {}", format!($($message)+));
+    }};
+}
+
+fn database(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "tusk.dev/v1", "kind": "Database", "metadata": {"name": name}, "spec": spec})
+}
+
+fn monitoring_yaml(file: &str) -> Result<serde_yaml::Value> {
+    let path = repo_path(&format!("config/monitoring/{file}"));
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok(serde_yaml::from_str(&text)?)
+}
+
+fn as_json(value: &serde_yaml::Value) -> Result<Value> {
+    Ok(serde_json::to_value(value)?)
+}
+
+/// A Kubernetes label name as Prometheus' service discovery spells it in
+/// `__meta_kubernetes_*_label_<name>`.
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// `value` as an RE2 regex matching exactly that string.
+fn regex_literal(value: &str) -> String {
+    value
+        .chars()
+        .flat_map(|c| {
+            let escape = r"\.+*?()|[]{}^$".contains(c);
+            escape.then_some('\\').into_iter().chain([c])
+        })
+        .collect()
+}
+
+/// Relabelings that keep only targets whose `kind` (service or pod) carries
+/// every label of the monitor's `selector.matchLabels`.
+fn selector_relabelings(kind: &str, selector: &Value) -> Result<Vec<Value>> {
+    if selector.get("matchExpressions").is_some() {
+        return Err(
+            "the monitor's selector has matchExpressions, which this test does not translate"
+                .into(),
+        );
+    }
+    let labels = selector["matchLabels"]
+        .as_object()
+        .filter(|labels| !labels.is_empty())
+        .ok_or("the monitor's selector has no matchLabels")?;
+    labels
+        .iter()
+        .map(|(name, value)| {
+            let value = value
+                .as_str()
+                .ok_or("a matchLabels value is not a string")?;
+            let name = sanitize(name);
+            Ok(json!({
+                "source_labels": [
+                    format!("__meta_kubernetes_{kind}_label_{name}"),
+                    format!("__meta_kubernetes_{kind}_labelpresent_{name}"),
+                ],
+                "regex": format!("({});true", regex_literal(value)),
+                "action": "keep",
+            }))
+        })
+        .collect()
+}
+
+/// The monitor endpoint's `relabelings` (Prometheus Operator spelling) as
+/// Prometheus `relabel_configs`.
+fn translate_relabelings(endpoint: &Value) -> Result<Vec<Value>> {
+    let Some(relabelings) = endpoint.get("relabelings") else {
+        return Ok(Vec::new());
+    };
+    let relabelings = relabelings.as_array().ok_or("relabelings is no list")?;
+    relabelings
+        .iter()
+        .map(|relabeling| {
+            let fields = relabeling.as_object().ok_or("a relabeling is no mapping")?;
+            let mut out = serde_json::Map::new();
+            for (key, value) in fields {
+                let key = match key.as_str() {
+                    "sourceLabels" => "source_labels",
+                    "targetLabel" => "target_label",
+                    "separator" | "regex" | "modulus" | "replacement" | "action" => key,
+                    other => return Err(format!("unknown relabeling field {other}").into()),
+                };
+                let value = match (key, value.as_str()) {
+                    // The Prometheus Operator accepts any case; Prometheus wants lower.
+                    ("action", Some(action)) => Value::from(action.to_lowercase()),
+                    _ => value.clone(),
+                };
+                out.insert(key.to_owned(), value);
+            }
+            Ok(Value::Object(out))
+        })
+        .collect()
+}
+
+/// Target labels the Prometheus Operator sets on every target, the last of them
+/// `endpoint` (the port's name).
+fn target_labels(port: &str, with_service: bool) -> Vec<Value> {
+    let mut labels = vec![
+        json!({"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"}),
+    ];
+    if with_service {
+        labels.push(
+            json!({"source_labels": ["__meta_kubernetes_service_name"], "target_label": "service"}),
+        );
+    }
+    labels.extend([
+        json!({"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"}),
+        json!({"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"}),
+        json!({"target_label": "endpoint", "replacement": port}),
+    ]);
+    labels
+}
+
+/// The one endpoint of a monitor, its port name and its path.
+fn single_endpoint<'a>(spec: &'a Value, key: &str) -> Result<(&'a Value, String, String)> {
+    let endpoints = spec[key].as_array().ok_or(format!("no {key}"))?;
+    let [endpoint] = endpoints.as_slice() else {
+        return Err(format!(
+            "{key} has {} entries; the test expects one",
+            endpoints.len()
+        )
+        .into());
+    };
+    let port = endpoint["port"]
+        .as_str()
+        .ok_or("an endpoint without a port name")?;
+    let path = endpoint["path"].as_str().unwrap_or("/metrics");
+    Ok((endpoint, port.to_owned(), path.to_owned()))
+}
+
+/// The operator's job, from servicemonitor.yaml: Endpoints of the Services its
+/// selector picks in the namespaces it names, on the named port.
+fn operator_job(kubeconfig: &Path) -> Result<Value> {
+    let monitor = as_json(&monitoring_yaml("servicemonitor.yaml")?)?;
+    if monitor["kind"] != "ServiceMonitor" {
+        return Err(format!("servicemonitor.yaml is a {}", monitor["kind"]).into());
+    }
+    let spec = &monitor["spec"];
+    let namespaces = spec["namespaceSelector"]["matchNames"]
+        .as_array()
+        .filter(|names| !names.is_empty())
+        .ok_or("the ServiceMonitor names no namespace")?;
+    let (endpoint, port, path) = single_endpoint(spec, "endpoints")?;
+    let mut relabel = selector_relabelings("service", &spec["selector"])?;
+    relabel.push(json!({
+        "source_labels": ["__meta_kubernetes_endpoint_port_name"],
+        "regex": regex_literal(&port),
+        "action": "keep",
+    }));
+    relabel.extend(target_labels(&port, true));
+    relabel.extend(translate_relabelings(endpoint)?);
+    Ok(json!({
+        "job_name": OPERATOR_JOB,
+        "honor_labels": endpoint["honorLabels"].as_bool().unwrap_or(false),
+        "metrics_path": path,
+        "scheme": endpoint["scheme"].as_str().unwrap_or("http"),
+        "kubernetes_sd_configs": [{
+            "role": "endpoints",
+            "kubeconfig_file": kubeconfig,
+            "namespaces": {"names": namespaces},
+        }],
+        "relabel_configs": relabel,
+    }))
+}
+
+/// The instances' job, from podmonitor.yaml: pods its selector picks, on the
+/// named container port. The PodMonitor watches every namespace; this job only
+/// the test's, so that other tests' Databases stay out of the figures.
+fn instances_job(kubeconfig: &Path, namespace: &str) -> Result<Value> {
+    let monitor = as_json(&monitoring_yaml("podmonitor.yaml")?)?;
+    if monitor["kind"] != "PodMonitor" {
+        return Err(format!("podmonitor.yaml is a {}", monitor["kind"]).into());
+    }
+    let spec = &monitor["spec"];
+    if spec["namespaceSelector"]["any"] != true {
+        return Err("the PodMonitor no longer watches every namespace; update this test".into());
+    }
+    let (endpoint, port, path) = single_endpoint(spec, "podMetricsEndpoints")?;
+    let mut relabel = vec![json!({
+        // As the Prometheus Operator does: finished pods are no targets.
+        "source_labels": ["__meta_kubernetes_pod_phase"],
+        "regex": "(Failed|Succeeded)",
+        "action": "drop",
+    })];
+    relabel.extend(selector_relabelings("pod", &spec["selector"])?);
+    relabel.push(json!({
+        "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+        "regex": regex_literal(&port),
+        "action": "keep",
+    }));
+    relabel.extend(target_labels(&port, false));
+    relabel.extend(translate_relabelings(endpoint)?);
+    Ok(json!({
+        "job_name": INSTANCES_JOB,
+        "honor_labels": endpoint["honorLabels"].as_bool().unwrap_or(false),
+        "metrics_path": path,
+        "scheme": endpoint["scheme"].as_str().unwrap_or("http"),
+        "kubernetes_sd_configs": [{
+            "role": "pod",
+            "kubeconfig_file": kubeconfig,
+            "namespaces": {"names": [namespace]},
+        }],
+        "relabel_configs": relabel,
+    }))
+}
+
+/// prometheus.yml: both jobs, the PrometheusRule's alerts, everything every 2 s
+/// (the monitors' 30 s intervals would make the test wait minutes).
+fn prometheus_config(kubeconfig: &Path, namespace: &str, rules: &Path) -> Result<String> {
+    let config = json!({
+        "global": {"scrape_interval": "2s", "scrape_timeout": "2s", "evaluation_interval": "2s"},
+        "rule_files": [rules],
+        "scrape_configs": [operator_job(kubeconfig)?, instances_job(kubeconfig, namespace)?],
+    });
+    Ok(serde_yaml::to_string(&config)?)
+}
+
+/// The PrometheusRule's `spec` (its `groups`) as a Prometheus rules file.
+fn rules_file() -> Result<String> {
+    let rule = monitoring_yaml("prometheusrule.yaml")?;
+    if rule["kind"] != "PrometheusRule" {
+        return Err("prometheusrule.yaml is no PrometheusRule".into());
+    }
+    Ok(serde_yaml::to_string(&rule["spec"])?)
+}
+
+/// The prometheus binary: `$PROMETHEUS`, else the one `scripts/install-tools`
+/// provides (Debian's package, installed on first use). It needs Kubernetes
+/// service discovery, which not every build has: [`Prometheus::wait_ready`]
+/// says so when it is missing.
+fn prometheus_binary() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("PROMETHEUS").filter(|p| !p.is_empty()) {
+        return Ok(path.into());
+    }
+    let script = repo_path("scripts/install-tools");
+    let output = Command::new(&script)
+        .args(["--path", "prometheus"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if !output.status.success() {
+        return Err(format!(
+            "scripts/install-tools --path prometheus failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into());
+    }
+    let path = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    if !path.is_file() {
+        return Err(format!(
+            "install-tools answered {}, which is no file",
+            path.display()
+        )
+        .into());
+    }
+    Ok(path)
+}
+
+/// A Prometheus process on loopback with its own configuration and storage in a
+/// temporary directory; killed, and the directory removed, on drop.
+struct Prometheus {
+    child: Child,
+    dir: PathBuf,
+    port: u16,
+    started: tokio::time::Instant,
+}
+
+impl Prometheus {
+    fn start(namespace: &str) -> Result<Prometheus> {
+        let binary = prometheus_binary()?;
+        let kubeconfig = std::env::var_os("KUBECONFIG").ok_or("KUBECONFIG is not set")?;
+        let kubeconfig = std::fs::canonicalize(&kubeconfig)
+            .map_err(|e| format!("KUBECONFIG {kubeconfig:?}: {e}"))?;
+        let dir = std::env::temp_dir().join(format!(
+            "tusk-e2e-prometheus-{}-{:06x}",
+            std::process::id(),
+            rand::random::<u32>() & 0xff_ffff
+        ));
+        std::fs::create_dir_all(dir.join("data"))?;
+        let rules = dir.join("rules.yaml");
+        std::fs::write(&rules, rules_file()?)?;
+        let config = dir.join("prometheus.yml");
+        std::fs::write(&config, prometheus_config(&kubeconfig, namespace, &rules)?)?;
+        // A port nobody listens on now; Prometheus takes it a moment later.
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let log = std::fs::File::create(dir.join("prometheus.log"))?;
+        let spawned = Command::new(&binary)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn();
+        match spawned {
+            Ok(child) => Ok(Prometheus {
+                child,
+                dir,
+                port,
+                started: tokio::time::Instant::now(),
+            }),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(format!("cannot start {}: {e}", binary.display()).into())
+            }
+        }
+    }
+
+    /// Waits until Prometheus answers `/-/ready`; fails with its log when it
+    /// exits instead (a configuration it refuses, such as a service discovery
+    /// its build lacks).
+    async fn wait_ready(&mut self) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                let log = self.log_tail();
+                let hint = if log.contains("field kubernetes_sd_configs not found") {
+                    "\nThis Prometheus is built without Kubernetes service discovery (Debian \
+                     bookworm's 2.42 package has it removed; trixie's 2.53 has it): point \
+                     $PROMETHEUS at one that has it."
+                } else {
+                    ""
+                };
+                return Err(format!("Prometheus exited ({status}):\n{log}{hint}").into());
+            }
+            let port = self.port;
+            let answer = tokio::task::spawn_blocking(move || http_get(port, "/-/ready")).await?;
+            if answer.is_ok() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!("Prometheus not ready after 60s: {answer:?}").into());
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    fn config(&self) -> String {
+        std::fs::read_to_string(self.dir.join("prometheus.yml")).unwrap_or_default()
+    }
+
+    /// The warnings and errors in Prometheus' own log.
+    fn log_problems(&self) -> Vec<String> {
+        let log = std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default();
+        log.lines()
+            .filter(|line| line.contains("level=warn") || line.contains("level=error"))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The last lines of Prometheus' own log.
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// GET `path` of the HTTP API; the `data` of a successful answer.
+    async fn api(&self, path: &str) -> Result<Value> {
+        let port = self.port;
+        let path = path.to_owned();
+        let body = tokio::task::spawn_blocking(move || http_get(port, &path)).await??;
+        let answer: Value =
+            serde_json::from_str(&body).map_err(|e| format!("not JSON ({e}): {body}"))?;
+        if answer["status"] != "success" {
+            return Err(format!("Prometheus answered {answer}").into());
+        }
+        Ok(answer["data"].clone())
+    }
+
+    /// An instant query's vector.
+    async fn query(&self, promql: &str) -> Result<Vec<Series>> {
+        let data = self
+            .api(&format!("/api/v1/query?query={}", percent_encode(promql)))
+            .await?;
+        if data["resultType"] != "vector" {
+            return Err(format!("{promql} gave a {}, not a vector", data["resultType"]).into());
+        }
+        data["result"]
+            .as_array()
+            .ok_or("no result")?
+            .iter()
+            .map(|series| {
+                let labels = serde_json::from_value(series["metric"].clone())?;
+                let value = series["value"][1]
+                    .as_str()
+                    .ok_or("a sample without a value")?
+                    .parse()?;
+                Ok(Series { labels, value })
+            })
+            .collect()
+    }
+
+    /// Queries `promql` until `done` holds for its answer, for up to `timeout`.
+    async fn eventually(
+        &self,
+        promql: &str,
+        timeout: Duration,
+        done: impl Fn(&[Series]) -> bool,
+    ) -> Result<Vec<Series>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let last = match self.query(promql).await {
+                Ok(series) if done(&series) => return Ok(series),
+                Ok(series) => format!("{series:?}"),
+                Err(e) => format!("error: {e}"),
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return Err(
+                    format!("{promql}: not as expected after {timeout:?}; last: {last}").into(),
+                );
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// What Prometheus makes of its targets, one line each.
+    async fn targets(&self) -> String {
+        match self.api("/api/v1/targets").await {
+            Ok(data) => data["activeTargets"]
+                .as_array()
+                .map(|targets| {
+                    targets
+                        .iter()
+                        .map(|t| {
+                            format!(
+                                "{} {} {} {}",
+                                t["labels"]["job"], t["scrapeUrl"], t["health"], t["lastError"]
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+                .unwrap_or_default(),
+            Err(e) => format!("no targets: {e}"),
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One series of an instant query.
+#[derive(Debug, Clone)]
+struct Series {
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+impl Series {
+    fn label(&self, name: &str) -> &str {
+        self.labels.get(name).map_or("", String::as_str)
+    }
+}
+
+fn label_values(series: &[Series], name: &str) -> BTreeSet<String> {
+    series.iter().map(|s| s.label(name).to_owned()).collect()
+}
+
+/// `pod=value` pairs, for printing.
+fn figures(series: &[Series], label: &str) -> String {
+    series
+        .iter()
+        .map(|s| format!("{}={}", s.label(label), s.value))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A plain HTTP/1.0 GET on loopback (no chunked answers, the server closes the
+/// connection after the body); the body of a 200.
+fn http_get(port: u16, path: &str) -> Result<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or("an HTTP answer without a body")?;
+    let status = head.lines().next().unwrap_or_default();
+    if !status.contains(" 200 ") {
+        return Err(format!("GET {path}: {status}: {body}").into());
+    }
+    Ok(body.to_owned())
+}
+
+/// Waits until the Database is Ready with `instances` ready instances at the
+/// current generation.
+async fn wait_ready(client: &Client, ns: &str, name: &str, instances: i32) -> Result<Database> {
+    let databases: Api<Database> = Api::namespaced(client.clone(), ns);
+    wait_for(&databases, name, READY_TIMEOUT, |db| {
+        db.status.as_ref().is_some_and(|s| {
+            s.phase == Some(DatabasePhase::Ready)
+                && s.observed_generation == db.metadata.generation
+                && s.ready_instances == Some(instances)
+                && s.instances.len() == usize::try_from(instances).unwrap_or(0)
+        })
+    })
+    .await
+}
+
+fn all_up(series: &[Series], count: usize) -> bool {
+    series.len() == count && series.iter().all(|s| s.value == 1.0)
+}
+
+async fn scrape_and_query(prometheus: &Prometheus, ns: &str, db: &Database) -> Result<()> {
+    let status = db.status.clone().ok_or("no status")?;
+    let primary = status.current_primary.clone().ok_or("no currentPrimary")?;
+    let instances: BTreeSet<String> = status.instances.iter().map(|i| i.name.clone()).collect();
+    let replica = instances
+        .iter()
+        .find(|name| **name != primary)
+        .cloned()
+        .ok_or("no replica in status.instances")?;
+    let pg = db.name_any();
+
+    // Service discovery through the API server finds both instances and both
+    // operator replicas, and every scrape succeeds.
+    let started = tokio::time::Instant::now();
+    let instance_targets = prometheus
+        .eventually(
+            &format!("up{{job=\"{INSTANCES_JOB}\"}}"),
+            SCRAPE_TIMEOUT,
+            |s| all_up(s, 2),
+        )
+        .await?;
+    let operator_targets = prometheus
+        .eventually(
+            &format!("up{{job=\"{OPERATOR_JOB}\"}}"),
+            SCRAPE_TIMEOUT.saturating_sub(started.elapsed()),
+            |s| all_up(s, 2),
+        )
+        .await?;
+    println!(
+        "all 4 targets up {:.1}s after the Database was Ready ({:.1}s after Prometheus started)",
+        started.elapsed().as_secs_f64(),
+        prometheus.started.elapsed().as_secs_f64()
+    );
+    // The PodMonitor's target labels: the pod, its namespace, and the Database
+    // from the pod's tusk.dev/database label (its relabeling).
+    ensure_eq!(label_values(&instance_targets, "pod"), instances);
+    ensure_eq!(
+        label_values(&instance_targets, "namespace"),
+        BTreeSet::from([ns.to_owned()])
+    );
+    ensure_eq!(
+        label_values(&instance_targets, "database"),
+        BTreeSet::from([pg.clone()])
+    );
+    ensure_eq!(
+        label_values(&operator_targets, "service"),
+        BTreeSet::from(["tusk-metrics".to_owned()])
+    );
+    println!(
+        "operator targets: {}",
+        label_values(&operator_targets, "pod")
+            .into_iter()
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+
+    // PostgreSQL answers on both instances.
+    let pg_up = prometheus
+        .eventually(
+            &format!("tusk_pg_up{{namespace=\"{ns}\"}}"),
+            QUERY_TIMEOUT,
+            |s| all_up(s, 2),
+        )
+        .await?;
+    ensure_eq!(label_values(&pg_up, "pod"), instances);
+    println!("tusk_pg_up: {}", figures(&pg_up, "pod"));
+
+    // Exactly one primary, the one status.currentPrimary names; the other a replica.
+    for (role, expected) in [("primary", &primary), ("replica", &replica)] {
+        let promql = format!("tusk_pg_role{{namespace=\"{ns}\",role=\"{role}\"}} == 1");
+        let series = prometheus
+            .eventually(&promql, QUERY_TIMEOUT, |s| s.len() == 1)
+            .await?;
+        ensure_eq!(series[0].label("pod"), expected, "{promql}: {series:?}");
+        ensure_eq!(series[0].label("database"), pg);
+        println!(
+            "tusk_pg_role{{role=\"{role}\"}} == 1 on {}",
+            series[0].label("pod")
+        );
+    }
+
+    // The primary reports its standby by name, the replica its own lag.
+    let standby = prometheus
+        .eventually(
+            &format!("tusk_pg_standby_replay_lag_bytes{{namespace=\"{ns}\"}}"),
+            QUERY_TIMEOUT,
+            |s| s.len() == 1,
+        )
+        .await?;
+    ensure_eq!(standby[0].label("standby"), replica, "{standby:?}");
+    ensure_eq!(standby[0].label("pod"), primary, "{standby:?}");
+    ensure!(standby[0].value >= 0.0, "{standby:?}");
+    println!(
+        "tusk_pg_standby_replay_lag_bytes{{pod=\"{primary}\",standby=\"{replica}\"}} = {}",
+        standby[0].value
+    );
+    for unit in ["bytes", "seconds"] {
+        let lag = prometheus
+            .eventually(
+                &format!("tusk_pg_replication_lag_{unit}{{namespace=\"{ns}\"}}"),
+                QUERY_TIMEOUT,
+                |s| s.len() == 1,
+            )
+            .await?;
+        ensure_eq!(lag[0].label("pod"), replica, "{lag:?}");
+        ensure!(lag[0].value >= 0.0, "{lag:?}");
+        println!(
+            "tusk_pg_replication_lag_{unit}{{pod=\"{replica}\"}} = {}",
+            lag[0].value
+        );
+    }
+
+    // The application's database has a size on both instances.
+    let sizes = prometheus
+        .eventually(
+            &format!("tusk_pg_database_size_bytes{{namespace=\"{ns}\",datname=\"app\"}} > 0"),
+            QUERY_TIMEOUT,
+            |s| s.len() == 2,
+        )
+        .await?;
+    ensure_eq!(label_values(&sizes, "pod"), instances);
+    println!(
+        "tusk_pg_database_size_bytes{{datname=\"app\"}}: {}",
+        figures(&sizes, "pod")
+    );
+
+    // One operator replica leads, and it is the one that reconciles.
+    let leader = prometheus
+        .eventually("sum(tusk_leader)", QUERY_TIMEOUT, |s| {
+            s.len() == 1 && s[0].value == 1.0
+        })
+        .await?;
+    let leaders = prometheus
+        .eventually("tusk_leader == 1", QUERY_TIMEOUT, |s| s.len() == 1)
+        .await?;
+    let leader_pod = leaders[0].label("pod").to_owned();
+    println!(
+        "sum(tusk_leader) = {}; leader {leader_pod}",
+        leader[0].value
+    );
+    let reconciles = prometheus
+        .eventually(
+            "tusk_reconcile_total{controller=\"database\"}",
+            QUERY_TIMEOUT,
+            |s| {
+                s.iter()
+                    .any(|s| s.label("pod") == leader_pod && s.value > 0.0)
+            },
+        )
+        .await?;
+    println!(
+        "tusk_reconcile_total{{controller=\"database\"}}: {}",
+        figures(&reconciles, "pod")
+    );
+    let ready = prometheus
+        .eventually("tusk_databases{phase=\"Ready\"}", QUERY_TIMEOUT, |s| {
+            s.iter()
+                .any(|s| s.label("pod") == leader_pod && s.value >= 1.0)
+        })
+        .await?;
+    println!(
+        "tusk_databases{{phase=\"Ready\"}}: {}",
+        figures(&ready, "pod")
+    );
+    // honorLabels: the operator's per-Database series keep the Database's own
+    // namespace, so they join the instance series.
+    let failovers = prometheus
+        .eventually(
+            &format!("tusk_failovers_total{{namespace=\"{ns}\",database=\"{pg}\"}}"),
+            QUERY_TIMEOUT,
+            |s| s.iter().any(|s| s.label("pod") == leader_pod),
+        )
+        .await?;
+    println!(
+        "tusk_failovers_total{{namespace=\"{ns}\",database=\"{pg}\"}}: {}",
+        figures(&failovers, "pod")
+    );
+
+    // The PrometheusRule's alerts are loaded and evaluate cleanly; none is
+    // pending or firing for the instances.
+    let deadline = tokio::time::Instant::now() + QUERY_TIMEOUT;
+    let rules = loop {
+        let data = prometheus.api("/api/v1/rules").await?;
+        let rules: Vec<(String, String, String)> = data["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|group| group["rules"].as_array().into_iter().flatten())
+            .map(|rule| {
+                let text = |key: &str| rule[key].as_str().unwrap_or_default().to_owned();
+                (text("name"), text("type"), text("health"))
+            })
+            .collect();
+        if rules.len() == 6
+            && rules
+                .iter()
+                .all(|(_, kind, health)| kind == "alerting" && health == "ok")
+        {
+            break rules;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!("the rules did not all load and evaluate: {data}").into());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    let names: BTreeSet<&str> = rules.iter().map(|(name, _, _)| name.as_str()).collect();
+    println!("alerting rules, all health ok: {names:?}");
+    let alerts = prometheus
+        .query("ALERTS{alertname=\"TuskInstanceDown\"}")
+        .await?;
+    ensure!(alerts.is_empty(), "TuskInstanceDown: {alerts:?}");
+    let problems = prometheus.log_problems();
+    println!("Prometheus logged {} warnings or errors", problems.len());
+    for line in problems {
+        println!("  {line}");
+    }
+    Ok(())
+}
+
+/// A real Prometheus, configured from config/monitoring, scrapes the operator
+/// and a replicated Database's instances on the local cluster.
+#[tokio::test]
+async fn a_real_prometheus_scrapes_the_operator_and_the_instances() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    in_namespace(
+        "e2e-mon",
+        Duration::from_secs(600),
+        |client, ns| async move {
+            // Prometheus first: it discovers the instances as the operator
+            // creates them, and a build it cannot run fails the test at once.
+            let mut prometheus = Prometheus::start(&ns)?;
+            prometheus.wait_ready().await?;
+            let outcome = async {
+                let apply = PatchParams::apply(tusk_e2e::MANAGER);
+                let spec = json!({
+                    "version": "17", "instances": 2, "storage": {"size": "1Gi"},
+                    "bootstrap": {"initdb": {"database": "app", "owner": "app"}}
+                });
+                apply_value(&client, Some(&ns), database("pg", spec), &apply).await?;
+                let db = wait_ready(&client, &ns, "pg", 2).await?;
+                println!(
+                    "Database pg Ready with 2 instances {:.1}s after Prometheus started",
+                    prometheus.started.elapsed().as_secs_f64()
+                );
+                scrape_and_query(&prometheus, &ns, &db).await
+            }
+            .await;
+            if outcome.is_err() {
+                eprintln!("--- prometheus.yml\n{}", prometheus.config());
+                eprintln!("--- Prometheus targets\n{}", prometheus.targets().await);
+                eprintln!("--- Prometheus log\n{}", prometheus.log_tail());
+            }
+            outcome
+        },
+    )
+    .await;
+}
