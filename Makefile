@@ -29,7 +29,7 @@ unit: tools
 
 ## Build (once, cached under $(TUSK_CACHE)/tools) the tools the tests drive.
 tools:
-	scripts/install-tools helm operator-sdk promtool
+	scripts/install-tools helm operator-sdk promtool prometheus
 
 ## Regenerate everything generated: the CRDs from the Rust types; config/
 ## and the chart's files from helm/tusk; the OLM bundle from both and

@@ -124,9 +124,40 @@ async fn within<T>(
     }
 }
 
+/// How long one sample answers every scrape. `/metrics` needs no credentials,
+/// so without this each request would open a superuser connection: a burst
+/// could take the connection slots applications and the manager need.
+const SAMPLE_REUSE: Duration = Duration::from_secs(1);
+
+/// One scrape of PostgreSQL at a time, its result reused for [`SAMPLE_REUSE`].
+#[derive(Default)]
+pub struct SampleCache(tokio::sync::Mutex<Option<(Instant, Sample)>>);
+
+impl SampleCache {
+    /// The cached sample when fresh, else a new one from `take` (callers
+    /// arriving meanwhile wait for it instead of connecting too).
+    pub async fn get_or_take<F>(&self, take: impl FnOnce() -> F) -> Sample
+    where
+        F: Future<Output = Sample>,
+    {
+        let mut cached = self.0.lock().await;
+        if let Some((at, sample)) = cached.as_ref()
+            && at.elapsed() < SAMPLE_REUSE
+        {
+            return sample.clone();
+        }
+        let sample = take().await;
+        *cached = Some((Instant::now(), sample.clone()));
+        sample
+    }
+}
+
 /// The `/metrics` handler.
 pub(crate) async fn serve(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    let sample = scrape(&shared.config.socket_dir, shared.config.port).await;
+    let sample = shared
+        .metrics
+        .get_or_take(|| scrape(&shared.config.socket_dir, shared.config.port))
+        .await;
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|value| value.to_str().ok());
@@ -270,8 +301,12 @@ async fn collect(
             deadline,
             "reading the replica's lag",
             client.query_one(
-                "SELECT GREATEST(pg_wal_lsn_diff(pg_last_wal_receive_lsn(), \
-                                                 pg_last_wal_replay_lsn()), 0)::bigint, \
+                // GREATEST skips NULLs: without the CASE, a replica that has
+                // received nothing yet would report no lag at all.
+                "SELECT CASE WHEN pg_last_wal_receive_lsn() IS NULL THEN NULL \
+                             ELSE GREATEST(pg_wal_lsn_diff(pg_last_wal_receive_lsn(), \
+                                                           pg_last_wal_replay_lsn()), 0)::bigint \
+                        END, \
                         CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() \
                                   AND EXISTS (SELECT 1 FROM pg_stat_wal_receiver \
                                               WHERE status = 'streaming') \
@@ -610,5 +645,21 @@ mod tests {
         let sample = scrape(&dir, 1).await;
         assert_eq!(sample, Sample::default());
         std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[tokio::test]
+    async fn scrapes_in_a_burst_share_one_sample() {
+        let cache = SampleCache::default();
+        let taken = std::sync::atomic::AtomicUsize::new(0);
+        let take = || async {
+            taken.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Sample::default()
+        };
+        let samples = futures::future::join_all((0..20).map(|_| cache.get_or_take(take))).await;
+        assert_eq!(samples.len(), 20);
+        assert_eq!(taken.load(std::sync::atomic::Ordering::SeqCst), 1);
+        tokio::time::sleep(SAMPLE_REUSE).await;
+        cache.get_or_take(take).await;
+        assert_eq!(taken.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 }

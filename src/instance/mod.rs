@@ -277,6 +277,8 @@ pub(crate) struct Shared {
     pub setup_done: AtomicBool,
     /// Serialises rendering, reloads and promotion, which all rewrite the config.
     pub config_lock: tokio::sync::Mutex<()>,
+    /// The last metrics sample and when it was taken: scrapes share it.
+    pub metrics: metrics::SampleCache,
 }
 
 impl Shared {
@@ -348,6 +350,7 @@ pub async fn run(config: InstanceConfig) -> Result<(), Error> {
         running: AtomicBool::new(false),
         setup_done: AtomicBool::new(false),
         config_lock: tokio::sync::Mutex::new(()),
+        metrics: metrics::SampleCache::default(),
     });
 
     // As PID 1 the default action of SIGTERM is "ignore", so handlers come first.
