@@ -280,7 +280,16 @@ fn cert_manager_mode_issues_and_injects_instead_of_tusk() {
             .unwrap()
             .contains(&"tusk-webhook.tusk-system.svc".into())
     );
+    // Its own CA under a self-signed root: renewals keep the CA, so the
+    // injected caBundles stay valid while the pod picks up the new files.
     assert!(find(&objects, "Issuer", "tusk-selfsigned").is_some());
+    let ca = find(&objects, "Certificate", "tusk-webhook-ca").expect("a CA Certificate");
+    assert_eq!(ca["spec"]["isCA"], true);
+    assert_eq!(certificate["spec"]["issuerRef"]["name"], "tusk-webhook-ca");
+    assert_eq!(
+        find(&objects, "Issuer", "tusk-webhook-ca").unwrap()["spec"]["ca"]["secretName"],
+        "tusk-webhook-ca"
+    );
     for (kind, name) in [
         ("ValidatingWebhookConfiguration", "tusk-validating"),
         ("CustomResourceDefinition", "databases.tusk.dev"),
@@ -309,8 +318,32 @@ fn cert_manager_mode_issues_and_injects_instead_of_tusk() {
         "webhook.certManager.issuerRef.kind=ClusterIssuer",
     ]);
     assert!(find(&with_issuer, "Issuer", "tusk-selfsigned").is_none());
+    assert!(find(&with_issuer, "Certificate", "tusk-webhook-ca").is_none());
     let certificate = find(&with_issuer, "Certificate", "tusk-webhook").unwrap();
     assert_eq!(certificate["spec"]["issuerRef"]["name"], "corp-ca");
+}
+
+#[test]
+fn every_mode_that_reads_certificate_files_has_them_mounted_or_says_who_does() {
+    let external = template(&[
+        "webhook.certificates=external",
+        "webhook.externalSecretName=corp-tls",
+    ]);
+    let deployment = find(&external, "Deployment", "tusk-operator").unwrap();
+    let dir = env(deployment, "TUSK_WEBHOOK_CERT_DIR").unwrap().clone();
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["volumes"][0]["secret"]["secretName"], "corp-tls");
+    assert_eq!(pod["containers"][0]["volumeMounts"][0]["mountPath"], dir);
+    assert!(find(&external, "Certificate", "tusk-webhook").is_none());
+    // Without a Secret the installer mounts one (OLM does): nothing to mount.
+    let olm = template(&["webhook.certificates=external"]);
+    let deployment = find(&olm, "Deployment", "tusk-operator").unwrap();
+    assert!(env(deployment, "TUSK_WEBHOOK_CERT_DIR").is_some());
+    assert!(
+        deployment["spec"]["template"]["spec"]
+            .get("volumes")
+            .is_none()
+    );
 }
 
 #[test]
@@ -325,6 +358,10 @@ fn bad_values_are_refused_naming_them() {
         (vec!["scope=namespaced"], "watchNamespaces"),
         (vec!["watchNamespaces={a}"], "watchNamespaces"),
         (vec!["tracing.otlpEndpoint=collector:4318"], "otlpEndpoint"),
+        (
+            vec!["webhook.certManager.issuerRef.kind=ClusterIssuer"],
+            "issuerRef",
+        ),
     ] {
         let error = refused(&set);
         assert!(error.contains(expected), "{set:?}: {error}");

@@ -383,6 +383,7 @@ fn the_pod_monitor_scrapes_the_instance_managers_port() {
         postgres_repository: "postgres".into(),
         tusk_image: "tusk".into(),
         image_pull_policy: None,
+        instance_env: Vec::new(),
     };
     let monitor = yaml("config/monitoring/podmonitor.yaml");
     assert_eq!(monitor["kind"], "PodMonitor");

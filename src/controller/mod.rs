@@ -328,6 +328,7 @@ mod tests {
             postgres_repository: "postgres".into(),
             tusk_image: "tusk".into(),
             image_pull_policy: None,
+            instance_env: Vec::new(),
         };
         Context::new(
             Client::new(service, "default"),

@@ -113,8 +113,33 @@ impl OperatorConfig {
             postgres_repository: self.postgres_repository.clone(),
             tusk_image: self.tusk_image.clone(),
             image_pull_policy: self.image_pull_policy.clone().filter(|p| !p.is_empty()),
+            instance_env: instance_otel_env(|name| std::env::var(name).ok()),
         }
     }
+}
+
+/// The OpenTelemetry settings instance managers inherit from the operator;
+/// only the ones set (and non-empty) are passed, so without tracing nothing
+/// changes in the pods (and their spec hash).
+fn instance_otel_env(get: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+    const INHERITED: &[&str] = &[
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_TRACES_SAMPLER",
+        "OTEL_TRACES_SAMPLER_ARG",
+    ];
+    let mut env: Vec<(String, String)> = INHERITED
+        .iter()
+        .filter_map(|name| {
+            get(name)
+                .filter(|v| !v.is_empty())
+                .map(|v| ((*name).to_owned(), v))
+        })
+        .collect();
+    if !env.is_empty() {
+        env.push(("OTEL_SERVICE_NAME".to_owned(), "tusk-instance".to_owned()));
+    }
+    env
 }
 
 /// Resolves when `shutdown` turns true (or its sender is gone).
@@ -273,11 +298,13 @@ async fn start_webhooks(
     {
         Some(dir) => {
             let (tls, pair) = webhook::files::initial(dir).await?;
+            // Reading two small files is cheap; polling often keeps the gap
+            // between a renewal on disk and its use short.
             tokio::spawn(webhook::files::watch(
                 dir.to_owned(),
                 tls.clone(),
                 pair,
-                rotation.interval,
+                rotation.interval.min(std::time::Duration::from_secs(10)),
                 shutdown.clone(),
             ));
             tls
@@ -408,4 +435,29 @@ pub async fn run(config: OperatorConfig) -> Result<(), Error> {
         error!(error = %e, "operator stopping");
     }
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instances_inherit_only_the_tracing_settings_that_are_set() {
+        assert!(instance_otel_env(|_| None).is_empty());
+        let env = instance_otel_env(|name| match name {
+            "OTEL_EXPORTER_OTLP_ENDPOINT" => Some("http://collector:4318".into()),
+            "OTEL_TRACES_SAMPLER" => Some(String::new()),
+            _ => None,
+        });
+        assert_eq!(
+            env,
+            [
+                (
+                    "OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(),
+                    "http://collector:4318".to_owned()
+                ),
+                ("OTEL_SERVICE_NAME".to_owned(), "tusk-instance".to_owned()),
+            ]
+        );
+    }
 }

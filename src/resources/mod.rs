@@ -58,6 +58,9 @@ pub struct BuildConfig {
     /// `imagePullPolicy` of every container Tusk builds; the cluster default
     /// (which depends on the tag) when `None`.
     pub image_pull_policy: Option<String>,
+    /// Extra environment for every instance manager, in order: the operator's
+    /// OpenTelemetry settings, so instance operations join the operator's traces.
+    pub instance_env: Vec<(String, String)>,
 }
 
 /// The controller owner reference every child of `db` carries. `blockOwnerDeletion`

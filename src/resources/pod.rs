@@ -162,7 +162,12 @@ fn postgres_container(
         image: Some(image(db, config)),
         image_pull_policy: config.image_pull_policy.clone(),
         command: Some(vec![format!("{TUSK_BIN}/tusk"), "instance".to_owned()]),
-        env: Some(env(db, db_name, instance)),
+        env: Some(
+            env(db, db_name, instance)
+                .into_iter()
+                .chain(config.instance_env.iter().map(|(k, v)| value_env(k, v)))
+                .collect(),
+        ),
         ports: Some(vec![
             container_port("postgresql", POSTGRES_PORT),
             container_port("tusk", HEALTH_PORT),
@@ -403,6 +408,7 @@ mod tests {
             postgres_repository: "localhost/postgres".into(),
             tusk_image: "localhost/tusk:dev".into(),
             image_pull_policy: Some("IfNotPresent".into()),
+            instance_env: Vec::new(),
         }
     }
 
@@ -562,6 +568,34 @@ mod tests {
         let patience =
             startup.period_seconds.unwrap_or(10) * startup.failure_threshold.unwrap_or(3);
         assert!(patience >= 30 * 60, "startup allows only {patience}s");
+    }
+
+    #[test]
+    fn tracing_settings_reach_the_instance_manager_and_only_when_set() {
+        let db = sample_database();
+        let plain = instance_pod(&db, 1, InstanceRole::Primary, &config());
+        let traced_config = BuildConfig {
+            instance_env: vec![(
+                "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
+                "http://collector:4318".into(),
+            )],
+            ..config()
+        };
+        let traced = instance_pod(&db, 1, InstanceRole::Primary, &traced_config);
+        let endpoint = |pod: &Pod| {
+            spec_of(pod).containers[0]
+                .env
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .find(|e| e.name == "OTEL_EXPORTER_OTLP_ENDPOINT")
+                .and_then(|e| e.value)
+        };
+        assert_eq!(endpoint(&plain), None);
+        assert_eq!(endpoint(&traced).as_deref(), Some("http://collector:4318"));
+        // A changed setting is a changed pod: rolled like any other change.
+        let hash = |pod: &Pod| pod.annotations().get(SPEC_HASH_ANNOTATION).cloned();
+        assert_ne!(hash(&plain), hash(&traced));
     }
 
     #[test]

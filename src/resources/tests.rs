@@ -14,6 +14,7 @@ fn config() -> BuildConfig {
         postgres_repository: "postgres".into(),
         tusk_image: "localhost/tusk:dev".into(),
         image_pull_policy: Some("IfNotPresent".into()),
+        instance_env: Vec::new(),
     }
 }
 

@@ -91,12 +91,25 @@ pub fn provider(settings: &Settings, service: &str) -> Result<SdkTracerProvider,
     // The connector takes both schemes: plain HTTP for an in-cluster collector,
     // TLS (ring, the system's roots) otherwise. hyper-rustls is already linked
     // for kube, so https costs no new TLS stack.
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_native_roots(Arc::new(rustls::crypto::ring::default_provider()))
-        .map_err(OtelError::Roots)?
-        .https_or_http()
-        .enable_http1()
-        .build();
+    let ring = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = match hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(ring.clone())
+    {
+        Ok(builder) => builder,
+        // An image without CA certificates can still export to a plain-HTTP
+        // collector; an https one then fails its handshake, which the
+        // exporter reports on every batch.
+        Err(error) => {
+            tracing::warn!(%error, "no CA certificates: an https OTLP endpoint cannot be verified");
+            let tls = rustls::ClientConfig::builder_with_provider(ring)
+                .with_safe_default_protocol_versions()
+                .map_err(|e| OtelError::Roots(std::io::Error::other(e)))?
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth();
+            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls)
+        }
+    };
+    let connector = builder.https_or_http().enable_http1().build();
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_http_client(HyperClient::new(connector, settings.timeout, None))

@@ -30,6 +30,13 @@ app.kubernetes.io/component: operator
 {{- if eq .Values.webhook.certificates "certManager" }}true{{ end }}
 {{- end }}
 
+{{/* The Secret mounted at webhook.certDir, if the chart mounts one. */}}
+{{- define "tusk.certSecret" -}}
+{{- if eq .Values.webhook.certificates "certManager" }}tusk-webhook-cert
+{{- else if eq .Values.webhook.certificates "external" }}{{ .Values.webhook.externalSecretName }}
+{{- end }}
+{{- end }}
+
 {{- define "tusk.injectCaFrom" -}}
 {{ .Release.Namespace }}/tusk-webhook
 {{- end }}

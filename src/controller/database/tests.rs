@@ -31,6 +31,7 @@ fn context() -> (Arc<Context>, Handle) {
         postgres_repository: "localhost/postgres".into(),
         tusk_image: "localhost/tusk:dev".into(),
         image_pull_policy: Some("IfNotPresent".into()),
+        instance_env: Vec::new(),
     };
     (Context::new(client, metrics, reporter, build), handle)
 }

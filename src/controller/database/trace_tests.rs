@@ -33,6 +33,7 @@ fn context() -> (Arc<Context>, Handle) {
         postgres_repository: "localhost/postgres".into(),
         tusk_image: "localhost/tusk:dev".into(),
         image_pull_policy: Some("IfNotPresent".into()),
+        instance_env: Vec::new(),
     };
     let metrics = Metrics::register(&mut Registry::default());
     let client = Client::new(service, "default");
