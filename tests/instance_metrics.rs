@@ -216,6 +216,8 @@ async fn metrics_of_a_primary_and_its_streaming_replica() {
     let postmaster = Pid::from_raw(primary.postmaster_pid().expect("postmaster.pid"));
     kill(postmaster, Signal::SIGSTOP).expect("SIGSTOP the postmaster");
     let resume = Resume(postmaster);
+    // Scrapes within a second share one sample; the next one is new.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let started = std::time::Instant::now();
     let down = Scrape::of(&primary).await;
     let took = started.elapsed();
