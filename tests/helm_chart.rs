@@ -35,8 +35,8 @@ fn run_helm(args: &[&str]) -> Output {
         .expect("run helm")
 }
 
-/// `helm template` with `--set` values; the rendered objects.
-fn template(set: &[&str]) -> Vec<Value> {
+/// `helm template` of the chart as release `tusk` in tusk-system, with `--set` values.
+fn render(set: &[&str]) -> Output {
     let mut args = vec![
         "template",
         "tusk",
@@ -47,7 +47,12 @@ fn template(set: &[&str]) -> Vec<Value> {
     for value in set {
         args.extend(["--set", value]);
     }
-    let output = run_helm(&args);
+    run_helm(&args)
+}
+
+/// `helm template` with `--set` values; the rendered objects.
+fn template(set: &[&str]) -> Vec<Value> {
+    let output = render(set);
     assert!(
         output.status.success(),
         "helm template {set:?}: {}",
@@ -62,17 +67,7 @@ fn template(set: &[&str]) -> Vec<Value> {
 
 /// `helm template` that must fail; its error output.
 fn refused(set: &[&str]) -> String {
-    let mut args = vec![
-        "template",
-        "tusk",
-        "helm/tusk",
-        "--namespace",
-        "tusk-system",
-    ];
-    for value in set {
-        args.extend(["--set", value]);
-    }
-    let output = run_helm(&args);
+    let output = render(set);
     assert!(
         !output.status.success(),
         "helm template {set:?} was accepted"

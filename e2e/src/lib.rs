@@ -17,6 +17,8 @@ use kube::discovery::{self, Scope};
 use kube::{Client, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use tusk::api::status::DatabasePhase;
+use tusk::api::v1::Database;
 
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -210,6 +212,29 @@ where
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// A v1 Database manifest.
+pub fn database(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "tusk.dev/v1", "kind": "Database", "metadata": {"name": name}, "spec": spec})
+}
+
+/// How long a Database may take to turn Ready in the e2e suites.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Waits until the Database is Ready with `instances` ready instances at the
+/// current generation.
+pub async fn wait_ready(client: &Client, ns: &str, name: &str, instances: i32) -> Result<Database> {
+    let databases: Api<Database> = Api::namespaced(client.clone(), ns);
+    wait_for(&databases, name, READY_TIMEOUT, |db| {
+        db.status.as_ref().is_some_and(|s| {
+            s.phase == Some(DatabasePhase::Ready)
+                && s.observed_generation == db.metadata.generation
+                && s.ready_instances == Some(instances)
+                && s.instances.len() == usize::try_from(instances).unwrap_or(0)
+        })
+    })
+    .await
 }
 
 /// Whether a Pod's Ready condition is true.

@@ -22,14 +22,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use kube::api::{Api, PatchParams};
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
+use kube::api::PatchParams;
 use serde_json::{Value, json};
-use tusk::api::status::DatabasePhase;
 use tusk::api::v1::Database;
-use tusk_e2e::{Result, apply_value, in_namespace, install_operator, repo_path, wait_for};
+use tusk_e2e::{
+    Result, apply_value, database, in_namespace, install_operator, repo_path, wait_ready,
+};
 
-const READY_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long Prometheus has to discover and scrape every target.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long a query has to return what the test expects once every target is
@@ -64,10 +64,6 @@ macro_rules! ensure_eq {
         let (left, right) = (&$left, &$right);
         ensure!(left == right, "{left:?} != {right:?}: {}", format!($($message)+));
     }};
-}
-
-fn database(name: &str, spec: Value) -> Value {
-    json!({"apiVersion": "tusk.dev/v1", "kind": "Database", "metadata": {"name": name}, "spec": spec})
 }
 
 fn monitoring_yaml(file: &str) -> Result<serde_yaml::Value> {
@@ -576,21 +572,6 @@ fn http_get(port: u16, path: &str) -> Result<String> {
         return Err(format!("GET {path}: {status}: {body}").into());
     }
     Ok(body.to_owned())
-}
-
-/// Waits until the Database is Ready with `instances` ready instances at the
-/// current generation.
-async fn wait_ready(client: &Client, ns: &str, name: &str, instances: i32) -> Result<Database> {
-    let databases: Api<Database> = Api::namespaced(client.clone(), ns);
-    wait_for(&databases, name, READY_TIMEOUT, |db| {
-        db.status.as_ref().is_some_and(|s| {
-            s.phase == Some(DatabasePhase::Ready)
-                && s.observed_generation == db.metadata.generation
-                && s.ready_instances == Some(instances)
-                && s.instances.len() == usize::try_from(instances).unwrap_or(0)
-        })
-    })
-    .await
 }
 
 fn all_up(series: &[Series], count: usize) -> bool {

@@ -9,16 +9,12 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use serde_json::{Value, json};
+use serde_json::json;
 use tusk::api::v1::Database;
 use tusk_e2e::{
-    MANAGER, OPERATOR_NAMESPACE, apply_value, apply_yaml, client, in_namespace, install_operator,
-    repo_path, wait_for,
+    MANAGER, OPERATOR_NAMESPACE, apply_value, apply_yaml, client, database, in_namespace,
+    install_operator, repo_path, wait_for,
 };
-
-fn database(name: &str, spec: Value) -> Value {
-    json!({"apiVersion": "tusk.dev/v1", "kind": "Database", "metadata": {"name": name}, "spec": spec})
-}
 
 /// The API server itself refuses bad specs, naming the field, through the
 /// generated OpenAPI schema and its CEL rules (no webhook involved).

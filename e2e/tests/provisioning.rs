@@ -9,16 +9,12 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, ListParams, PatchParams};
 use kube::{Client, ResourceExt};
-use serde_json::{Value, json};
-use tusk::api::status::DatabasePhase;
+use serde_json::json;
 use tusk::api::v1::Database;
-use tusk_e2e::{Result, apply_value, in_namespace, install_operator, sql, wait_for};
-
-const READY_TIMEOUT: Duration = Duration::from_secs(300);
-
-fn database(name: &str, spec: Value) -> Value {
-    json!({"apiVersion": "tusk.dev/v1", "kind": "Database", "metadata": {"name": name}, "spec": spec})
-}
+use tusk_e2e::{
+    READY_TIMEOUT, Result, apply_value, database, in_namespace, install_operator, sql, wait_for,
+    wait_ready,
+};
 
 async fn superuser_password(client: &Client, ns: &str, db: &str) -> Result<String> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
@@ -28,21 +24,6 @@ async fn superuser_password(client: &Client, ns: &str, db: &str) -> Result<Strin
         .and_then(|d| d.get("password").cloned())
         .ok_or("no password in the superuser Secret")?;
     Ok(String::from_utf8(bytes.0)?)
-}
-
-/// Waits until the Database is Ready with `instances` ready instances at the
-/// current generation.
-async fn wait_ready(client: &Client, ns: &str, name: &str, instances: i32) -> Result<Database> {
-    let databases: Api<Database> = Api::namespaced(client.clone(), ns);
-    wait_for(&databases, name, READY_TIMEOUT, |db| {
-        db.status.as_ref().is_some_and(|s| {
-            s.phase == Some(DatabasePhase::Ready)
-                && s.observed_generation == db.metadata.generation
-                && s.ready_instances == Some(instances)
-                && s.instances.len() == usize::try_from(instances).unwrap_or(0)
-        })
-    })
-    .await
 }
 
 async fn pod_names(client: &Client, ns: &str, selector: &str) -> Result<BTreeSet<String>> {
