@@ -45,11 +45,13 @@ cluster-up:
 cluster-down:
 	e2e/cluster down
 
-## The end-to-end suite against $$KUBECONFIG, or the local cluster (started if needed).
+## The end-to-end suite against $$KUBECONFIG, or the local cluster (started if needed),
+## with the tools it drives (helm; opm and OLM for the bundle's install).
 e2e:
 	@if [[ -z "$${KUBECONFIG:-}" ]]; then \
 		e2e/cluster up && e2e/images/build-all && e2e/images/load $(TUSK_CLUSTER_DIR)/containerd/containerd.sock; \
 	fi
+	scripts/install-tools helm opm olm >/dev/null
 	KUBECONFIG=$${KUBECONFIG:-$(KUBECONFIG_LOCAL)} \
 	TUSK_IMAGE_ID=$${TUSK_IMAGE_ID:-$$(tar -xOf $(TUSK_CACHE)/images/tusk.tar manifest.json 2>/dev/null | jq -r '.[0].Config' 2>/dev/null)} \
 		cargo test --locked --manifest-path e2e/Cargo.toml -- --test-threads=4
