@@ -78,7 +78,7 @@ fn the_prometheus_rule_passes_promtool_check_rules() {
     let output = promtool_in(&dir.0, &["check", "rules", "rules.yaml"]);
     let printed = promtool_support::printed(&output);
     assert!(output.status.success(), "{printed}");
-    assert!(printed.contains("SUCCESS: 6 rules found"), "{printed}");
+    assert!(printed.contains("SUCCESS: 7 rules found"), "{printed}");
 }
 
 #[test]
@@ -97,7 +97,11 @@ fn the_alerts_pass_their_unit_tests() {
         .lines()
         .filter_map(|line| line.trim().strip_prefix("alertname: "))
         .collect();
-    for alert in ["TuskInstanceDown", "TuskReplicationLagHigh"] {
+    for alert in [
+        "TuskInstanceDown",
+        "TuskInstanceUnreachable",
+        "TuskReplicationLagHigh",
+    ] {
         assert!(tested.contains(alert), "no unit test for {alert}");
     }
 }
@@ -129,6 +133,7 @@ fn every_alert_has_a_severity_a_summary_and_a_description() {
     }
     let expected: BTreeSet<String> = [
         "TuskInstanceDown",
+        "TuskInstanceUnreachable",
         "TuskReplicationLagHigh",
         "TuskWALArchivingFailing",
         "TuskBackupTooOld",
@@ -212,6 +217,12 @@ fn the_operator_and_instance_expositions_pass_promtool_check_metrics() {
 
 /// Names of the `tusk_…` metrics a PromQL expression uses (string literals,
 /// such as label matchers' values, skipped).
+/// Tusk's own series, and `up`, which Prometheus records for every target it
+/// scrapes (the alerts use it for instances that cannot be scraped at all).
+fn is_series_name(word: &str) -> bool {
+    word.starts_with("tusk_") || word == "up"
+}
+
 fn metric_names(expr: &str) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     let mut chars = expr.chars().peekable();
@@ -229,12 +240,12 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
             word.push(c);
             continue;
         }
-        if word.starts_with("tusk_") {
+        if is_series_name(&word) {
             names.insert(std::mem::take(&mut word));
         }
         word.clear();
     }
-    if word.starts_with("tusk_") {
+    if is_series_name(&word) {
         names.insert(word);
     }
     names
@@ -290,6 +301,7 @@ fn rules_and_dashboard_use_only_metrics_tusk_exposes() {
     for exposition in instance_expositions() {
         exposed.extend(promtool_support::series_names(&exposition));
     }
+    exposed.insert("up".to_owned());
     // A sanity check of the collection itself.
     for name in [
         "tusk_reconcile_total",

@@ -84,17 +84,20 @@ mirror_uri() {
 # Hashing the inputs of an image
 
 # hash_inputs LABEL... -- PATH...: a sha256 over the given labels and over the
-# names and contents of every file under the given paths.
+# names and contents of every file under the given paths. Names are taken
+# relative to each path's parent, so every clone of the repository, wherever it
+# lives, finds the images an earlier one built.
 hash_inputs() {
-	local labels=() paths=()
+	local labels=() paths=() p
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do labels+=("$1"); shift; done
 	[ $# -gt 0 ] && shift
 	paths=("$@")
 	{
 		printf '%s\n' "${labels[@]}"
-		if [ ${#paths[@]} -gt 0 ]; then
-			find "${paths[@]}" -type f -print0 | LC_ALL=C sort -z | xargs -0r sha256sum
-		fi
+		for p in "${paths[@]}"; do
+			(cd "$(dirname "$p")" && find "$(basename "$p")" -type f -print0 |
+				LC_ALL=C sort -z | xargs -0r sha256sum)
+		done
 	} | sha256sum | cut -c1-64
 }
 

@@ -626,6 +626,9 @@ async fn scrape_and_query(prometheus: &Prometheus, ns: &str, db: &Database) -> R
         label_values(&operator_targets, "service"),
         BTreeSet::from(["tusk-metrics".to_owned()])
     );
+    // TuskInstanceUnreachable's selector picks the instances, not the operator.
+    let selected = prometheus.query("up{database!=\"\"}").await?;
+    ensure_eq!(label_values(&selected, "pod"), instances);
     println!(
         "operator targets: {}",
         label_values(&operator_targets, "pod")
@@ -771,7 +774,7 @@ async fn scrape_and_query(prometheus: &Prometheus, ns: &str, db: &Database) -> R
                 (text("name"), text("type"), text("health"))
             })
             .collect();
-        if rules.len() == 6
+        if rules.len() == 7
             && rules
                 .iter()
                 .all(|(_, kind, health)| kind == "alerting" && health == "ok")
