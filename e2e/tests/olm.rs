@@ -402,38 +402,83 @@ async fn run(
     )
     .await?;
 
-    // The CSV reaches Succeeded.
+    // The install settles: the InstallPlan Complete, the CSV Succeeded, and both
+    // CRDs converting through OLM's Service. The first Succeeded can come while
+    // the InstallPlan still re-applies the bundle's CRDs (with the bundle's own
+    // conversion Service); OLM then finds its install "bad" and redoes it, so
+    // only the three together count.
     let t0 = Instant::now();
     let csvs: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), operator_ns, &csv_resource());
+    let plans: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        operator_ns,
+        &api_resource(
+            "operators.coreos.com",
+            "v1alpha1",
+            "InstallPlan",
+            "installplans",
+        ),
+    );
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let deadline = Instant::now() + CSV_TIMEOUT;
     loop {
         for p in processes.iter_mut() {
             p.check_running()?;
         }
-        if let Some(csv) = csvs.get_opt(CSV).await? {
-            if csv.data["status"]["phase"] == "Succeeded" {
-                break;
+        let mut waiting = Vec::new();
+        match csvs.get_opt(CSV).await? {
+            Some(csv) if csv.data["status"]["phase"] == "Succeeded" => {}
+            Some(csv) => waiting.push(format!("CSV {CSV}: {}", conditions_of(&csv))),
+            None => waiting.push(format!("no CSV {CSV}")),
+        }
+        let plan_list = plans.list(&ListParams::default()).await?.items;
+        if plan_list.is_empty() {
+            waiting.push("no InstallPlan".to_owned());
+        }
+        for plan in plan_list {
+            let phase = &plan.data["status"]["phase"];
+            if phase != "Complete" {
+                waiting.push(format!("InstallPlan {} is {phase}", plan.name_any()));
             }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "CSV {CSV} not Succeeded after {CSV_TIMEOUT:?}: {}",
-                    conditions_of(&csv)
-                )
-                .into());
+        }
+        for name in ["databases.tusk.dev", "backups.tusk.dev"] {
+            let crd = crds.get(name).await?;
+            let service = crd
+                .spec
+                .conversion
+                .as_ref()
+                .and_then(|c| c.webhook.as_ref())
+                .and_then(|w| w.client_config.as_ref())
+                .and_then(|c| c.service.as_ref());
+            match service {
+                Some(service) if &service.namespace == operator_ns => {}
+                Some(service) => waiting.push(format!(
+                    "{name} converts through {}/{}, not OLM's namespace",
+                    service.namespace, service.name
+                )),
+                None => waiting.push(format!("{name} has no conversion service")),
             }
-        } else if Instant::now() > deadline {
-            return Err(format!("no CSV {CSV} after {CSV_TIMEOUT:?}").into());
+        }
+        if waiting.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the OLM install did not settle in {CSV_TIMEOUT:?}:\n{}",
+                waiting.join("\n")
+            )
+            .into());
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     eprintln!(
-        "[olm] CSV {CSV} Succeeded {:.0?} after the Subscription",
+        "[olm] CSV {CSV} Succeeded, InstallPlan Complete, CRDs converting through OLM's Service {:.0?} after the Subscription",
         t0.elapsed()
     );
 
     // OLM, not Helm, runs it: its Deployment in the operator namespace, on the
-    // image the bundle names, and the CRDs' conversion goes to OLM's Service.
+    // image the bundle names.
     let olm_deployments: Api<Deployment> = Api::namespaced(client.clone(), operator_ns);
     let deployment = olm_deployments.get("tusk-operator").await?;
     let image = deployment
@@ -444,25 +489,6 @@ async fn run(
         .and_then(|c| c.image.clone());
     if image.as_deref() != Some("ghcr.io/tusk-dev/tusk:0.1.0") {
         return Err(format!("the OLM Deployment runs {image:?}").into());
-    }
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for name in ["databases.tusk.dev", "backups.tusk.dev"] {
-        let crd = crds.get(name).await?;
-        let service = crd
-            .spec
-            .conversion
-            .as_ref()
-            .and_then(|c| c.webhook.as_ref())
-            .and_then(|w| w.client_config.as_ref())
-            .and_then(|c| c.service.as_ref())
-            .ok_or(format!("{name} has no conversion service"))?;
-        if &service.namespace != operator_ns {
-            return Err(format!(
-                "{name} converts through {}/{}, not OLM's namespace",
-                service.namespace, service.name
-            )
-            .into());
-        }
     }
     let olm_webhooks: Vec<String> = vwcs
         .list(&ListParams::default().labels(&format!(
