@@ -367,40 +367,27 @@ async fn run(
 
     // What a user applies: a CatalogSource, an OperatorGroup for all namespaces
     // (the only install mode the CSV supports) and a Subscription.
-    apply_value(
-        client,
-        Some(operator_ns),
+    let user_objects = [
         json!({
             "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
             "metadata": {"name": "tusk-catalog"},
             "spec": {"sourceType": "grpc", "address": format!("127.0.0.1:{port}"),
                      "displayName": "Tusk (e2e)", "publisher": "tusk e2e"}
         }),
-        &apply,
-    )
-    .await?;
-    apply_value(
-        client,
-        Some(operator_ns),
         json!({
             "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
             "metadata": {"name": "tusk"}, "spec": {}
         }),
-        &apply,
-    )
-    .await?;
-    apply_value(
-        client,
-        Some(operator_ns),
         json!({
             "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
             "metadata": {"name": "tusk"},
             "spec": {"name": "tusk", "channel": "alpha", "source": "tusk-catalog",
                      "sourceNamespace": operator_ns, "installPlanApproval": "Automatic"}
         }),
-        &apply,
-    )
-    .await?;
+    ];
+    for object in user_objects {
+        apply_value(client, Some(operator_ns), object, &apply).await?;
+    }
 
     // The install settles: the InstallPlan Complete, the CSV Succeeded, and both
     // CRDs converting through OLM's Service. The first Succeeded can come while
