@@ -35,24 +35,27 @@ fn run_helm(args: &[&str]) -> Output {
         .expect("run helm")
 }
 
-/// `helm template` of the chart as release `tusk` in tusk-system, with `--set` values.
-fn render(set: &[&str]) -> Output {
-    let mut args = vec![
-        "template",
-        "tusk",
-        "helm/tusk",
-        "--namespace",
-        "tusk-system",
-    ];
+/// `helm template` of the chart as release `tusk` in `namespace`, with `--set` values.
+fn render_in(namespace: &str, set: &[&str]) -> Output {
+    let mut args = vec!["template", "tusk", "helm/tusk", "--namespace", namespace];
     for value in set {
         args.extend(["--set", value]);
     }
     run_helm(&args)
 }
 
+/// `helm template` in tusk-system.
+fn render(set: &[&str]) -> Output {
+    render_in("tusk-system", set)
+}
+
 /// `helm template` with `--set` values; the rendered objects.
 fn template(set: &[&str]) -> Vec<Value> {
-    let output = render(set);
+    objects(render(set), set)
+}
+
+/// The objects a successful `helm template` printed.
+fn objects(output: Output, set: &[&str]) -> Vec<Value> {
     assert!(
         output.status.success(),
         "helm template {set:?}: {}",
@@ -202,13 +205,7 @@ fn the_default_render_is_a_complete_restricted_install() {
 
 #[test]
 fn the_release_namespace_reaches_every_reference() {
-    let output = run_helm(&[
-        "template",
-        "tusk",
-        "helm/tusk",
-        "--namespace",
-        "db-operators",
-    ]);
+    let output = render_in("db-operators", &[]);
     assert!(output.status.success());
     let text = String::from_utf8(output.stdout).unwrap();
     assert!(
@@ -380,29 +377,11 @@ fn generated_files_are_current() {
 
 #[test]
 fn monitoring_objects_come_from_config_monitoring_into_the_release_namespace() {
-    let objects = {
-        let output = run_helm(&[
-            "template",
-            "tusk",
-            "helm/tusk",
-            "--namespace",
-            "observability",
-            "--set",
-            "metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true,metrics.prometheusRule.enabled=true",
-            "--set",
-            "metrics.podMonitor.interval=15s,metrics.prometheusRule.labels.release=kube-prometheus",
-        ]);
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let text = String::from_utf8(output.stdout).unwrap();
-        serde_yaml::Deserializer::from_str(&text)
-            .map(|d| serde::Deserialize::deserialize(d).unwrap())
-            .filter(|v: &Value| !v.is_null())
-            .collect::<Vec<Value>>()
-    };
+    let set = [
+        "metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true,metrics.prometheusRule.enabled=true",
+        "metrics.podMonitor.interval=15s,metrics.prometheusRule.labels.release=kube-prometheus",
+    ];
+    let objects = objects(render_in("observability", &set), &set);
     let read = |file: &str| -> Value {
         serde_yaml::from_str(
             &std::fs::read_to_string(repo().join("config/monitoring").join(file)).unwrap(),

@@ -5,8 +5,6 @@
 mod instance_support;
 
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -140,62 +138,16 @@ async fn get_with_traceparent(port: u16, path: &str, traceparent: &str) -> u16 {
 
 /// Starts `tusk instance` as the harness does, plus the OTLP environment.
 fn start_exporting_manager(dir: &TestDir, otlp_port: u16) -> Manager {
-    let volume = dir.subdir("orders-1-volume");
-    let run = dir.subdir("orders-1-run");
-    let pgdata = volume.join("pgdata");
-    let pg_port = free_port();
-    let http_port = free_port();
-    let log = dir.path.join("orders-1.log");
-    let log_file = std::fs::File::create(&log).expect("create log");
-    let mut command = Command::new(dir.path.join("tusk"));
-    command
-        .arg("instance")
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", &dir.path)
-        .env("TUSK_INSTANCE", "orders-1")
-        .env("TUSK_DATABASE", "orders")
-        .env("PGDATA", &pgdata)
-        .env("TUSK_BOOTSTRAP", "initdb")
-        .env("POSTGRES_SUPERUSER_PASSWORD", SUPERUSER_PASSWORD)
-        .env("TUSK_REPLICATION_PASSWORD", REPLICATION_PASSWORD)
-        .env("TUSK_APP_PASSWORD", APP_PASSWORD)
-        .env("TUSK_APP_DATABASE", "app")
-        .env("TUSK_APP_OWNER", "app")
-        .env("TUSK_SYNC_MODE", "async")
-        .env("TUSK_PARAMETERS", "{}")
-        .env("TUSK_LISTEN", format!("127.0.0.1:{http_port}"))
-        .env("TUSK_PORT", pg_port.to_string())
-        .env("TUSK_LISTEN_ADDRESSES", "127.0.0.1")
-        .env("TUSK_SOCKET_DIR", &run)
-        .env("TUSK_BINDIR", bindir())
-        .env("TUSK_INSTANCE_TOKEN", TOKEN)
-        .env("RUST_LOG", "info")
-        .env(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            format!("http://127.0.0.1:{otlp_port}"),
-        )
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone().expect("dup log"))
-        .stderr(log_file);
-    // PostgreSQL refuses to run as root: run as `postgres`, as the harness does.
-    if nix::unistd::geteuid().is_root() {
-        let user = nix::unistd::User::from_name("postgres")
-            .expect("read /etc/passwd")
-            .expect("a postgres OS user (scripts/install-test-deps installs it)");
-        command.uid(user.uid.as_raw()).gid(user.gid.as_raw());
-    }
-    // The harness holds a lock around forks so that no child inherits a binary
-    // still open for writing; this test binary starts one manager, after its
-    // copy is closed, so it needs none.
-    let child = command.spawn().expect("start tusk instance");
-    Manager {
-        child: Some(child),
-        pg_port,
-        http_port,
-        pgdata,
-        log,
-    }
+    Manager::start(
+        dir,
+        Options {
+            env: vec![(
+                "OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(),
+                format!("http://127.0.0.1:{otlp_port}"),
+            )],
+            ..Options::primary("orders-1")
+        },
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]

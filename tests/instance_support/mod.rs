@@ -159,6 +159,8 @@ pub struct Options {
     pub parameters: String,
     pub token: Option<String>,
     pub bindir: PathBuf,
+    /// More environment for the manager (e.g. OTLP settings).
+    pub env: Vec<(String, String)>,
 }
 
 impl Options {
@@ -170,6 +172,7 @@ impl Options {
             parameters: "{}".to_owned(),
             token: Some(TOKEN.to_owned()),
             bindir: bindir(),
+            env: Vec::new(),
         }
     }
 
@@ -234,6 +237,7 @@ impl Manager {
         if let Some(token) = &options.token {
             command.env("TUSK_INSTANCE_TOKEN", token);
         }
+        command.envs(options.env.iter().map(|(k, v)| (k, v)));
         if let Some((uid, gid)) = run_as() {
             command.uid(uid).gid(gid);
         }

@@ -17,9 +17,10 @@ use crate::api::v1::Database;
 use crate::controller::{Context, FINALIZER};
 use crate::telemetry::metrics::Metrics;
 
-type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+pub(super) type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
-fn context() -> (Arc<Context>, Handle) {
+/// A Context whose client talks to a mock API server (the returned handle).
+pub(super) fn context() -> (Arc<Context>, Handle) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = Client::new(service, "default");
     let metrics = Metrics::register(&mut Registry::default());

@@ -4,41 +4,19 @@
 
 use std::sync::Arc;
 
-use http::{Request, Response, StatusCode};
-use kube::Client;
+use http::{Response, StatusCode};
 use kube::client::Body;
-use kube::runtime::events::Reporter;
 use opentelemetry::Value;
 use opentelemetry::trace::Status;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use prometheus_client::registry::Registry;
 use serde_json::json;
 use tracing_subscriber::prelude::*;
 
 use super::reconcile;
+use super::tests::{Handle, context};
 use crate::api::arbitrary::sample_database;
 use crate::api::v1::Database;
-use crate::controller::{Context, FINALIZER};
-use crate::telemetry::metrics::Metrics;
-
-type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
-
-fn context() -> (Arc<Context>, Handle) {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let reporter = Reporter {
-        controller: "tusk".into(),
-        instance: Some("test".into()),
-    };
-    let build = crate::resources::BuildConfig {
-        postgres_repository: "localhost/postgres".into(),
-        tusk_image: "localhost/tusk:dev".into(),
-        image_pull_policy: Some("IfNotPresent".into()),
-        instance_env: Vec::new(),
-    };
-    let metrics = Metrics::register(&mut Registry::default());
-    let client = Client::new(service, "default");
-    (Context::new(client, metrics, reporter, build), handle)
-}
+use crate::controller::FINALIZER;
 
 /// Answers every request with `status` and `body`, until the client goes away.
 async fn answer_all(mut handle: Handle, status: StatusCode, body: serde_json::Value) {
