@@ -6,8 +6,27 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::api::crd::{self, WebhookService};
-use crate::error::Error;
 use crate::operator::{self, OperatorConfig};
+
+/// Every way a `tusk` command can fail: the one crate-wide error, at the
+/// binary's edge; each module below has its own.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Operator(#[from] operator::Error),
+
+    #[error("instance manager: {0}")]
+    Instance(#[from] crate::instance::Error),
+
+    #[error("cannot merge the CRD versions: {0}")]
+    Crd(#[source] kube::core::crd::MergeError),
+
+    #[error("cannot render YAML: {0}")]
+    Yaml(#[source] serde_yaml::Error),
+
+    #[error("cannot write to stdout: {0}")]
+    Stdout(#[source] std::io::Error),
+}
 
 #[derive(Parser, Debug)]
 #[command(name = "tusk", version, about = "A PostgreSQL operator for Kubernetes")]
@@ -38,7 +57,7 @@ pub enum Command {
 
 pub async fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
-        Command::Operator(config) => operator::run(*config).await,
+        Command::Operator(config) => Ok(operator::run(*config).await?),
         Command::Instance(config) => Ok(crate::instance::run(*config).await?),
         Command::CopyBinary { destination } => Ok(crate::instance::copy_binary(&destination)?),
         Command::Crd {

@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod contract;
 pub mod controller;
 pub mod error;
 pub mod instance;

@@ -42,20 +42,25 @@ pub struct DatabaseStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_backup: Option<LastBackup>,
 
-    /// The version and volume size Tusk last accepted; a later spec may not go
-    /// below them, even if it reached the API server while the webhook was down.
+    /// What is observed to be running (version, volume size, image); a later
+    /// spec may not go below it, even if it reached the API server while the
+    /// webhook was down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied: Option<AppliedSpec>,
 }
 
-/// What Tusk last accepted from the spec.
+/// What is observed to be in effect: the floor a later spec may not go below.
 #[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AppliedSpec {
-    /// `spec.version` as last accepted.
+    /// The PostgreSQL version the primary runs (`major.minor`), or the spec's
+    /// until a primary has answered.
     pub version: String,
-    /// `spec.storage.size` as last accepted.
+    /// The smallest volume size requested among the instances' PVCs.
     pub storage_size: String,
+    /// The image the primary's `postgres` container runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// Lifecycle phase of a Database.
@@ -83,6 +88,13 @@ pub enum DatabasePhase {
     Restoring,
     /// Serving, but something needs attention (see the Degraded condition).
     Degraded,
+    /// Serving; a change of parameters, synchronous replication, role labels
+    /// or routing is being applied.
+    Configuring,
+    /// The spec asks for something Tusk cannot carry out (the Ready condition
+    /// names the field), or an instance refuses; nothing changes for it until
+    /// a human does.
+    Blocked,
     /// The finalizer runs (final backup, then release).
     Deleting,
     /// Tusk needs a human: the Ready condition says why.
@@ -90,7 +102,7 @@ pub enum DatabasePhase {
 }
 
 impl DatabasePhase {
-    pub const ALL: [DatabasePhase; 13] = [
+    pub const ALL: [DatabasePhase; 15] = [
         Self::Pending,
         Self::Provisioning,
         Self::InitializingPrimary,
@@ -102,6 +114,8 @@ impl DatabasePhase {
         Self::FailingOver,
         Self::Restoring,
         Self::Degraded,
+        Self::Configuring,
+        Self::Blocked,
         Self::Deleting,
         Self::Failed,
     ];
@@ -119,6 +133,8 @@ impl DatabasePhase {
             Self::FailingOver => "FailingOver",
             Self::Restoring => "Restoring",
             Self::Degraded => "Degraded",
+            Self::Configuring => "Configuring",
+            Self::Blocked => "Blocked",
             Self::Deleting => "Deleting",
             Self::Failed => "Failed",
         }
@@ -143,17 +159,22 @@ pub struct InstanceStatus {
     /// How far behind the primary this replica is, in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_bytes: Option<i64>,
+    /// The image its `postgres` container runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The PostgreSQL version it runs (`major.minor`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Which cluster its data is (`pg_control_system().system_identifier`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_identifier: Option<String>,
+    /// Its WAL timeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<u32>,
 }
 
-/// Role of an instance.
-#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum InstanceRole {
-    /// Accepts writes.
-    Primary,
-    /// Streams from the primary.
-    Replica,
-}
+/// Role of an instance: one type with the instance API's.
+pub use crate::contract::Role as InstanceRole;
 
 /// The most recent completed backup.
 #[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

@@ -22,7 +22,7 @@ use super::{Change, Context, FIELD_MANAGER, FINALIZER, key_of, namespace_of, rec
 use crate::api::status::{BackupPhase, BackupStatus};
 use crate::api::v1::{Backup, Database};
 use crate::api::validate::{self, FieldError};
-use crate::error::Error;
+use crate::controller::Error;
 use crate::telemetry;
 use crate::telemetry::metrics::{BackupResult, DatabaseLabels};
 

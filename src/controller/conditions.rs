@@ -4,35 +4,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-pub const READY: &str = "Ready";
-pub const PROGRESSING: &str = "Progressing";
-pub const DEGRADED: &str = "Degraded";
-
-/// A condition as the planner wants it, before times and generations are filled in.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Desired {
-    pub type_: &'static str,
-    pub status: bool,
-    /// PascalCase reason.
-    pub reason: &'static str,
-    pub message: String,
-}
-
-impl Desired {
-    pub fn new(
-        type_: &'static str,
-        status: bool,
-        reason: &'static str,
-        message: impl Into<String>,
-    ) -> Self {
-        Self {
-            type_,
-            status,
-            reason,
-            message: message.into(),
-        }
-    }
-}
+pub use crate::lifecycle::{DEGRADED, Desired, PROGRESSING, READY};
 
 fn status_str(status: bool) -> &'static str {
     if status { "True" } else { "False" }

@@ -3,6 +3,9 @@
 pub mod backup;
 pub mod conditions;
 pub mod database;
+mod error;
+
+pub use error::Error;
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
@@ -17,10 +20,9 @@ use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 use tracing::warn;
 
-use crate::error::Error;
 use crate::resources::BuildConfig;
 use crate::telemetry::metrics::{Metrics, ReconcileTimer};
-use database::instances::InstanceApi;
+use database::instances::{HttpInstances, Instances};
 
 /// Field manager for every server-side apply Tusk makes.
 pub const FIELD_MANAGER: &str = "tusk";
@@ -33,8 +35,8 @@ pub struct Context {
     pub metrics: Metrics,
     /// Images and pull policy for the objects Tusk builds.
     pub build: BuildConfig,
-    /// The HTTP client for the instance managers.
-    pub instances: InstanceApi,
+    /// How the instance managers are reached (HTTP, or fakes in tests).
+    pub instances: Arc<dyn Instances>,
     recorder: Recorder,
     /// Consecutive failures per object, for exponential backoff.
     failures: Mutex<HashMap<String, u32>>,
@@ -57,12 +59,23 @@ impl Context {
         reporter: Reporter,
         build: BuildConfig,
     ) -> Arc<Self> {
+        Self::with_instances(client, metrics, reporter, build, Arc::new(HttpInstances::default()))
+    }
+
+    /// [`Context::new`] with another way to reach the instance managers.
+    pub fn with_instances(
+        client: Client,
+        metrics: Metrics,
+        reporter: Reporter,
+        build: BuildConfig,
+        instances: Arc<dyn Instances>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             metrics,
             build,
-            instances: InstanceApi::default(),
+            instances,
             failures: Mutex::default(),
             status_writes: Mutex::default(),
             finished: Mutex::default(),
@@ -286,8 +299,8 @@ pub fn error_policy<K: Resource>(
     error: &Error,
     ctx: &Context,
 ) -> Action {
-    ctx.metrics.reconcile_failed(controller, error);
     let category = error.category();
+    ctx.metrics.reconcile_failed(controller, category);
     warn!(controller, object = %key_of(obj), category = category.as_str(), %error, "reconcile failed");
     if category.is_transient() {
         let attempt = ctx.failed(&key_of(obj));

@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::process::Command;
 use tokio::sync::watch;
 
+use crate::contract::Credential;
 use crate::postgres::identifiers::slot_name;
 use crate::postgres::{REPLICATION_USER, SUPERUSER};
 
@@ -129,7 +130,13 @@ async fn clone(shared: &Shared, staging: &Path) -> Result<(), Error> {
             "--slot",
             &slot,
         ])
-        .env("PGPASSWORD", config.replication_password.expose())
+        .env(
+            "PGPASSWORD",
+            shared
+                .password(Credential::Replication)
+                .unwrap_or_default()
+                .expose(),
+        )
         .env("PGAPPNAME", &config.instance);
     run(command, "pg_basebackup").await?;
     files::mark_standby(staging)?;
@@ -146,7 +153,7 @@ async fn connect_primary_patiently(shared: &Shared) -> Result<tokio_postgres::Cl
     let deadline = tokio::time::Instant::now() + PRIMARY_WAIT;
     let mut delay = Duration::from_millis(250);
     loop {
-        match sql::connect_primary(&shared.config).await {
+        match sql::connect_primary(shared).await {
             Ok(client) => return Ok(client),
             Err(err) if tokio::time::Instant::now() + delay < deadline => {
                 tracing::info!(error = %err, retry_in = ?delay, "the primary is not reachable yet");
@@ -192,12 +199,7 @@ async fn run(mut command: Command, program: &str) -> Result<(), Error> {
 }
 
 /// Environment variables holding secrets, removed from every child's environment.
-pub const SECRET_ENV: &[&str] = &[
-    "POSTGRES_SUPERUSER_PASSWORD",
-    "TUSK_REPLICATION_PASSWORD",
-    "TUSK_APP_PASSWORD",
-    "TUSK_INSTANCE_TOKEN",
-];
+pub use crate::contract::env::SECRETS as SECRET_ENV;
 
 /// After the postmaster starts: on a primary, create or update roles and the
 /// application database once (then `/readyz` turns true); on a replica, keep its
@@ -223,7 +225,7 @@ pub async fn maintain(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         };
         if !in_recovery {
             if !is_set(&shared.setup_done) {
-                match sql::setup_primary(&client, &shared.config).await {
+                match sql::setup_primary(&client, &shared).await {
                     Ok(()) => {
                         shared.setup_done.store(true, Ordering::SeqCst);
                         tracing::info!("primary roles and database are in place");
@@ -238,7 +240,7 @@ pub async fn maintain(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         }
         last_slot_check = Some(tokio::time::Instant::now());
         let slot = slot_name(&shared.config.instance);
-        match sql::connect_primary(&shared.config).await {
+        match sql::connect_primary(&shared).await {
             Ok(primary) => match sql::ensure_slot(&primary, &slot).await {
                 Ok(true) => tracing::info!(%slot, "re-created the replication slot on the primary"),
                 Ok(false) => {}

@@ -13,6 +13,7 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::contract::Credential;
 use crate::postgres::config::{self, Settings, Standby};
 use crate::postgres::identifiers::slot_name;
 use crate::postgres::{REPLICATION_USER, SUPERUSER, hba};
@@ -49,10 +50,13 @@ fn passfile_line(user: &str, password: &str) -> String {
     format!("*:*:*:{}:{}\n", escape(user), escape(password))
 }
 
-pub fn write_passfile(config: &InstanceConfig) -> Result<(), Error> {
+pub fn write_passfile(shared: &Shared) -> Result<(), Error> {
+    let password = shared
+        .password(Credential::Replication)
+        .unwrap_or_default();
     write_if_changed(
-        &passfile(config),
-        &passfile_line(REPLICATION_USER, config.replication_password.expose()),
+        &passfile(&shared.config),
+        &passfile_line(REPLICATION_USER, password.expose()),
     )
 }
 
@@ -109,7 +113,7 @@ pub fn write_config(shared: &Shared) -> Result<(), Error> {
         &hba::render(SUPERUSER, REPLICATION_USER),
     )?;
     ensure_include(&pgdata.join("postgresql.conf"))?;
-    write_passfile(&shared.config)?;
+    write_passfile(shared)?;
     Ok(())
 }
 

@@ -31,7 +31,8 @@ use tokio_postgres::Client;
 use crate::telemetry::metrics::{Exposition, exposition};
 
 use super::Shared;
-use super::sql::{self, Role};
+use super::sql;
+use crate::contract::Role;
 
 /// The whole scrape, connection included, ends within this: well inside
 /// Prometheus' default scrape timeout of 10 s, and a PostgreSQL that takes

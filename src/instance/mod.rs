@@ -28,8 +28,8 @@ use tokio::sync::watch;
 
 use crate::postgres::config::{self, ConfigError, SyncReplication};
 
-pub use server::{Status, SyncSettings};
-pub use sql::{PgStatus, Role};
+pub use crate::contract::Bootstrap as BootstrapMode;
+use crate::contract::{Credential, env};
 
 /// A secret from the environment. Its `Debug` output is redacted so that logging
 /// the configuration never prints a password.
@@ -54,15 +54,6 @@ impl From<String> for Secret {
     }
 }
 
-/// How an empty data directory gets its data; decided by the operator.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BootstrapMode {
-    /// Create a new cluster: this instance is the first primary.
-    Initdb,
-    /// Copy the primary with `pg_basebackup` and follow it as a replica.
-    Clone,
-}
-
 /// `spec.replication.mode`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SyncMode {
@@ -76,99 +67,99 @@ pub enum SyncMode {
 pub struct InstanceConfig {
     /// This instance's name (`<db>-<serial>`); also its `application_name` upstream
     /// and, mangled, its replication slot.
-    #[arg(long, env = "TUSK_INSTANCE")]
+    #[arg(long, env = env::INSTANCE)]
     pub instance: String,
 
     /// Name of the Database this instance belongs to.
-    #[arg(long, env = "TUSK_DATABASE")]
+    #[arg(long, env = env::DATABASE)]
     pub database: Option<String>,
 
     /// Pod name (downward API), reported in /status.
-    #[arg(long, env = "POD_NAME")]
+    #[arg(long, env = env::POD_NAME)]
     pub pod_name: Option<String>,
 
     /// Pod namespace (downward API), reported in /status.
-    #[arg(long, env = "POD_NAMESPACE")]
+    #[arg(long, env = env::POD_NAMESPACE)]
     pub pod_namespace: Option<String>,
 
     /// The data directory. A subdirectory of the volume, so that a fresh one can
     /// be renamed into place atomically.
-    #[arg(long, env = "PGDATA")]
+    #[arg(long, env = env::PGDATA)]
     pub pgdata: PathBuf,
 
     /// Host of the primary (the `<db>-rw` Service) for cloning and streaming.
-    #[arg(long, env = "TUSK_PRIMARY_SERVICE")]
+    #[arg(long, env = env::PRIMARY_SERVICE)]
     pub primary_host: Option<String>,
 
     /// Port of the primary.
-    #[arg(long, env = "TUSK_PRIMARY_PORT", default_value_t = 5432)]
+    #[arg(long, env = env::PRIMARY_PORT, default_value_t = 5432)]
     pub primary_port: u16,
 
     /// How to fill an empty data directory.
-    #[arg(long, env = "TUSK_BOOTSTRAP", value_enum)]
+    #[arg(long, env = env::BOOTSTRAP, value_enum)]
     pub bootstrap: BootstrapMode,
 
     /// Password of the `postgres` superuser.
-    #[arg(long, env = "POSTGRES_SUPERUSER_PASSWORD", hide_env_values = true)]
+    #[arg(long, env = env::SUPERUSER_PASSWORD, hide_env_values = true)]
     pub superuser_password: Secret,
 
     /// Password of the `tusk_replication` role.
-    #[arg(long, env = "TUSK_REPLICATION_PASSWORD", hide_env_values = true)]
+    #[arg(long, env = env::REPLICATION_PASSWORD, hide_env_values = true)]
     pub replication_password: Secret,
 
     /// Password of the application owner role.
-    #[arg(long, env = "TUSK_APP_PASSWORD", hide_env_values = true)]
+    #[arg(long, env = env::APP_PASSWORD, hide_env_values = true)]
     pub app_password: Option<Secret>,
 
     /// The application database created on the first primary.
-    #[arg(long, env = "TUSK_APP_DATABASE")]
+    #[arg(long, env = env::APP_DATABASE)]
     pub app_database: Option<String>,
 
     /// The role that owns the application database.
-    #[arg(long, env = "TUSK_APP_OWNER")]
+    #[arg(long, env = env::APP_OWNER)]
     pub app_owner: Option<String>,
 
     /// Replication mode.
-    #[arg(long, env = "TUSK_SYNC_MODE", value_enum, default_value_t = SyncMode::Async)]
+    #[arg(long, env = env::SYNC_MODE, value_enum, default_value_t = SyncMode::Async)]
     pub sync_mode: SyncMode,
 
     /// With sync mode, how many standbys must confirm each commit.
-    #[arg(long, env = "TUSK_MIN_SYNC", default_value_t = 1)]
+    #[arg(long, env = env::MIN_SYNC, default_value_t = 1)]
     pub min_sync: u32,
 
     /// With sync mode, the standbys' instance names (comma-separated); when empty,
     /// any standby counts (`ANY n (*)`).
-    #[arg(long, env = "TUSK_SYNC_STANDBYS", value_delimiter = ',')]
+    #[arg(long, env = env::SYNC_STANDBYS, value_delimiter = ',')]
     pub sync_standbys: Vec<String>,
 
     /// `spec.postgresql.parameters` as a JSON object of strings.
-    #[arg(long, env = "TUSK_PARAMETERS", default_value = "{}")]
+    #[arg(long, env = env::PARAMETERS, default_value = "{}")]
     pub parameters: String,
 
     /// Bearer token the mutating endpoints require; without it they are refused.
-    #[arg(long, env = "TUSK_INSTANCE_TOKEN", hide_env_values = true)]
+    #[arg(long, env = env::INSTANCE_TOKEN, hide_env_values = true)]
     pub token: Option<Secret>,
 
     /// Address of the manager's HTTP API.
-    #[arg(long, env = "TUSK_LISTEN", default_value = "0.0.0.0:8000")]
+    #[arg(long, env = env::LISTEN, default_value = "0.0.0.0:8000")]
     pub listen: SocketAddr,
 
     /// Port PostgreSQL listens on.
-    #[arg(long, env = "TUSK_PORT", default_value_t = 5432)]
+    #[arg(long, env = env::PORT, default_value_t = 5432)]
     pub port: u16,
 
     /// PostgreSQL's `listen_addresses`; tests narrow it to loopback.
-    #[arg(long, env = "TUSK_LISTEN_ADDRESSES", default_value = "*")]
+    #[arg(long, env = env::LISTEN_ADDRESSES, default_value = "*")]
     pub listen_addresses: String,
 
     /// Directory for PostgreSQL's Unix socket and the manager's runtime files
     /// (a writable emptyDir in the pod).
-    #[arg(long, env = "TUSK_SOCKET_DIR", default_value = "/var/run/postgresql")]
+    #[arg(long, env = env::SOCKET_DIR, default_value = "/var/run/postgresql")]
     pub socket_dir: PathBuf,
 
     /// Directory of the PostgreSQL programs; found through PATH (official images
     /// put `/usr/lib/postgresql/NN/bin` there) or `pg_config --bindir` when unset.
-    #[arg(long, env = "TUSK_BINDIR")]
+    #[arg(long, env = env::BINDIR)]
     pub bindir: Option<PathBuf>,
 }
 
@@ -269,6 +260,9 @@ pub(crate) struct Shared {
     /// Synchronous replication as currently rendered (`None`: asynchronous);
     /// starts from the environment, `POST /sync` replaces it.
     sync: Mutex<Option<SyncReplication>>,
+    /// Passwords that changed since the start (`POST /roles/password`); the
+    /// environment holds the rest.
+    passwords: Mutex<BTreeMap<Credential, Secret>>,
     /// Signalled by `POST /restart`: the supervisor restarts the postmaster.
     pub restart: tokio::sync::Notify,
     /// Set once the data directory exists and the postmaster has been started.
@@ -305,6 +299,29 @@ impl Shared {
 
     pub fn set_sync(&self, sync: Option<SyncReplication>) {
         *self.sync.lock().unwrap_or_else(PoisonError::into_inner) = sync;
+    }
+
+    /// The current password of `credential`: the latest one pushed, else the
+    /// one from the environment (`None`: no application role configured).
+    pub fn password(&self, credential: Credential) -> Option<Secret> {
+        let pushed = self
+            .passwords
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&credential)
+            .cloned();
+        pushed.or_else(|| match credential {
+            Credential::Superuser => Some(self.config.superuser_password.clone()),
+            Credential::Replication => Some(self.config.replication_password.clone()),
+            Credential::App => self.config.app_password.clone(),
+        })
+    }
+
+    pub fn set_password(&self, credential: Credential, password: Secret) {
+        self.passwords
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(credential, password);
     }
 }
 
@@ -346,6 +363,7 @@ pub async fn run(config: InstanceConfig) -> Result<(), Error> {
         bindir,
         parameters: Mutex::new(parameters),
         sync: Mutex::new(sync),
+        passwords: Mutex::new(BTreeMap::new()),
         restart: tokio::sync::Notify::new(),
         running: AtomicBool::new(false),
         setup_done: AtomicBool::new(false),

@@ -1,7 +1,6 @@
 //! The manager's HTTP API. Reads are open (the operator and the other instances
 //! poll them); mutations need `Authorization: Bearer $TUSK_INSTANCE_TOKEN`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -12,15 +11,19 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{Instrument, Level, Span};
 
+use crate::contract::{
+    API_VERSION, Change, Credential, DropSlotRequest, DropSlotResponse, ErrorBody,
+    PasswordRequest, PasswordResponse, ReloadRequest, ReloadResponse, RestartResponse, Role,
+    Status, SyncResponse, SyncSettings, path,
+};
 use crate::postgres::config::{self, SyncReplication};
-use crate::postgres::params::{self, Change};
+use crate::postgres::params;
 
-use super::sql::{self, PgStatus, Role};
+use super::sql;
 use super::{Error, Shared, files, is_set};
 
 type AppState = Arc<Shared>;
@@ -41,51 +44,27 @@ pub(crate) async fn serve(
 
 fn router(shared: AppState) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/status", get(status))
-        .route("/metrics", get(super::metrics::serve))
-        .route("/reload", post(reload))
-        .route("/promote", post(promote))
-        .route("/sync", post(sync))
-        .route("/restart", post(restart))
-        .route("/slots/drop", post(drop_slot))
+        .route(path::HEALTHZ, get(|| async { "ok" }))
+        .route(path::READYZ, get(readyz))
+        .route(path::STATUS, get(status))
+        .route(path::METRICS, get(super::metrics::serve))
+        .route(path::RELOAD, post(reload))
+        .route(path::PROMOTE, post(promote))
+        .route(path::SYNC, post(sync))
+        .route(path::RESTART, post(restart))
+        .route(path::DROP_SLOT, post(drop_slot))
+        .route(path::PASSWORD, post(password))
         .with_state(shared)
 }
 
-/// `/status`: who this instance is and where its WAL stands.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Status {
-    pub instance: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pod: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    #[serde(flatten)]
-    pub postgres: PgStatus,
-    /// What `/readyz` would answer: accepts connections and, on a primary, its
-    /// roles and database are in place.
-    #[serde(default)]
-    pub ready: bool,
-    /// `spec.postgresql.parameters` as currently rendered.
-    #[serde(default)]
-    pub parameters: BTreeMap<String, String>,
-    /// Synchronous replication as currently rendered; absent when asynchronous.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sync: Option<SyncSettings>,
-}
-
-/// `synchronous_standby_names = 'ANY <min> (<standbys>)'`, on the wire.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct SyncSettings {
-    pub min: u32,
-    /// Instance names; empty means any standby.
-    #[serde(default)]
-    pub standbys: Vec<String>,
-}
-
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
+    (
+        status,
+        Json(ErrorBody {
+            error: message.into(),
+        }),
+    )
+        .into_response()
 }
 
 fn unavailable(err: impl std::fmt::Display) -> Response {
@@ -162,6 +141,7 @@ async fn current_status(shared: &Shared) -> Result<Status, Response> {
     let ready =
         is_set(&shared.running) && (postgres.role == Role::Replica || is_set(&shared.setup_done));
     Ok(Status {
+        api_version: API_VERSION,
         ready,
         instance: shared.config.instance.clone(),
         pod: shared.config.pod_name.clone(),
@@ -202,7 +182,9 @@ impl IntoResponse for Refusal {
             Refusal::BadToken => (
                 StatusCode::UNAUTHORIZED,
                 [(header::WWW_AUTHENTICATE, "Bearer")],
-                Json(serde_json::json!({ "error": "missing or wrong bearer token" })),
+                Json(ErrorBody {
+                    error: "missing or wrong bearer token".to_owned(),
+                }),
             )
                 .into_response(),
         }
@@ -231,21 +213,6 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReloadRequest {
-    /// New `spec.postgresql.parameters`; when absent, the current ones are re-rendered.
-    parameters: Option<BTreeMap<String, String>>,
-}
-
-#[derive(Debug, Serialize)]
-struct ReloadResponse {
-    /// What the parameter change takes; `restart` means the operator should
-    /// roll the instances.
-    change: Change,
-    pending_restart: bool,
-}
-
 /// `POST /reload`: re-render the configuration (optionally with new parameters)
 /// and `pg_reload_conf()`.
 async fn reload(State(shared): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
@@ -255,7 +222,7 @@ async fn reload(State(shared): State<AppState>, headers: HeaderMap, body: Bytes)
             return refusal.into_response();
         }
         let request = if body.iter().all(u8::is_ascii_whitespace) {
-            ReloadRequest { parameters: None }
+            ReloadRequest::default()
         } else {
             match serde_json::from_slice::<ReloadRequest>(&body) {
                 Ok(request) => request,
@@ -397,7 +364,10 @@ async fn sync(State(shared): State<AppState>, headers: HeaderMap, body: Bytes) -
         }
         let rendered = new.as_ref().map(config::synchronous_standby_names);
         tracing::info!(synchronous_standby_names = ?rendered, "synchronous replication set");
-        Json(serde_json::json!({ "synchronous_standby_names": rendered })).into_response()
+        Json(SyncResponse {
+            synchronous_standby_names: rendered,
+        })
+        .into_response()
     })
     .await
 }
@@ -417,18 +387,11 @@ async fn restart(State(shared): State<AppState>, headers: HeaderMap) -> Response
         shared.restart.notify_one();
         (
             StatusCode::ACCEPTED,
-            Json(serde_json::json!({ "restarting": true })),
+            Json(RestartResponse { restarting: true }),
         )
             .into_response()
     })
     .await
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DropSlotRequest {
-    /// The slot to drop.
-    slot: String,
 }
 
 /// `POST /slots/drop`: on a primary, drop the physical replication slot of an
@@ -454,10 +417,67 @@ async fn drop_slot(State(shared): State<AppState>, headers: HeaderMap, body: Byt
                 if dropped {
                     tracing::info!(%slot, "dropped the replication slot");
                 }
-                Json(serde_json::json!({ "slot": slot, "dropped": dropped })).into_response()
+                Json(DropSlotResponse { slot, dropped }).into_response()
             }
             Err(err) => unavailable(err),
         }
+    })
+    .await
+}
+
+/// `POST /roles/password`: the Secret of `credential` was recreated (the
+/// Secret is the source of truth). A primary sets the role's password; every
+/// instance keeps the new password for what it does itself (its replication
+/// password file, the role setup after a promotion).
+async fn password(State(shared): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let span = operation_span!(Level::INFO, "instance.password");
+    traced(span, &headers, async {
+        if let Err(refusal) = authorize(&shared, &headers) {
+            return refusal.into_response();
+        }
+        let request = match serde_json::from_slice::<PasswordRequest>(&body) {
+            Ok(request) => request,
+            Err(err) => return error(StatusCode::BAD_REQUEST, format!("invalid body: {err}")),
+        };
+        if request.password.is_empty() || request.password.chars().any(char::is_control) {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "the password is empty or contains a control character",
+            );
+        }
+        let _guard = shared.config_lock.lock().await;
+        let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
+            Ok(client) => client,
+            Err(err) => return unavailable(err),
+        };
+        let primary = match sql::in_recovery(&client).await {
+            Ok(in_recovery) => !in_recovery,
+            Err(err) => return unavailable(err),
+        };
+        let credential = request.credential;
+        let role = match credential {
+            Credential::Superuser => Some(crate::postgres::SUPERUSER.to_owned()),
+            Credential::Replication => Some(crate::postgres::REPLICATION_USER.to_owned()),
+            Credential::App => shared.config.app_owner.clone(),
+        };
+        let secret = super::Secret::from(request.password);
+        if primary && let Some(role) = &role {
+            if let Err(err) = sql::set_password(&client, role, secret.expose()).await {
+                return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
+            }
+        }
+        shared.set_password(credential, secret);
+        if credential == Credential::Replication
+            && let Err(err) = files::write_passfile(&shared)
+        {
+            return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
+        }
+        tracing::info!(?credential, role_updated = primary, "password follows its Secret");
+        Json(PasswordResponse {
+            credential,
+            role_updated: primary && role.is_some(),
+        })
+        .into_response()
     })
     .await
 }

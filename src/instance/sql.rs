@@ -4,13 +4,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio_postgres::{Client, NoTls};
 
+use crate::contract::{Credential, Lsn, PgStatus, Role};
 use crate::postgres::identifiers::{quote_ident, quote_literal};
 use crate::postgres::{REPLICATION_USER, SUPERUSER};
 
-use super::{Error, InstanceConfig};
+use super::{Error, Shared};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -29,7 +29,11 @@ pub async fn connect_local(socket_dir: &Path, port: u16) -> Result<Client, tokio
 
 /// Connect to the primary over TCP as the replication role (it may open
 /// ordinary connections too, which slot management needs).
-pub async fn connect_primary(config: &InstanceConfig) -> Result<Client, Error> {
+pub async fn connect_primary(shared: &Shared) -> Result<Client, Error> {
+    let config = &shared.config;
+    let password = shared
+        .password(Credential::Replication)
+        .unwrap_or_default();
     let host = config
         .primary_host
         .as_deref()
@@ -38,7 +42,7 @@ pub async fn connect_primary(config: &InstanceConfig) -> Result<Client, Error> {
     pg.host(host)
         .port(config.primary_port)
         .user(REPLICATION_USER)
-        .password(config.replication_password.expose())
+        .password(password.expose())
         .dbname("postgres")
         .application_name(&config.instance)
         .connect_timeout(CONNECT_TIMEOUT);
@@ -94,7 +98,9 @@ pub async fn ensure_slot(primary: &Client, slot: &str) -> Result<bool, Error> {
 ///
 /// Passwords go in as literals because `CREATE/ALTER ROLE` takes no parameters;
 /// `password_encryption = scram-sha-256` stores only the SCRAM verifier.
-pub async fn setup_primary(client: &Client, config: &InstanceConfig) -> Result<(), Error> {
+pub async fn setup_primary(client: &Client, shared: &Shared) -> Result<(), Error> {
+    let config = &shared.config;
+    let password = |credential| shared.password(credential).unwrap_or_default();
     // In sync mode no standby exists yet when the first primary sets itself up;
     // a session-local commit level keeps the setup from waiting for one.
     client
@@ -105,17 +111,17 @@ pub async fn setup_primary(client: &Client, config: &InstanceConfig) -> Result<(
         client,
         REPLICATION_USER,
         "LOGIN REPLICATION",
-        config.replication_password.expose(),
+        password(Credential::Replication).expose(),
     )
     .await?;
     ensure_role(
         client,
         SUPERUSER,
         "LOGIN SUPERUSER",
-        config.superuser_password.expose(),
+        password(Credential::Superuser).expose(),
     )
     .await?;
-    if let (Some(owner), Some(password)) = (&config.app_owner, &config.app_password) {
+    if let (Some(owner), Some(password)) = (&config.app_owner, shared.password(Credential::App)) {
         ensure_role(client, owner, "LOGIN", password.expose()).await?;
         if let Some(database) = &config.app_database {
             let exists = client
@@ -137,6 +143,18 @@ pub async fn setup_primary(client: &Client, config: &InstanceConfig) -> Result<(
         }
     }
     Ok(())
+}
+
+/// Sets `role`'s password (a primary only: a replica is read-only).
+pub async fn set_password(client: &Client, role: &str, password: &str) -> Result<(), Error> {
+    client
+        .batch_execute(&format!(
+            "SET synchronous_commit = local; ALTER ROLE {} WITH PASSWORD {}",
+            quote_ident(role),
+            quote_literal(password)
+        ))
+        .await
+        .map_err(Error::sql("setting a role's password"))
 }
 
 async fn ensure_role(
@@ -165,40 +183,6 @@ async fn ensure_role(
     Ok(())
 }
 
-/// What an instance reports about itself on `/status`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct PgStatus {
-    pub role: Role,
-    pub timeline: Option<i64>,
-    /// The primary's current WAL insert position.
-    pub current_lsn: Option<String>,
-    /// A replica's last WAL position received and flushed.
-    pub received_lsn: Option<String>,
-    /// A replica's last WAL position replayed.
-    pub replayed_lsn: Option<String>,
-    /// A replica's WAL received but not yet replayed, in bytes. The lag behind the
-    /// primary is the primary's `current_lsn` minus `received_lsn`, which the
-    /// operator computes from both instances' status.
-    pub lag_bytes: Option<i64>,
-    /// A replica: whether its WAL receiver is streaming from the primary.
-    pub streaming: Option<bool>,
-    pub system_identifier: String,
-    pub version: String,
-    pub version_num: i32,
-    /// A changed parameter waits for a restart.
-    pub pending_restart: bool,
-    /// A primary's physical replication slots that no walsender uses.
-    #[serde(default)]
-    pub inactive_slots: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Primary,
-    Replica,
-}
-
 pub async fn status(client: &Client) -> Result<PgStatus, tokio_postgres::Error> {
     let row = client
         .query_one(
@@ -221,7 +205,6 @@ pub async fn status(client: &Client) -> Result<PgStatus, tokio_postgres::Error> 
         current_lsn: None,
         received_lsn: None,
         replayed_lsn: None,
-        lag_bytes: None,
         streaming: None,
         system_identifier: row.try_get(3)?,
         version: row.try_get(1)?,
@@ -234,18 +217,18 @@ pub async fn status(client: &Client) -> Result<PgStatus, tokio_postgres::Error> 
             .query_one(
                 "SELECT pg_last_wal_receive_lsn()::text, \
                         pg_last_wal_replay_lsn()::text, \
-                        pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint, \
                         (SELECT status = 'streaming' FROM pg_stat_wal_receiver), \
                         COALESCE((SELECT received_tli FROM pg_stat_wal_receiver), \
                                  (SELECT timeline_id FROM pg_control_checkpoint()))::bigint",
                 &[],
             )
             .await?;
-        status.received_lsn = row.try_get(0)?;
-        status.replayed_lsn = row.try_get(1)?;
-        status.lag_bytes = row.try_get::<_, Option<i64>>(2)?.map(|lag| lag.max(0));
-        status.streaming = Some(row.try_get::<_, Option<bool>>(3)?.unwrap_or(false));
-        status.timeline = row.try_get(4)?;
+        status.received_lsn = lsn(row.try_get(0)?);
+        status.replayed_lsn = lsn(row.try_get(1)?);
+        status.streaming = Some(row.try_get::<_, Option<bool>>(2)?.unwrap_or(false));
+        status.timeline = row
+            .try_get::<_, Option<i64>>(3)?
+            .and_then(|tli| u32::try_from(tli).ok());
     } else {
         // The timeline is the first 8 hex digits of the current WAL file name;
         // pg_control_checkpoint() would lag behind a promotion until the next
@@ -256,11 +239,11 @@ pub async fn status(client: &Client) -> Result<PgStatus, tokio_postgres::Error> 
                 &[],
             )
             .await?;
-        status.current_lsn = row.try_get(0)?;
+        status.current_lsn = lsn(row.try_get(0)?);
         let walfile: String = row.try_get(1)?;
         status.timeline = walfile
             .get(..8)
-            .and_then(|tli| i64::from_str_radix(tli, 16).ok());
+            .and_then(|tli| u32::from_str_radix(tli, 16).ok());
         status.inactive_slots = client
             .query(
                 "SELECT slot_name::text FROM pg_replication_slots \
@@ -273,6 +256,12 @@ pub async fn status(client: &Client) -> Result<PgStatus, tokio_postgres::Error> 
             .collect::<Result<_, _>>()?;
     }
     Ok(status)
+}
+
+/// A WAL position as PostgreSQL prints it; `None` for NULL (nothing received
+/// yet) or, never in practice, text PostgreSQL would not print.
+fn lsn(text: Option<String>) -> Option<Lsn> {
+    text.and_then(|t| t.parse().ok())
 }
 
 /// Promote a replica and wait (up to a minute) for it to accept writes.

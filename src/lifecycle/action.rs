@@ -2,17 +2,27 @@
 //! explicitly, so applying one never needs to look anything up again.
 
 use crate::api::status::InstanceRole;
+use crate::contract::Credential;
 
 /// One step for the controller to apply. A plan lists them in the order they
 /// must be applied: the controller stops at the first that fails.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
-    /// Apply the superuser, app and replication Secrets.
+    /// Create the Secrets that are missing (with new passwords) and re-apply
+    /// the labels and owner of those that drifted; never their data.
     EnsureSecrets,
+    /// Push the password in `credential`'s Secret to `instances` (the primary
+    /// first: it sets the role), then mark the Secret as pushed.
+    SyncPassword {
+        credential: Credential,
+        instances: Vec<String>,
+    },
     /// Apply the rw, ro and r Services.
     EnsureServices,
-    /// Apply both PodDisruptionBudgets (their budgets follow the instance count).
+    /// Apply the PodDisruptionBudgets (their budgets follow the instance count).
     EnsurePodDisruptionBudgets,
+    /// Delete a PodDisruptionBudget the instance count no longer calls for.
+    DeletePodDisruptionBudget { name: String },
     /// Create the PVC of instance `serial`.
     CreatePvc { serial: u32 },
     /// Create the Pod of instance `serial` on its PVC. An existing data directory
@@ -22,6 +32,9 @@ pub enum Action {
         serial: u32,
         bootstrap: Bootstrap,
         role: InstanceRole,
+        /// The PostgreSQL image: the spec's, or the one the instances run
+        /// while a change of image cannot be rolled out.
+        image: String,
     },
     /// Delete a Pod (never its PVC).
     DeletePod { name: String, reason: DeleteReason },
@@ -29,28 +42,24 @@ pub enum Action {
     DeletePvc { name: String },
     /// Set the pod's `tusk.dev/role` label, which the Services select on.
     LabelRole { name: String, role: InstanceRole },
-    /// Set `synchronous_standby_names = 'ANY <min> (<standbys>)'` on the primary;
+    /// Set `synchronous_standby_names = 'ANY <min> (<standbys>)'` on `primary`;
     /// an empty list turns synchronous replication off.
-    ConfigureSync { standbys: Vec<String>, min: i32 },
+    ConfigureSync {
+        primary: String,
+        standbys: Vec<String>,
+        min: i32,
+    },
     /// Send the spec's parameters to the instance manager (`POST /reload`), which
     /// writes them and reloads PostgreSQL.
     Reload { name: String },
     /// Restart PostgreSQL in the instance so a `postmaster` parameter takes effect.
     RestartInstance { name: String },
-    /// Drop, on the primary, the physical replication slot of an instance that no
+    /// Drop, on `primary`, the physical replication slot of an instance that no
     /// longer exists, so the primary stops keeping WAL for it.
-    DropSlot { slot: String },
+    DropSlot { primary: String, slot: String },
 }
 
-/// How an empty data directory gets its data.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Bootstrap {
-    /// `initdb`: a new cluster; only for the first primary (or the primary's own
-    /// volume, where the existing data is kept).
-    Initdb,
-    /// `pg_basebackup` from the primary, then follow it.
-    Clone,
-}
+pub use crate::contract::Bootstrap;
 
 /// Why a pod is deleted; goes into the Event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,8 +87,10 @@ impl Action {
     pub fn target(&self, name_of: impl Fn(u32) -> String) -> Option<String> {
         match self {
             Self::EnsureSecrets
+            | Self::SyncPassword { .. }
             | Self::EnsureServices
             | Self::EnsurePodDisruptionBudgets
+            | Self::DeletePodDisruptionBudget { .. }
             | Self::ConfigureSync { .. }
             | Self::DropSlot { .. } => None,
             Self::CreatePvc { serial } | Self::CreatePod { serial, .. } => Some(name_of(*serial)),

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::api::status::InstanceRole;
+use crate::contract::Credential;
 use crate::postgres::params::Change;
 use crate::resources::names;
 
@@ -16,12 +17,25 @@ pub struct Observed {
     pub database: String,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
-    /// All three Secrets (superuser, app, replication) exist.
+    /// Every Secret exists with the labels and owner the builder gives it.
     pub secrets: bool,
-    /// All three Services (rw, ro, r) exist.
+    /// Credentials whose Secret Tusk has not yet pushed to the instances (it
+    /// was recreated, or predates the push): the Secret is the source of truth.
+    pub credentials_to_sync: Vec<Credential>,
+    /// All three Services (rw, ro, r) exist and are as built (selector, ports,
+    /// labels, owner).
     pub services: bool,
-    /// Both PodDisruptionBudgets exist.
+    /// Exactly the PodDisruptionBudgets the builder makes exist, as built.
     pub pod_disruption_budgets: bool,
+    /// PodDisruptionBudgets of this Database the builder no longer makes.
+    pub surplus_budgets: Vec<String>,
+    /// Who the Services send traffic to: pods with a ready endpoint.
+    pub routing: Routing,
+    /// The PostgreSQL image the spec asks for (`spec.image`, or derived from
+    /// `spec.version`).
+    pub desired_image: String,
+    /// PVCs whose requested size is below `spec.storage.size`.
+    pub short_volumes: Vec<String>,
     /// Every instance that has a PVC, a Pod or both, by serial. A map keyed by
     /// serial makes one entry per instance impossible to violate and keeps the
     /// iteration order (and so the plan) deterministic. An entry with a PVC and
@@ -45,8 +59,13 @@ impl Default for Observed {
             database: String::new(),
             deleting: false,
             secrets: false,
+            credentials_to_sync: Vec::new(),
             services: false,
             pod_disruption_budgets: false,
+            surplus_budgets: Vec::new(),
+            routing: Routing::default(),
+            desired_image: String::new(),
+            short_volumes: Vec::new(),
             instances: BTreeMap::new(),
             sync: SyncStandbys::default(),
             parameter_change: Change::Nothing,
@@ -73,6 +92,13 @@ impl Observed {
     pub fn serial_of(&self, name: &str) -> Option<u32> {
         names::serial_of(&self.database, name)
     }
+}
+
+/// The pods behind the `-rw` and `-ro` Services' ready endpoints, by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Routing {
+    pub rw: Vec<String>,
+    pub ro: Vec<String>,
 }
 
 /// `synchronous_standby_names = 'ANY <min> (<standbys>)'`.
@@ -104,19 +130,31 @@ pub enum PvcState {
 }
 
 /// A Pod as observed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Pod {
     pub phase: PodPhase,
     /// The `tusk.dev/role` label, if set to a known role.
     pub role_label: Option<InstanceRole>,
-    /// The instance manager's `/status`, or `None` when it did not answer.
+    /// The instance manager's `/status`, or `None` when it did not answer (or
+    /// speaks another instance API version: see `api_mismatch`).
     pub manager: Option<ManagerStatus>,
+    /// The kubelet's Ready condition: what the Services go by.
+    pub ready: bool,
+    /// The image the `postgres` container runs.
+    pub image: String,
+    /// Built from another spec than the current one (its spec hash differs
+    /// from a fresh build's): recreating it would change it.
+    pub outdated: bool,
+    /// The instance API version its manager reported, when it is not this
+    /// build's; Tusk does not act on what it cannot read.
+    pub api_mismatch: Option<u32>,
 }
 
 /// Pod phase, with deletion folded in (a pod with a deletionTimestamp is
 /// `Terminating` whatever its phase).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PodPhase {
+    #[default]
     Pending,
     Running,
     /// Every container has terminated and will not restart: no PostgreSQL runs in
@@ -141,6 +179,8 @@ pub struct ManagerStatus {
     pub streaming: bool,
     /// A changed parameter waits for a restart (`pg_settings.pending_restart`).
     pub pending_restart: bool,
+    /// `(major, minor)` of the running server.
+    pub server_version: Option<(u32, u32)>,
 }
 
 /// What the state machine may assume about an instance.

@@ -11,7 +11,7 @@ use axum::routing::get;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
-use crate::error::Error;
+use super::Error;
 use crate::telemetry::metrics::{Exposition, exposition};
 
 #[derive(Clone)]

@@ -12,7 +12,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::error::Error;
+use super::Error;
 use crate::telemetry::metrics::Metrics;
 
 #[derive(Clone, Debug)]

@@ -1,5 +1,6 @@
 //! `tusk operator`: leader election, the controllers, and the HTTP endpoints.
 
+mod error;
 pub mod http;
 pub mod leader;
 
@@ -21,7 +22,7 @@ use tracing::{error, info, warn};
 
 use crate::api::v1::{Backup, Database};
 use crate::controller::{self, Context, backup, database};
-use crate::error::Error;
+pub use error::Error;
 use crate::resources::{BuildConfig, labels};
 use crate::telemetry::{self, metrics::Metrics};
 use crate::webhook::rotation::{self, RotationConfig};

@@ -87,17 +87,7 @@ pub fn needs_restart(name: &str) -> bool {
         .is_ok()
 }
 
-/// What applying a new set of parameters takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Change {
-    /// The parameters are the same.
-    Nothing,
-    /// `pg_reload_conf()` applies every change.
-    Reload,
-    /// At least one changed parameter needs the postmaster restarted.
-    Restart,
-}
+pub use crate::contract::Change;
 
 /// Compare two parameter maps. A parameter added, removed (back to its default) or
 /// with a different value counts as changed; values are compared as written, so

@@ -11,6 +11,7 @@
 //! controller [`owner_reference`] to the Database, so garbage collection removes
 //! them with it and orphans can be found by label.
 
+pub mod compare;
 mod hash;
 pub mod labels;
 pub mod names;

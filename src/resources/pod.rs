@@ -21,7 +21,7 @@ use super::secret::{PASSWORD_KEY, SecretKind};
 use super::{BuildConfig, hash, image, labels, names, object_meta};
 use crate::api::status::InstanceRole;
 use crate::api::v1::{Database, InitdbSpec, ReplicationMode};
-use crate::lifecycle::Bootstrap;
+use crate::contract::{Bootstrap, env};
 
 /// Annotation holding [`spec_hash`] of the pod's spec as built. The controller
 /// compares it with a fresh build to decide whether a pod must be recreated (pod
@@ -29,9 +29,9 @@ use crate::lifecycle::Bootstrap;
 pub const SPEC_HASH_ANNOTATION: &str = "tusk.dev/spec-hash";
 /// How an empty volume is filled (`initdb` or `clone`), read by the instance
 /// manager as `TUSK_BOOTSTRAP`.
-pub const BOOTSTRAP_ANNOTATION: &str = "tusk.dev/bootstrap";
+pub use crate::contract::env::BOOTSTRAP_ANNOTATION;
 /// The instance manager's bearer token for mutating requests.
-pub const INSTANCE_TOKEN_ENV: &str = "TUSK_INSTANCE_TOKEN";
+pub use crate::contract::env::INSTANCE_TOKEN as INSTANCE_TOKEN_ENV;
 /// Where the instance's PVC is mounted.
 pub const DATA_MOUNT: &str = "/var/lib/postgresql/data";
 /// The data directory: a subdirectory of the mount, because the root of many
@@ -42,10 +42,11 @@ pub const TUSK_BIN: &str = "/tusk/bin";
 /// PostgreSQL's port (container port `postgresql`).
 pub const POSTGRES_PORT: i32 = 5432;
 /// The instance manager's HTTP port (container port `tusk`): probes, API, metrics.
-pub const HEALTH_PORT: i32 = 8000;
-pub const SUPERUSER_PASSWORD_ENV: &str = "POSTGRES_SUPERUSER_PASSWORD";
-pub const REPLICATION_PASSWORD_ENV: &str = "TUSK_REPLICATION_PASSWORD";
-pub const APP_PASSWORD_ENV: &str = "TUSK_APP_PASSWORD";
+pub const HEALTH_PORT: i32 = crate::contract::PORT as i32;
+pub use crate::contract::env::{
+    APP_PASSWORD as APP_PASSWORD_ENV, REPLICATION_PASSWORD as REPLICATION_PASSWORD_ENV,
+    SUPERUSER_PASSWORD as SUPERUSER_PASSWORD_ENV,
+};
 
 /// The uid and gid of `postgres` in the official images; the data directory must
 /// belong to it.
@@ -95,13 +96,9 @@ pub fn instance_pod_with(
     let instance = names::instance_name(&db_name, serial);
     let spec = pod_spec(db, &db_name, &instance, config);
     let mut metadata = object_meta(db, instance.clone(), labels::pod(&db_name, &instance, role));
-    let bootstrap = match bootstrap {
-        Bootstrap::Initdb => "initdb",
-        Bootstrap::Clone => "clone",
-    };
     metadata.annotations = Some(BTreeMap::from([
         (SPEC_HASH_ANNOTATION.to_owned(), spec_hash(&spec)),
-        (BOOTSTRAP_ANNOTATION.to_owned(), bootstrap.to_owned()),
+        (BOOTSTRAP_ANNOTATION.to_owned(), bootstrap.as_str().to_owned()),
     ]));
     Pod {
         metadata,
@@ -110,12 +107,21 @@ pub fn instance_pod_with(
     }
 }
 
-/// A stable hash (FNV-1a over the JSON form) of a pod spec: the same for the same
-/// spec in every process and every operator version that serialises it alike.
+/// A stable hash (FNV-1a over the JSON form) of what a pod must be recreated
+/// for: the pod spec without the environment that only seeds the manager at
+/// start ([`env::START_ONLY`]: parameters and synchronous replication, which
+/// the operator changes through the instance API). The same for the same spec
+/// in every process and every operator version that serialises it alike.
 pub fn spec_hash(spec: &PodSpec) -> String {
+    let mut spec = spec.clone();
+    for container in &mut spec.containers {
+        if let Some(vars) = &mut container.env {
+            vars.retain(|var| !env::START_ONLY.contains(&var.name.as_str()));
+        }
+    }
     // Serialising a PodSpec cannot fail: it has only string map keys and no
     // fallible Serialize impls; an empty input would still hash deterministically.
-    let json = serde_json::to_vec(spec).unwrap_or_default();
+    let json = serde_json::to_vec(&spec).unwrap_or_default();
     hash::fnv1a64_hex(&json)
 }
 
@@ -225,28 +231,28 @@ fn env(db: &Database, db_name: &str, instance: &str) -> Vec<EnvVar> {
     )
     .to_string();
     vec![
-        field_env("POD_NAME", "metadata.name"),
-        field_env("POD_NAMESPACE", "metadata.namespace"),
+        field_env(env::POD_NAME, "metadata.name"),
+        field_env(env::POD_NAMESPACE, "metadata.namespace"),
         field_env(
-            "TUSK_BOOTSTRAP",
+            env::BOOTSTRAP,
             &format!("metadata.annotations['{BOOTSTRAP_ANNOTATION}']"),
         ),
-        value_env("TUSK_DATABASE", db_name),
-        value_env("TUSK_INSTANCE", instance),
-        value_env("PGDATA", PGDATA),
-        value_env("TUSK_PRIMARY_SERVICE", &names::rw_service(db_name)),
-        secret_env(SUPERUSER_PASSWORD_ENV, db_name, SecretKind::Superuser),
-        secret_env(REPLICATION_PASSWORD_ENV, db_name, SecretKind::Replication),
-        secret_env(APP_PASSWORD_ENV, db_name, SecretKind::App),
-        secret_env(INSTANCE_TOKEN_ENV, db_name, SecretKind::InstanceToken),
-        value_env("TUSK_APP_DATABASE", &app_database),
-        value_env("TUSK_APP_OWNER", &app_owner),
-        value_env("TUSK_SYNC_MODE", sync_mode),
+        value_env(env::DATABASE, db_name),
+        value_env(env::INSTANCE, instance),
+        value_env(env::PGDATA, PGDATA),
+        value_env(env::PRIMARY_SERVICE, &names::rw_service(db_name)),
+        secret_env(env::SUPERUSER_PASSWORD, db_name, SecretKind::Superuser),
+        secret_env(env::REPLICATION_PASSWORD, db_name, SecretKind::Replication),
+        secret_env(env::APP_PASSWORD, db_name, SecretKind::App),
+        secret_env(env::INSTANCE_TOKEN, db_name, SecretKind::InstanceToken),
+        value_env(env::APP_DATABASE, &app_database),
+        value_env(env::APP_OWNER, &app_owner),
+        value_env(env::SYNC_MODE, sync_mode),
         value_env(
-            "TUSK_MIN_SYNC",
+            env::MIN_SYNC,
             &db.spec.replication.min_sync_replicas.to_string(),
         ),
-        value_env("TUSK_PARAMETERS", &parameters),
+        value_env(env::PARAMETERS, &parameters),
     ]
 }
 

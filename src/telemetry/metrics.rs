@@ -14,7 +14,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::api::status::DatabasePhase;
-use crate::error::Error;
+use crate::error::Category;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabels {
@@ -185,11 +185,11 @@ impl Metrics {
         }
     }
 
-    pub fn reconcile_failed(&self, controller: &str, error: &Error) {
+    pub fn reconcile_failed(&self, controller: &str, category: Category) {
         self.errors
             .get_or_create(&ErrorLabels {
                 controller: controller.to_owned(),
-                category: error.category().as_str().to_owned(),
+                category: category.as_str().to_owned(),
             })
             .inc();
     }
@@ -421,7 +421,7 @@ mod tests {
         let mut registry = Registry::default();
         let metrics = Metrics::register(&mut registry);
         drop(metrics.reconcile_started("database"));
-        metrics.reconcile_failed("database", &Error::MissingField("metadata.name"));
+        metrics.reconcile_failed("database", Category::Internal);
         metrics.set_leader(true);
         metrics.set_queue_depth("database", 3);
         metrics.failover("shop", "orders");

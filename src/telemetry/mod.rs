@@ -9,7 +9,10 @@ use std::time::Duration;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::{EnvFilter, prelude::*};
 
-use crate::error::Error;
+/// Logging could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot set up logging: {0}")]
+pub struct Error(String);
 
 #[cfg(test)]
 pub(crate) use otel::layer as otel_layer;
@@ -89,7 +92,7 @@ pub fn init(service: &str) -> Result<Telemetry, Error> {
         .with(json_layer())
         .with(provider.as_ref().map(otel::layer))
         .try_init()
-        .map_err(|e| Error::Logging(e.to_string()))?;
+        .map_err(|e| Error(e.to_string()))?;
     if let Some(error) = failure {
         tracing::warn!(%error, "spans are not exported");
     }
@@ -118,7 +121,7 @@ pub fn init_logging() -> Result<(), Error> {
         .with(env_filter())
         .with(json_layer())
         .try_init()
-        .map_err(|e| Error::Logging(e.to_string()))
+        .map_err(|e| Error(e.to_string()))
 }
 
 fn env_filter() -> EnvFilter {

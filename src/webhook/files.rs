@@ -10,7 +10,7 @@ use axum_server::tls_rustls::RustlsConfig;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::error::Error;
+use super::Error;
 
 /// The PEM pair as mounted from a `kubernetes.io/tls` Secret.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,6 +5,7 @@
 pub mod admission;
 pub mod certs;
 pub mod conversion;
+mod error;
 pub mod files;
 pub mod rotation;
 
@@ -23,7 +24,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::api::v1::Database;
-use crate::error::Error;
+pub use error::Error;
 
 #[derive(Clone)]
 pub struct WebhookState {

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::certs::{self, CertBundle};
-use crate::error::Error;
+use super::Error;
 
 #[derive(Clone, Debug)]
 pub struct RotationConfig {

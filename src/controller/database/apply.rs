@@ -1,9 +1,11 @@
 //! Apply: carry out the lifecycle's actions, in order, against the API server
 //! and the instance managers. Every object goes out through a pure builder from
-//! [`crate::resources`]; this module only decides how each is written.
+//! [`crate::resources`]; every action names its target, so nothing here decides
+//! anything again. This module only decides how each object is written:
 //!
-//! - Secrets are created only when absent (`POST`, never apply): their
-//!   passwords are set in PostgreSQL once and must never change under it.
+//! - Secrets are created only when absent (`POST`): their passwords are set in
+//!   PostgreSQL and must never change under it. A Secret that exists is the
+//!   source of truth; only its labels and owner are re-applied.
 //! - Pods are created, not applied: their role label belongs to switchover and
 //!   failover once they exist, and pod specs are immutable anyway.
 //! - Services, PDBs and PVCs are server-side applied with field manager `tusk`.
@@ -16,17 +18,23 @@ use rand::Rng;
 use rand::distr::Alphanumeric;
 use serde_json::json;
 
-use super::instances::InstanceApi;
-use super::observe::Snapshot;
+use super::instances::{Call, Instances};
+use super::observe::{PASSWORD_SYNCED_ANNOTATION, Snapshot};
 use crate::api::v1::Database;
-use crate::controller::FIELD_MANAGER;
-use crate::error::Error;
-use crate::instance::Role;
+use crate::contract::{
+    Credential, DropSlotRequest, PasswordRequest, ReloadRequest, SyncSettings,
+};
+use crate::controller::{Error, FIELD_MANAGER};
 use crate::lifecycle::Action;
 use crate::resources::{self, BuildConfig, PASSWORD_KEY, SecretKind, labels, names};
 
 /// Length of generated passwords and tokens: 32 alphanumerics, about 190 bits.
 const PASSWORD_LENGTH: usize = 32;
+
+/// The field manager of the annotation that marks a Secret's password as
+/// given to the instances: apart from `tusk`'s, so that re-applying the
+/// Secret's labels leaves it alone.
+const CREDENTIALS_MANAGER: &str = "tusk-credentials";
 
 /// What one applied action did, for its Event; `None` when it changed nothing.
 pub struct Done {
@@ -37,7 +45,7 @@ pub struct Done {
 /// Everything an action needs: the clients, the Database and this pass's snapshot.
 pub struct Applier<'a> {
     pub client: &'a kube::Client,
-    pub instances: &'a InstanceApi,
+    pub instances: &'a dyn Instances,
     pub build: &'a BuildConfig,
     pub db: &'a Database,
     pub namespace: &'a str,
@@ -59,6 +67,10 @@ impl Applier<'_> {
     pub async fn apply(&self, action: &Action) -> Result<Option<Done>, Error> {
         match action {
             Action::EnsureSecrets => self.ensure_secrets().await,
+            Action::SyncPassword {
+                credential,
+                instances,
+            } => self.sync_password(*credential, instances).await,
             Action::EnsureServices => {
                 for service in resources::services(self.db) {
                     self.server_side_apply::<Service>(&service, "applying a Service")
@@ -67,21 +79,18 @@ impl Applier<'_> {
                 Ok(None)
             }
             Action::EnsurePodDisruptionBudgets => {
-                let budgets = resources::pod_disruption_budgets(self.db);
-                for pdb in &budgets {
+                for pdb in resources::pod_disruption_budgets(self.db) {
                     self.server_side_apply::<PodDisruptionBudget>(
-                        pdb,
+                        &pdb,
                         "applying a PodDisruptionBudget",
                     )
                     .await?;
                 }
-                // A budget the instance count no longer calls for goes.
-                for name in &self.snapshot.pdbs {
-                    if !budgets.iter().any(|b| b.name_any() == *name) {
-                        self.delete::<PodDisruptionBudget>(name, "deleting a PodDisruptionBudget")
-                            .await?;
-                    }
-                }
+                Ok(None)
+            }
+            Action::DeletePodDisruptionBudget { name } => {
+                self.delete::<PodDisruptionBudget>(name, "deleting a PodDisruptionBudget")
+                    .await?;
                 Ok(None)
             }
             Action::CreatePvc { serial } => {
@@ -98,9 +107,13 @@ impl Applier<'_> {
                 serial,
                 bootstrap,
                 role,
+                image,
             } => {
-                let pod =
-                    resources::instance_pod_with(self.db, *serial, *role, *bootstrap, self.build);
+                // The plan chose the image (the spec's, or the one the others
+                // run while a new one cannot be rolled out).
+                let mut db = self.db.clone();
+                db.spec.image = Some(image.clone()).filter(|i| !i.is_empty());
+                let pod = resources::instance_pod_with(&db, *serial, *role, *bootstrap, self.build);
                 let name = pod.name_any();
                 match self.api::<Pod>().create(&PostParams::default(), &pod).await {
                     Ok(_) => {}
@@ -110,9 +123,9 @@ impl Applier<'_> {
                 Ok(Some(Done {
                     reason: "CreatedInstance",
                     note: format!(
-                        "created {} {name} ({:?})",
+                        "created {} {name} ({}, {image})",
                         labels::role_value(*role),
-                        bootstrap
+                        bootstrap.as_str()
                     ),
                 }))
             }
@@ -153,10 +166,16 @@ impl Applier<'_> {
                     note: format!("{name} is now labelled {}", labels::role_value(*role)),
                 }))
             }
-            Action::ConfigureSync { standbys, min } => {
-                let primary = self.primary()?;
-                let body = json!({ "min": (*min).max(0), "standbys": standbys });
-                self.post(&primary, "/sync", &body).await?;
+            Action::ConfigureSync {
+                primary,
+                standbys,
+                min,
+            } => {
+                let settings = SyncSettings {
+                    min: u32::try_from(*min).unwrap_or(0),
+                    standbys: standbys.clone(),
+                };
+                self.call(primary, Call::Sync(settings)).await?;
                 let note = if *min > 0 {
                     format!(
                         "synchronous_standby_names = ANY {min} ({})",
@@ -171,24 +190,25 @@ impl Applier<'_> {
                 }))
             }
             Action::Reload { name } => {
-                let body = json!({ "parameters": self.db.spec.postgresql.parameters });
-                self.post(name, "/reload", &body).await?;
+                let request = ReloadRequest {
+                    parameters: Some(self.db.spec.postgresql.parameters.clone()),
+                };
+                self.call(name, Call::Reload(request)).await?;
                 Ok(Some(Done {
                     reason: "Reloaded",
                     note: format!("{name} reloaded its configuration"),
                 }))
             }
-            Action::DropSlot { slot } => {
-                let primary = self.primary()?;
-                self.post(&primary, "/slots/drop", &json!({ "slot": slot }))
-                    .await?;
+            Action::DropSlot { primary, slot } => {
+                let request = DropSlotRequest { slot: slot.clone() };
+                self.call(primary, Call::DropSlot(request)).await?;
                 Ok(Some(Done {
                     reason: "DroppedSlot",
                     note: format!("dropped replication slot {slot} of a removed instance"),
                 }))
             }
             Action::RestartInstance { name } => {
-                self.post(name, "/restart", &json!({})).await?;
+                self.call(name, Call::Restart).await?;
                 Ok(Some(Done {
                     reason: "Restarting",
                     note: format!("{name} restarts PostgreSQL for a parameter change"),
@@ -197,11 +217,31 @@ impl Applier<'_> {
         }
     }
 
+    /// Creates the missing Secrets; re-applies the labels and owner of the
+    /// others (never their data).
     async fn ensure_secrets(&self) -> Result<Option<Done>, Error> {
         let mut created = Vec::new();
         for kind in SecretKind::ALL {
             let name = kind.secret_name(&self.name());
-            if self.snapshot.secrets.contains(&name) {
+            if self.snapshot.has_secret(&name) {
+                let built = resources::secret(self.db, kind, "");
+                let metadata = json!({
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {
+                        "name": name,
+                        "labels": built.metadata.labels,
+                        "ownerReferences": built.metadata.owner_references,
+                    },
+                });
+                self.api::<Secret>()
+                    .patch(
+                        &name,
+                        &PatchParams::apply(FIELD_MANAGER).force(),
+                        &Patch::Apply(metadata),
+                    )
+                    .await
+                    .map_err(Error::kube("re-applying a Secret's labels and owner"))?;
                 continue;
             }
             let secret = resources::secret(self.db, kind, &generate_password());
@@ -219,6 +259,46 @@ impl Applier<'_> {
         Ok((!created.is_empty()).then(|| Done {
             reason: "CreatedSecrets",
             note: format!("generated credentials: {}", created.join(", ")),
+        }))
+    }
+
+    /// Gives `instances` the password in `credential`'s Secret, then marks
+    /// the Secret so that the next pass does not again.
+    async fn sync_password(
+        &self,
+        credential: Credential,
+        instances: &[String],
+    ) -> Result<Option<Done>, Error> {
+        let kind = match credential {
+            Credential::Superuser => SecretKind::Superuser,
+            Credential::Replication => SecretKind::Replication,
+            Credential::App => SecretKind::App,
+        };
+        let name = kind.secret_name(&self.name());
+        let password = self.secret_password(&name).await?;
+        for instance in instances {
+            let request = PasswordRequest {
+                credential,
+                password: password.clone(),
+            };
+            self.call(instance, Call::Password(request)).await?;
+        }
+        let mark = json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": { "name": name, "annotations": { PASSWORD_SYNCED_ANNOTATION: "true" } },
+        });
+        self.api::<Secret>()
+            .patch(
+                &name,
+                &PatchParams::apply(CREDENTIALS_MANAGER).force(),
+                &Patch::Apply(mark),
+            )
+            .await
+            .map_err(Error::kube("marking a Secret's password as given"))?;
+        Ok(Some(Done {
+            reason: "PasswordSynced",
+            note: format!("the password in Secret {name} is in effect on {}", instances.join(", ")),
         }))
     }
 
@@ -267,25 +347,7 @@ impl Applier<'_> {
         }
     }
 
-    /// The instance whose manager reports primary in this pass.
-    fn primary(&self) -> Result<String, Error> {
-        self.snapshot
-            .managers
-            .iter()
-            .find(|(_, s)| s.postgres.role == Role::Primary)
-            .map(|(name, _)| name.clone())
-            .ok_or_else(|| Error::InstanceUnreachable {
-                instance: self.name(),
-                reason: "no instance reports primary".to_owned(),
-            })
-    }
-
-    async fn post(
-        &self,
-        instance: &str,
-        path: &str,
-        body: &serde_json::Value,
-    ) -> Result<(), Error> {
+    async fn call(&self, instance: &str, call: Call) -> Result<(), Error> {
         let ip = self
             .snapshot
             .pod_ip(instance)
@@ -293,29 +355,31 @@ impl Applier<'_> {
                 instance: instance.to_owned(),
                 reason: "the pod has no IP".to_owned(),
             })?;
-        let token = self.token().await?;
+        let token = self
+            .secret_password(&names::instance_token_secret(&self.name()))
+            .await?;
         self.instances
-            .post(&ip, path, &token, body)
+            .call(&ip, &token, call)
             .await
-            .map_err(|source| Error::InstanceApi {
+            .map(drop)
+            .map_err(|source| Error::Instance {
                 instance: instance.to_owned(),
                 source,
             })
     }
 
-    async fn token(&self) -> Result<String, Error> {
-        let name = names::instance_token_secret(&self.name());
+    async fn secret_password(&self, name: &str) -> Result<String, Error> {
         let secret = self
             .api::<Secret>()
-            .get(&name)
+            .get(name)
             .await
-            .map_err(Error::kube("reading the instance token Secret"))?;
+            .map_err(Error::kube("reading a credential Secret"))?;
         secret
             .data
             .as_ref()
             .and_then(|d| d.get(PASSWORD_KEY))
             .and_then(|v| String::from_utf8(v.0.clone()).ok())
-            .ok_or(Error::MissingField("password in the instance token Secret"))
+            .ok_or(Error::MissingField("password in a credential Secret"))
     }
 }
 

@@ -1,19 +1,27 @@
-//! The operator's side of the instance manager API: `GET /status` to observe,
-//! and the token-protected `POST`s that apply an action. Plain HTTP to the pod
-//! IP; the bearer token (a per-Database Secret) keeps anyone else from mutating.
+//! The operator's side of the instance API ([`crate::contract`]): `GET
+//! /status` to observe, and the token-protected `POST`s that carry out an
+//! action. The controllers reach the managers through the [`Instances`]
+//! trait held in their context, so the reconcile shell can be tested with
+//! fake managers; [`HttpInstances`] is the real one: plain HTTP to the pod IP,
+//! the bearer token (a per-Database Secret) keeping anyone else from mutating.
 
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use http::{Method, Request, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use tracing::{Span, field, instrument};
+use serde::de::DeserializeOwned;
+use tracing::{Instrument, Span, field, info_span};
 
-use crate::instance::Status;
-use crate::resources::HEALTH_PORT;
+use crate::contract::{
+    DropSlotRequest, DropSlotResponse, ErrorBody, PORT, PasswordRequest, PasswordResponse,
+    ReloadRequest, ReloadResponse, RestartResponse, Status, SyncResponse, SyncSettings, path,
+};
+use crate::error::Category;
 use crate::telemetry;
 
 /// A status poll must not hold the reconcile up: a manager that cannot answer
@@ -22,8 +30,52 @@ const STATUS_TIMEOUT: Duration = Duration::from_secs(3);
 /// Reload and sync wait for `pg_reload_conf()` and a short settle.
 const MUTATE_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// A mutating request to an instance manager.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Call {
+    Reload(ReloadRequest),
+    Sync(SyncSettings),
+    Restart,
+    DropSlot(DropSlotRequest),
+    Password(PasswordRequest),
+}
+
+impl Call {
+    pub fn path(&self) -> &'static str {
+        match self {
+            Call::Reload(_) => path::RELOAD,
+            Call::Sync(_) => path::SYNC,
+            Call::Restart => path::RESTART,
+            Call::DropSlot(_) => path::DROP_SLOT,
+            Call::Password(_) => path::PASSWORD,
+        }
+    }
+
+    fn body(&self) -> Result<Bytes, serde_json::Error> {
+        let json = match self {
+            Call::Reload(request) => serde_json::to_vec(request)?,
+            Call::Sync(request) => serde_json::to_vec(request)?,
+            Call::DropSlot(request) => serde_json::to_vec(request)?,
+            Call::Password(request) => serde_json::to_vec(request)?,
+            Call::Restart => b"{}".to_vec(),
+        };
+        Ok(Bytes::from(json))
+    }
+}
+
+/// A manager's answer to a [`Call`], decoded by the contract's types.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    Reload(ReloadResponse),
+    Sync(SyncResponse),
+    Restart(RestartResponse),
+    DropSlot(DropSlotResponse),
+    Password(PasswordResponse),
+}
+
+/// Why a call to an instance manager failed.
 #[derive(Debug, thiserror::Error)]
-pub enum InstanceApiError {
+pub enum CallError {
     #[error("{method} {url}: {source}")]
     Transport {
         method: Method,
@@ -37,12 +89,13 @@ pub enum InstanceApiError {
         url: String,
         timeout: Duration,
     },
-    #[error("{method} {url}: {status}: {body}")]
-    Status {
+    /// The manager answered with an error status; `message` is its `error`.
+    #[error("{method} {url}: {status}: {message}")]
+    Refused {
         method: Method,
         url: String,
         status: StatusCode,
-        body: String,
+        message: String,
     },
     #[error("{url}: unreadable answer: {source}")]
     Decode {
@@ -52,13 +105,54 @@ pub enum InstanceApiError {
     },
 }
 
-/// A pooled HTTP/1.1 client for the instance managers.
+impl CallError {
+    /// A 4xx answer is a refusal that repeating will not change (a bad
+    /// request, a wrong token): it waits for a change, as an invalid spec
+    /// does. A conflict (409: not running yet) and everything else may pass.
+    pub fn category(&self) -> Category {
+        match self {
+            CallError::Refused { status, .. }
+                if status.is_client_error() && *status != StatusCode::CONFLICT =>
+            {
+                Category::Rejected
+            }
+            CallError::Decode { .. } => Category::Internal,
+            _ => Category::Api,
+        }
+    }
+
+    /// The manager's own words when it refused, for a condition.
+    pub fn refusal(&self) -> Option<(StatusCode, &str)> {
+        match self {
+            CallError::Refused {
+                status, message, ..
+            } => Some((*status, message)),
+            _ => None,
+        }
+    }
+}
+
+/// How the operator reaches instance managers.
+pub trait Instances: Send + Sync {
+    /// `GET /status` of the manager at `pod_ip`.
+    fn status<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Status, CallError>>;
+
+    /// A mutating `call` with the bearer `token`.
+    fn call<'a>(
+        &'a self,
+        pod_ip: &'a str,
+        token: &'a str,
+        call: Call,
+    ) -> BoxFuture<'a, Result<Answer, CallError>>;
+}
+
+/// The instance API over HTTP/1.1, pooled.
 #[derive(Clone)]
-pub struct InstanceApi {
+pub struct HttpInstances {
     client: Client<HttpConnector, Full<Bytes>>,
 }
 
-impl Default for InstanceApi {
+impl Default for HttpInstances {
     fn default() -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(Duration::from_secs(2)));
@@ -68,60 +162,71 @@ impl Default for InstanceApi {
     }
 }
 
-impl InstanceApi {
-    /// `GET /status` of the manager at `pod_ip`.
-    #[instrument(
-        name = "instance_call",
-        skip_all,
-        fields(
-            op = "status",
-            pod_ip = %pod_ip,
-            otel.kind = "client",
-            http.response.status_code = field::Empty,
-            error = field::Empty,
+/// The span of one call, a child of the reconcile's; [`recorded`] fills in
+/// its outcome.
+fn call_span(op: &str, pod_ip: &str) -> Span {
+    info_span!(
+        "instance_call",
+        op,
+        pod_ip,
+        otel.kind = "client",
+        http.response.status_code = field::Empty,
+        error = field::Empty,
+    )
+}
+
+impl Instances for HttpInstances {
+    fn status<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Status, CallError>> {
+        let span = call_span("status", pod_ip);
+        Box::pin(
+            async move {
+                let url = url(pod_ip, path::STATUS);
+                let answer = async {
+                    let body = self
+                        .send(Method::GET, &url, None, Bytes::new(), STATUS_TIMEOUT)
+                        .await?;
+                    decode(&url, &body)
+                };
+                recorded(answer.await)
+            }
+            .instrument(span),
         )
-    )]
-    pub async fn status(&self, pod_ip: &str) -> Result<Status, InstanceApiError> {
-        let url = url(pod_ip, "/status");
-        let answer = async {
-            let body = self
-                .send(Method::GET, &url, None, Bytes::new(), STATUS_TIMEOUT)
-                .await?;
-            serde_json::from_slice(&body).map_err(|source| InstanceApiError::Decode {
-                url: url.clone(),
-                source,
-            })
-        };
-        recorded(answer.await)
     }
 
-    /// `POST path` with a JSON body and the bearer `token`.
-    #[instrument(
-        name = "instance_call",
-        skip_all,
-        fields(
-            op = path.trim_start_matches('/'),
-            pod_ip = %pod_ip,
-            otel.kind = "client",
-            http.response.status_code = field::Empty,
-            error = field::Empty,
+    fn call<'a>(
+        &'a self,
+        pod_ip: &'a str,
+        token: &'a str,
+        call: Call,
+    ) -> BoxFuture<'a, Result<Answer, CallError>> {
+        let span = call_span(call.path().trim_start_matches('/'), pod_ip);
+        Box::pin(
+            async move {
+                let url = url(pod_ip, call.path());
+                let answer = async {
+                    let body = call.body().map_err(|source| CallError::Decode {
+                        url: url.clone(),
+                        source,
+                    })?;
+                    let reply = self
+                        .send(Method::POST, &url, Some(token), body, MUTATE_TIMEOUT)
+                        .await?;
+                    Ok(match call {
+                        Call::Reload(_) => Answer::Reload(decode(&url, &reply)?),
+                        Call::Sync(_) => Answer::Sync(decode(&url, &reply)?),
+                        Call::Restart => Answer::Restart(decode(&url, &reply)?),
+                        Call::DropSlot(_) => Answer::DropSlot(decode(&url, &reply)?),
+                        Call::Password(_) => Answer::Password(decode(&url, &reply)?),
+                    })
+                };
+                recorded(answer.await)
+            }
+            .instrument(span),
         )
-    )]
-    pub async fn post(
-        &self,
-        pod_ip: &str,
-        path: &str,
-        token: &str,
-        body: &serde_json::Value,
-    ) -> Result<(), InstanceApiError> {
-        let url = url(pod_ip, path);
-        let body = Bytes::from(body.to_string());
-        let answer = self
-            .send(Method::POST, &url, Some(token), body, MUTATE_TIMEOUT)
-            .await;
-        recorded(answer.map(drop))
     }
+}
 
+impl HttpInstances {
     async fn send(
         &self,
         method: Method,
@@ -129,13 +234,12 @@ impl InstanceApi {
         token: Option<&str>,
         body: Bytes,
         timeout: Duration,
-    ) -> Result<Bytes, InstanceApiError> {
-        let transport =
-            |source: Box<dyn std::error::Error + Send + Sync>| InstanceApiError::Transport {
-                method: method.clone(),
-                url: url.to_owned(),
-                source,
-            };
+    ) -> Result<Bytes, CallError> {
+        let transport = |source: Box<dyn std::error::Error + Send + Sync>| CallError::Transport {
+            method: method.clone(),
+            url: url.to_owned(),
+            source,
+        };
         let mut request = Request::builder()
             .method(method.clone())
             .uri(url)
@@ -163,30 +267,40 @@ impl InstanceApi {
                 .await
                 .map_err(|err| transport(Box::new(err)))?
                 .to_bytes();
-            Ok::<_, InstanceApiError>((status, body))
+            Ok::<_, CallError>((status, body))
         };
         let (status, body) = tokio::time::timeout(timeout, exchange)
             .await
-            .map_err(|_| InstanceApiError::Timeout {
+            .map_err(|_| CallError::Timeout {
                 method: method.clone(),
                 url: url.to_owned(),
                 timeout,
             })??;
         Span::current().record("http.response.status_code", status.as_u16());
         if !status.is_success() {
-            return Err(InstanceApiError::Status {
+            let message = serde_json::from_slice::<ErrorBody>(&body)
+                .map(|e| e.error)
+                .unwrap_or_else(|_| String::from_utf8_lossy(&body).into_owned());
+            return Err(CallError::Refused {
                 method,
                 url: url.to_owned(),
                 status,
-                body: String::from_utf8_lossy(&body).chars().take(500).collect(),
+                message: message.chars().take(500).collect(),
             });
         }
         Ok(body)
     }
 }
 
+fn decode<T: DeserializeOwned>(url: &str, body: &[u8]) -> Result<T, CallError> {
+    serde_json::from_slice(body).map_err(|source| CallError::Decode {
+        url: url.to_owned(),
+        source,
+    })
+}
+
 /// Marks the current `instance_call` span failed when the call failed.
-fn recorded<T>(answer: Result<T, InstanceApiError>) -> Result<T, InstanceApiError> {
+fn recorded<T>(answer: Result<T, CallError>) -> Result<T, CallError> {
     if let Err(error) = &answer {
         telemetry::record_error(&Span::current(), error);
     }
@@ -196,9 +310,9 @@ fn recorded<T>(answer: Result<T, InstanceApiError>) -> Result<T, InstanceApiErro
 fn url(pod_ip: &str, path: &str) -> String {
     // An IPv6 pod IP needs brackets in a URL.
     if pod_ip.contains(':') {
-        format!("http://[{pod_ip}]:{HEALTH_PORT}{path}")
+        format!("http://[{pod_ip}]:{PORT}{path}")
     } else {
-        format!("http://{pod_ip}:{HEALTH_PORT}{path}")
+        format!("http://{pod_ip}:{PORT}{path}")
     }
 }
 
@@ -210,5 +324,25 @@ mod tests {
     fn urls_bracket_ipv6_addresses() {
         assert_eq!(url("10.0.0.5", "/status"), "http://10.0.0.5:8000/status");
         assert_eq!(url("fd00::5", "/status"), "http://[fd00::5]:8000/status");
+    }
+
+    fn refused(status: StatusCode) -> CallError {
+        CallError::Refused {
+            method: Method::POST,
+            url: "http://10.0.0.5:8000/reload".into(),
+            status,
+            message: "no".into(),
+        }
+    }
+
+    #[test]
+    fn refusals_wait_for_a_change_and_the_rest_retries() {
+        assert_eq!(refused(StatusCode::BAD_REQUEST).category(), Category::Rejected);
+        assert_eq!(refused(StatusCode::UNAUTHORIZED).category(), Category::Rejected);
+        assert_eq!(refused(StatusCode::CONFLICT).category(), Category::Api);
+        assert_eq!(
+            refused(StatusCode::SERVICE_UNAVAILABLE).category(),
+            Category::Api
+        );
     }
 }

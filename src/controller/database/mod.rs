@@ -24,9 +24,10 @@ use tokio::sync::watch;
 use tracing::{Span, field, info, instrument, warn};
 
 use super::{Change, Context, FINALIZER, conditions, key_of, namespace_of, reconciled};
+use crate::api::status::DatabasePhase;
 use crate::api::v1::Database;
-use crate::error::Error;
-use crate::lifecycle;
+use crate::controller::Error;
+use crate::lifecycle::{self, Verdict};
 use crate::telemetry;
 
 pub const CONTROLLER: &str = "database";
@@ -92,12 +93,12 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         return Ok(Action::await_change());
     }
 
-    let snapshot = observe::snapshot(&ctx.client, &ctx.instances, db, &namespace).await?;
-    let observed = observe::reduce(db, &snapshot);
-    let decision = lifecycle::plan(&db.spec, db.status.as_ref(), &observed);
+    let snapshot = observe::snapshot(&ctx.client, ctx.instances.as_ref(), db, &namespace).await?;
+    let observed = observe::reduce(db, &snapshot, &ctx.build);
+    let mut decision = lifecycle::plan(&db.spec, db.status.as_ref(), &observed);
     let applier = apply::Applier {
         client: &ctx.client,
-        instances: &ctx.instances,
+        instances: ctx.instances.as_ref(),
         build: &ctx.build,
         db,
         namespace: &namespace,
@@ -120,7 +121,18 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
             }
         }
     }
-    let plan = plan::accepted(db, &decision, observe::instance_statuses(db, &snapshot));
+    // A refusal that repeating will not change is shown as such, and the
+    // pass waits for a change instead of retrying forever.
+    if let Some(error) = &failure
+        && !error.category().is_transient()
+    {
+        decision.add(Verdict::blocked(refusal_reason(error), error.to_string()));
+    }
+    let plan = plan::accepted(
+        &decision,
+        observe::instance_statuses(db, &snapshot),
+        observe::applied(db, &snapshot),
+    );
     write_status(db, api, ctx, &plan).await?;
     // Counted once the status holds the new primary, so a failed write is
     // counted when a later pass records it, not twice.
@@ -150,6 +162,14 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     })
 }
 
+/// The condition reason of an action that failed for good.
+fn refusal_reason(error: &Error) -> &'static str {
+    match error {
+        Error::Instance { .. } => "InstanceRefused",
+        _ => "ApiRefused",
+    }
+}
+
 /// Writes the status and publishes an Event for every condition or phase change.
 async fn write_status(
     db: &Database,
@@ -172,7 +192,7 @@ async fn write_status(
     status::apply(api, &db.name_any(), &next).await?;
     ctx.progress_written(&key);
     for changed in conditions::transitions(&before.conditions, &next.conditions) {
-        let type_ = if changed.type_ == conditions::READY && changed.reason == "InvalidSpec"
+        let type_ = if changed.type_ == conditions::READY && next.phase == Some(DatabasePhase::Blocked)
             || changed.type_ == conditions::DEGRADED && changed.status == "True"
         {
             EventType::Warning

@@ -1,33 +1,51 @@
-//! Observe: what exists for one Database (its PVCs, Pods, Secrets, Services and
-//! PDBs, found by label) and what each instance manager says, reduced to the
-//! [`Observed`] the lifecycle decides on. Listing and polling are the async
-//! edge; [`reduce`] is pure.
+//! Observe: what exists for one Database (its PVCs, Pods, Secrets, Services,
+//! PDBs and the Services' EndpointSlices, found by label) and what each
+//! instance manager says, reduced to the [`Observed`] the lifecycle decides
+//! on by comparing each object with what the builders make. Listing and
+//! polling are the async edge; [`reduce`] is pure.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod as KubePod, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
-use super::instances::InstanceApi;
-use crate::api::status::{InstanceRole, InstanceStatus};
+use super::instances::Instances;
+use crate::api::quantity;
+use crate::api::status::{AppliedSpec, InstanceRole, InstanceStatus};
 use crate::api::v1::Database;
-use crate::error::Error;
-use crate::instance::{Role, Status};
-use crate::lifecycle::{Instance, ManagerStatus, Observed, Pod, PodPhase, PvcState, SyncStandbys};
+use crate::contract::{API_VERSION, Bootstrap, Credential, Lsn, Role, Status};
+use crate::controller::Error;
+use crate::lifecycle::{
+    Instance, ManagerStatus, Observed, Pod, PodPhase, PvcState, Routing, SyncStandbys,
+};
 use crate::postgres::params::{self, Change};
-use crate::resources::{self, SecretKind, labels, names};
+use crate::resources::{
+    self, BuildConfig, SPEC_HASH_ANNOTATION, SecretKind, compare, labels, names,
+};
+
+/// Set on a credential Secret once its password has been given to the
+/// instances (by its own field manager, so re-applying the Secret's labels
+/// never removes it). A recreated Secret lacks it.
+pub const PASSWORD_SYNCED_ANNOTATION: &str = "tusk.dev/password-synced";
+
+/// The label the EndpointSlice controller puts on every slice of a Service.
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 /// The raw inputs of one pass, as listed and polled.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     pub pvcs: Vec<PersistentVolumeClaim>,
     pub pods: Vec<KubePod>,
-    pub secrets: BTreeSet<String>,
-    pub services: BTreeSet<String>,
-    pub pdbs: BTreeSet<String>,
+    /// The Secrets' metadata (their data is never needed to observe).
+    pub secrets: Vec<ObjectMeta>,
+    pub services: Vec<Service>,
+    pub pdbs: Vec<PodDisruptionBudget>,
+    pub endpoints: Vec<EndpointSlice>,
     /// `/status` of each pod's manager that answered, by pod name.
     pub managers: BTreeMap<String, Status>,
 }
@@ -40,13 +58,27 @@ impl Snapshot {
             .find(|p| p.name_any() == name)
             .and_then(|p| p.status.as_ref()?.pod_ip.clone())
     }
+
+    /// Whether a Secret named `name` exists.
+    pub fn has_secret(&self, name: &str) -> bool {
+        self.secrets
+            .iter()
+            .any(|s| s.name.as_deref() == Some(name))
+    }
+
+    /// Managers that speak this build's instance API, by pod name.
+    fn understood(&self) -> impl Iterator<Item = (&String, &Status)> {
+        self.managers
+            .iter()
+            .filter(|(_, s)| s.api_version == API_VERSION)
+    }
 }
 
 /// Lists everything of `db` by its label and polls every running pod's manager
 /// concurrently.
 pub async fn snapshot(
     client: &kube::Client,
-    api: &InstanceApi,
+    api: &dyn Instances,
     db: &Database,
     namespace: &str,
 ) -> Result<Snapshot, Error> {
@@ -72,22 +104,49 @@ pub async fn snapshot(
         .filter(|p| names::serial_of(&name, &p.name_any()).is_some())
         .filter(|p| owned(p.owner_references()))
         .collect();
-    let secrets =
-        names_of::<Secret>(client, namespace, &params, "listing the Database's Secrets").await?;
-    let services = names_of::<Service>(
-        client,
-        namespace,
-        &params,
-        "listing the Database's Services",
-    )
-    .await?;
-    let pdbs = names_of::<PodDisruptionBudget>(
-        client,
-        namespace,
-        &params,
-        "listing the Database's PodDisruptionBudgets",
-    )
-    .await?;
+    // By name, not label: a Secret whose labels a user removed must still be
+    // found (and relabelled), not recreated over.
+    let secret_names: Vec<String> = SecretKind::ALL
+        .iter()
+        .map(|k| k.secret_name(&name))
+        .collect();
+    let secrets = Api::<Secret>::namespaced(client.clone(), namespace)
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(Error::kube("listing the Database's Secrets"))?
+        .items
+        .into_iter()
+        .map(|s| s.metadata)
+        .filter(|m| m.name.as_ref().is_some_and(|n| secret_names.contains(n)))
+        .collect();
+    let service_names = [
+        names::rw_service(&name),
+        names::ro_service(&name),
+        names::r_service(&name),
+    ];
+    let services = Api::<Service>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube("listing the Database's Services"))?
+        .items
+        .into_iter()
+        .filter(|s| service_names.contains(&s.name_any()))
+        .collect();
+    let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), namespace)
+        .list(&params)
+        .await
+        .map_err(Error::kube("listing the Database's PodDisruptionBudgets"))?
+        .items;
+    let routed = format!(
+        "{SERVICE_NAME_LABEL} in ({},{})",
+        names::rw_service(&name),
+        names::ro_service(&name)
+    );
+    let endpoints = Api::<EndpointSlice>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(&routed))
+        .await
+        .map_err(Error::kube("listing the Services' EndpointSlices"))?
+        .items;
     let polls = pods.iter().filter_map(|pod| {
         let ip = pod.status.as_ref()?.pod_ip.clone()?;
         let name = pod.name_any();
@@ -111,38 +170,17 @@ pub async fn snapshot(
         secrets,
         services,
         pdbs,
+        endpoints,
         managers,
     })
 }
 
-/// The names of the `K`s matching `params` (metadata only: their content is
-/// not needed, only whether they exist).
-async fn names_of<K>(
-    client: &kube::Client,
-    namespace: &str,
-    params: &ListParams,
-    context: &'static str,
-) -> Result<BTreeSet<String>, Error>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    Ok(Api::<K>::namespaced(client.clone(), namespace)
-        .list_metadata(params)
-        .await
-        .map_err(Error::kube(context))?
-        .items
-        .into_iter()
-        .map(|o| o.name_any())
-        .collect())
-}
-
 /// The facts the lifecycle decides on (pure).
-pub fn reduce(db: &Database, snapshot: &Snapshot) -> Observed {
+pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observed {
     let name = db.name_any();
     let mut instances: BTreeMap<u32, Instance> = BTreeMap::new();
+    let wanted_bytes = quantity::parse_bytes(&db.spec.storage.size).ok();
+    let mut short_volumes = Vec::new();
     for pvc in &snapshot.pvcs {
         let Some(serial) = instance_of_pvc(&name, &pvc.name_any()) else {
             continue;
@@ -157,29 +195,40 @@ pub fn reduce(db: &Database, snapshot: &Snapshot) -> Observed {
         } else {
             PvcState::Pending
         });
+        if let (Some(wanted), Some(requested)) = (wanted_bytes, pvc_request(pvc))
+            && requested < wanted
+        {
+            short_volumes.push(pvc.name_any());
+        }
     }
     for pod in &snapshot.pods {
         let pod_name = pod.name_any();
         let Some(serial) = names::serial_of(&name, &pod_name) else {
             continue;
         };
-        let manager = snapshot.managers.get(&pod_name).map(manager_status);
+        let reported = snapshot.managers.get(&pod_name);
+        let api_mismatch = reported
+            .map(|s| s.api_version)
+            .filter(|v| *v != API_VERSION);
+        let manager = reported
+            .filter(|_| api_mismatch.is_none())
+            .map(manager_status);
         instances.entry(serial).or_default().pod = Some(Pod {
             phase: phase_of(pod),
             role_label: pod
                 .labels()
                 .get(labels::ROLE)
-                .and_then(|role| match role.as_str() {
-                    "primary" => Some(InstanceRole::Primary),
-                    "replica" => Some(InstanceRole::Replica),
-                    _ => None,
-                }),
+                .and_then(|role| Role::parse(role)),
             manager,
+            ready: pod_ready(pod),
+            image: postgres_image(pod),
+            outdated: outdated(db, serial, pod, build),
+            api_mismatch,
         });
     }
     let primary = snapshot
-        .managers
-        .values()
+        .understood()
+        .map(|(_, s)| s)
         .find(|s| s.postgres.role == Role::Primary);
     let sync = primary
         .and_then(|p| p.sync.clone())
@@ -190,32 +239,65 @@ pub fn reduce(db: &Database, snapshot: &Snapshot) -> Observed {
         .unwrap_or_default();
     // Parameters differ when any answering manager runs other ones than the spec.
     let parameter_change = snapshot
-        .managers
-        .values()
-        .map(|s| params::classify(&s.parameters, &db.spec.postgresql.parameters))
-        .max_by_key(|change| match change {
-            Change::Nothing => 0,
-            Change::Reload => 1,
-            Change::Restart => 2,
-        })
+        .understood()
+        .map(|(_, s)| params::classify(&s.parameters, &db.spec.postgresql.parameters))
+        .max()
         .unwrap_or(Change::Nothing);
-    let has_all =
-        |present: &BTreeSet<String>, wanted: &[String]| wanted.iter().all(|w| present.contains(w));
-    let secret_names: Vec<String> = SecretKind::ALL
+    let built_secrets: Vec<Secret> = SecretKind::ALL
         .iter()
-        .map(|k| k.secret_name(&name))
+        .map(|kind| resources::secret(db, *kind, ""))
         .collect();
-    let service_names = [
-        names::rw_service(&name),
-        names::ro_service(&name),
-        names::r_service(&name),
-    ];
-    // Exactly the budgets the builder makes: one left over from a larger
-    // instance count would block draining the remaining replica.
-    let pdb_names: BTreeSet<String> = resources::pod_disruption_budgets(db)
+    let secrets = built_secrets.iter().all(|built| {
+        snapshot
+            .secrets
+            .iter()
+            .find(|m| m.name == built.metadata.name)
+            .is_some_and(|observed| compare::as_built(&built.metadata, observed))
+    });
+    let credentials_to_sync = [
+        (SecretKind::Superuser, Credential::Superuser),
+        (SecretKind::Replication, Credential::Replication),
+        (SecretKind::App, Credential::App),
+    ]
+    .into_iter()
+    .filter(|(kind, _)| {
+        snapshot
+            .secrets
+            .iter()
+            .find(|m| m.name.as_deref() == Some(kind.secret_name(&name).as_str()))
+            .is_some_and(|m| {
+                m.annotations
+                    .as_ref()
+                    .is_none_or(|a| !a.contains_key(PASSWORD_SYNCED_ANNOTATION))
+            })
+    })
+    .map(|(_, credential)| credential)
+    .collect();
+    let services = resources::services(db).iter().all(|built| {
+        snapshot
+            .services
+            .iter()
+            .find(|s| s.metadata.name == built.metadata.name)
+            .is_some_and(|observed| compare::as_built(built, observed))
+    });
+    // Exactly the budgets the builder makes, as built: one left over from a
+    // larger instance count would block draining the remaining replica.
+    let budgets = resources::pod_disruption_budgets(db);
+    let budget_names: BTreeSet<String> = budgets.iter().map(ResourceExt::name_any).collect();
+    let surplus_budgets: Vec<String> = snapshot
+        .pdbs
         .iter()
         .map(ResourceExt::name_any)
+        .filter(|n| !budget_names.contains(n))
         .collect();
+    let pod_disruption_budgets = surplus_budgets.is_empty()
+        && budgets.iter().all(|built| {
+            snapshot
+                .pdbs
+                .iter()
+                .find(|p| p.metadata.name == built.metadata.name)
+                .is_some_and(|observed| compare::as_built(built, observed))
+        });
     let inactive_slots = primary
         .map(|p| p.postgres.inactive_slots.clone())
         .unwrap_or_default();
@@ -223,12 +305,89 @@ pub fn reduce(db: &Database, snapshot: &Snapshot) -> Observed {
         database: name.clone(),
         inactive_slots,
         deleting: db.meta().deletion_timestamp.is_some(),
-        secrets: has_all(&snapshot.secrets, &secret_names),
-        services: has_all(&snapshot.services, &service_names),
-        pod_disruption_budgets: snapshot.pdbs == pdb_names,
+        secrets,
+        credentials_to_sync,
+        services,
+        pod_disruption_budgets,
+        surplus_budgets,
+        routing: routing(&name, &snapshot.endpoints),
+        desired_image: resources::image(db, build),
+        short_volumes,
         instances,
         sync,
         parameter_change,
+    }
+}
+
+/// Whether the pod was built from another spec than a fresh build for the
+/// current one. A pod without the annotation was not built by Tusk's
+/// builders as they are: outdated.
+fn outdated(db: &Database, serial: u32, pod: &KubePod, build: &BuildConfig) -> bool {
+    // The hash leaves role and bootstrap out, so any will do for the build.
+    let fresh = resources::instance_pod_with(
+        db,
+        serial,
+        InstanceRole::Replica,
+        Bootstrap::Clone,
+        build,
+    );
+    let want = fresh
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SPEC_HASH_ANNOTATION));
+    let have = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SPEC_HASH_ANNOTATION));
+    want != have || have.is_none()
+}
+
+fn postgres_image(pod: &KubePod) -> String {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.containers.iter().find(|c| c.name == "postgres"))
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default()
+}
+
+fn pod_ready(pod: &KubePod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn pvc_request(pvc: &PersistentVolumeClaim) -> Option<u128> {
+    let requested = pvc
+        .spec
+        .as_ref()?
+        .resources
+        .as_ref()?
+        .requests
+        .as_ref()?
+        .get("storage")?;
+    quantity::parse_bytes(&requested.0).ok()
+}
+
+/// The pods behind each Service's ready endpoints.
+fn routing(db: &str, slices: &[EndpointSlice]) -> Routing {
+    let behind = |service: String| -> Vec<String> {
+        let mut pods: Vec<String> = slices
+            .iter()
+            .filter(|s| s.labels().get(SERVICE_NAME_LABEL) == Some(&service))
+            .flat_map(|s| s.endpoints.iter())
+            .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+            .filter_map(|e| e.target_ref.as_ref()?.name.clone())
+            .collect();
+        pods.sort();
+        pods.dedup();
+        pods
+    };
+    Routing {
+        rw: behind(names::rw_service(db)),
+        ro: behind(names::ro_service(db)),
     }
 }
 
@@ -249,80 +408,122 @@ fn phase_of(pod: &KubePod) -> PodPhase {
     }
 }
 
-/// An LSN as PostgreSQL prints it (`16/B374D848`) as a byte position.
-pub fn parse_lsn(lsn: &str) -> Option<u64> {
-    let (high, low) = lsn.split_once('/')?;
-    let high = u64::from_str_radix(high, 16).ok()?;
-    let low = u64::from_str_radix(low, 16).ok()?;
-    Some((high << 32) | low)
-}
-
 fn manager_status(status: &Status) -> ManagerStatus {
     let pg = &status.postgres;
-    let lsn = |value: &Option<String>| value.as_deref().and_then(parse_lsn).unwrap_or(0);
-    let (received, replayed) = match pg.role {
-        Role::Primary => (lsn(&pg.current_lsn), lsn(&pg.current_lsn)),
-        Role::Replica => (lsn(&pg.received_lsn), lsn(&pg.replayed_lsn)),
-    };
+    let position = |lsn: Option<Lsn>| lsn.map_or(0, |l| l.0);
     ManagerStatus {
-        role: match pg.role {
-            Role::Primary => InstanceRole::Primary,
-            Role::Replica => InstanceRole::Replica,
-        },
+        role: pg.role,
         ready: status.ready,
-        timeline: pg.timeline.and_then(|t| u32::try_from(t).ok()).unwrap_or(0),
-        received_lsn: received,
-        replayed_lsn: replayed,
+        timeline: pg.timeline.unwrap_or(0),
+        received_lsn: position(pg.received()),
+        replayed_lsn: position(pg.replayed()),
         streaming: pg.streaming.unwrap_or(false),
         pending_restart: pg.pending_restart,
+        server_version: pg.major_minor(),
     }
 }
 
 /// `status.instances`: each instance with a pod, in serial order, with what its
-/// manager reported. A replica's lag is the primary's WAL position minus what
-/// the replica has received.
+/// manager reported and the image its pod runs. A replica's lag is the
+/// primary's WAL position minus what the replica has received.
 pub fn instance_statuses(db: &Database, snapshot: &Snapshot) -> Vec<InstanceStatus> {
     let name = db.name_any();
     let primary_lsn = snapshot
-        .managers
-        .values()
+        .understood()
+        .map(|(_, s)| s)
         .find(|s| s.postgres.role == Role::Primary)
-        .and_then(|s| s.postgres.current_lsn.as_deref().and_then(parse_lsn));
-    let mut pods: Vec<(u32, String)> = snapshot
+        .and_then(|s| s.postgres.current_lsn);
+    let mut pods: Vec<(u32, &KubePod)> = snapshot
         .pods
         .iter()
-        .filter_map(|p| {
-            let pod = p.name_any();
-            Some((names::serial_of(&name, &pod)?, pod))
-        })
+        .filter_map(|p| Some((names::serial_of(&name, &p.name_any())?, p)))
         .collect();
-    pods.sort();
+    pods.sort_by_key(|(serial, _)| *serial);
     pods.into_iter()
-        .map(|(_, pod)| match snapshot.managers.get(&pod) {
-            None => InstanceStatus {
-                name: pod,
-                ..InstanceStatus::default()
-            },
-            Some(status) => {
-                let pg = &status.postgres;
-                let (role, lsn, lag_bytes) = match pg.role {
-                    Role::Primary => (InstanceRole::Primary, pg.current_lsn.clone(), Some(0)),
-                    Role::Replica => {
-                        let received = pg.received_lsn.as_deref().and_then(parse_lsn);
-                        let lag = primary_lsn
-                            .zip(received)
-                            .map(|(p, r)| i64::try_from(p.saturating_sub(r)).unwrap_or(i64::MAX));
-                        (InstanceRole::Replica, pg.replayed_lsn.clone(), lag)
+        .map(|(_, pod)| {
+            let pod_name = pod.name_any();
+            let image = Some(postgres_image(pod)).filter(|i| !i.is_empty());
+            let reported = snapshot
+                .managers
+                .get(&pod_name)
+                .filter(|s| s.api_version == API_VERSION);
+            match reported {
+                None => InstanceStatus {
+                    name: pod_name,
+                    image,
+                    ..InstanceStatus::default()
+                },
+                Some(status) => {
+                    let pg = &status.postgres;
+                    let (lsn, lag_bytes) = match pg.role {
+                        Role::Primary => (pg.current_lsn, Some(0)),
+                        Role::Replica => {
+                            let lag = primary_lsn.zip(pg.received_lsn).map(|(p, r)| {
+                                i64::try_from(p.bytes_after(r)).unwrap_or(i64::MAX)
+                            });
+                            (pg.replayed_lsn, lag)
+                        }
+                    };
+                    InstanceStatus {
+                        name: pod_name,
+                        role: Some(pg.role),
+                        // Ready as the Services see it: the manager and the kubelet agree.
+                        ready: status.ready && pod_ready(pod),
+                        lsn: lsn.map(|l| l.to_string()),
+                        lag_bytes,
+                        image,
+                        version: pg.major_minor().map(|(major, minor)| format!("{major}.{minor}")),
+                        system_identifier: Some(pg.system_identifier.clone()),
+                        timeline: pg.timeline,
                     }
-                };
-                InstanceStatus {
-                    name: pod,
-                    role: Some(role),
-                    ready: status.ready,
-                    lsn,
-                    lag_bytes,
                 }
             }
         })
         .collect()
+}
+
+/// `status.applied`: what is observed to be in effect. Each figure falls back
+/// to what was recorded before (an instance that does not answer now did
+/// not change), then to the spec (nothing runs yet to contradict it).
+pub fn applied(db: &Database, snapshot: &Snapshot) -> AppliedSpec {
+    let before = db.status.as_ref().and_then(|s| s.applied.as_ref());
+    let primary = snapshot
+        .understood()
+        .find(|(_, s)| s.postgres.role == Role::Primary);
+    let version = primary
+        .and_then(|(_, s)| s.postgres.major_minor())
+        .map(|(major, minor)| format!("{major}.{minor}"))
+        .or_else(|| before.map(|a| a.version.clone()))
+        .unwrap_or_else(|| db.spec.version.clone());
+    let smallest = snapshot
+        .pvcs
+        .iter()
+        .filter_map(|pvc| {
+            let text = pvc
+                .spec
+                .as_ref()?
+                .resources
+                .as_ref()?
+                .requests
+                .as_ref()?
+                .get("storage")?
+                .0
+                .clone();
+            Some((quantity::parse_bytes(&text).ok()?, text))
+        })
+        .min_by_key(|(bytes, _)| *bytes)
+        .map(|(_, text)| text);
+    let storage_size = smallest
+        .or_else(|| before.map(|a| a.storage_size.clone()))
+        .unwrap_or_else(|| db.spec.storage.size.clone());
+    let image = primary
+        .and_then(|(name, _)| snapshot.pods.iter().find(|p| p.name_any() == *name))
+        .map(postgres_image)
+        .filter(|i| !i.is_empty())
+        .or_else(|| before.and_then(|a| a.image.clone()));
+    AppliedSpec {
+        version,
+        storage_size,
+        image,
+    }
 }

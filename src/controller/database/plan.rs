@@ -12,7 +12,7 @@ use crate::lifecycle;
 pub struct Plan {
     pub phase: DatabasePhase,
     pub conditions: Vec<Desired>,
-    /// What to record as accepted: the spec when valid, else what was accepted before.
+    /// `status.applied`: what is observed in effect, else what was recorded.
     pub applied: Option<AppliedSpec>,
     /// `status.currentPrimary`; `None` keeps the recorded one.
     pub current_primary: Option<String>,
@@ -21,7 +21,7 @@ pub struct Plan {
 }
 
 /// Everything the reconciler checks before acting: the spec on its own, and the
-/// spec against what Tusk last accepted (so a downgrade or a shrink that reached
+/// spec against what is in effect (so a downgrade or a shrink that reached
 /// the API server while the webhook was down is still refused).
 pub fn validate(db: &Database) -> Vec<FieldError> {
     let mut errors = validate::database(db);
@@ -32,15 +32,10 @@ pub fn validate(db: &Database) -> Vec<FieldError> {
 }
 
 /// The status of `db` when its spec is invalid: Tusk changes nothing, says which
-/// field is wrong in the Ready condition, keeps the phase, and waits for the user.
+/// field is wrong in the Ready condition, and waits for the user (`Blocked`).
 pub fn invalid(db: &Database, errors: &[FieldError]) -> Plan {
-    let phase = db
-        .status
-        .as_ref()
-        .and_then(|s| s.phase)
-        .unwrap_or(DatabasePhase::Pending);
     Plan {
-        phase,
+        phase: DatabasePhase::Blocked,
         applied: db.status.as_ref().and_then(|s| s.applied.clone()),
         conditions: vec![
             Desired::new(READY, false, "InvalidSpec", validate::summary(errors)),
@@ -57,16 +52,16 @@ pub fn invalid(db: &Database, errors: &[FieldError]) -> Plan {
     }
 }
 
-/// The status of a valid `db` from the lifecycle's decision and the instances
-/// as observed.
-pub fn accepted(db: &Database, decision: &lifecycle::Plan, instances: Vec<InstanceStatus>) -> Plan {
+/// The status of a valid `db` from the lifecycle's decision and what is observed.
+pub fn accepted(
+    decision: &lifecycle::Plan,
+    instances: Vec<InstanceStatus>,
+    applied: AppliedSpec,
+) -> Plan {
     Plan {
         phase: decision.phase,
         conditions: decision.conditions.clone(),
-        applied: Some(AppliedSpec {
-            version: db.spec.version.clone(),
-            storage_size: db.spec.storage.size.clone(),
-        }),
+        applied: Some(applied),
         current_primary: decision.current_primary.clone(),
         instances: Some(instances),
     }
@@ -77,12 +72,20 @@ mod tests {
     use super::*;
     use crate::api::arbitrary::sample_database;
 
+    fn applied(version: &str, size: &str) -> AppliedSpec {
+        AppliedSpec {
+            version: version.into(),
+            storage_size: size.into(),
+            image: None,
+        }
+    }
+
     #[test]
     fn a_downgrade_that_bypassed_the_webhook_is_refused_and_not_recorded() {
         let mut db = sample_database();
-        let accepted = accepted(&db, &sample_decision(), Vec::new()).applied;
+        let before = Some(applied("17.6", "1Gi"));
         db.status = Some(crate::api::status::DatabaseStatus {
-            applied: accepted.clone(),
+            applied: before.clone(),
             ..Default::default()
         });
         db.spec.version = "15".into();
@@ -97,7 +100,7 @@ mod tests {
             next.conditions[0].message
         );
         assert_eq!(
-            next.applied, accepted,
+            next.applied, before,
             "the refused spec must not become the new baseline"
         );
     }
@@ -112,20 +115,16 @@ mod tests {
     }
 
     #[test]
-    fn a_valid_new_database_starts_provisioning_and_records_the_spec() {
-        let db = sample_database();
-        let plan = accepted(&db, &sample_decision(), Vec::new());
+    fn a_valid_new_database_starts_provisioning_and_records_what_is_observed() {
+        let plan = accepted(&sample_decision(), Vec::new(), applied("17", "1Gi"));
         assert_eq!(plan.phase, DatabasePhase::Provisioning);
         assert_eq!(plan.conditions[0].type_, READY);
         assert!(!plan.conditions[0].status);
-        assert_eq!(
-            plan.applied.map(|a| a.version),
-            Some(db.spec.version.clone())
-        );
+        assert_eq!(plan.applied.map(|a| a.version), Some("17".to_owned()));
     }
 
     #[test]
-    fn an_invalid_spec_names_the_field_and_keeps_the_phase() {
+    fn an_invalid_spec_names_the_field_and_blocks() {
         let mut db = sample_database();
         db.spec.instances = 0;
         db.status = Some(crate::api::status::DatabaseStatus {
@@ -134,8 +133,9 @@ mod tests {
         });
         let errors = validate(&db);
         let plan = invalid(&db, &errors);
-        assert_eq!(plan.phase, DatabasePhase::Ready);
+        assert_eq!(plan.phase, DatabasePhase::Blocked);
         assert_eq!(plan.conditions[0].reason, "InvalidSpec");
+        assert!(!plan.conditions[1].status, "nothing progresses");
         assert!(
             plan.conditions[0].message.starts_with("spec.instances:"),
             "{}",

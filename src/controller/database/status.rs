@@ -8,7 +8,7 @@ use super::plan::Plan;
 use crate::api::status::DatabaseStatus;
 use crate::api::v1::Database;
 use crate::controller::{FIELD_MANAGER, conditions};
-use crate::error::Error;
+use crate::controller::Error;
 
 /// Computes the status from the plan and the previous status (pure).
 pub fn build(db: &Database, plan: &Plan, now: &Time) -> DatabaseStatus {

@@ -1,0 +1,52 @@
+//! The pod's environment: the names the pod builder sets and the instance
+//! manager reads (its `clap` arguments name these constants), so the two can
+//! only disagree in a way the round-trip test in `resources` catches.
+
+/// The pod's name (downward API).
+pub const POD_NAME: &str = "POD_NAME";
+/// The pod's namespace (downward API).
+pub const POD_NAMESPACE: &str = "POD_NAMESPACE";
+/// How to fill an empty volume: [`super::Bootstrap`], from [`BOOTSTRAP_ANNOTATION`].
+pub const BOOTSTRAP: &str = "TUSK_BOOTSTRAP";
+/// The pod annotation `TUSK_BOOTSTRAP` is read from, so that the choice stays
+/// out of the pod spec (and its hash).
+pub const BOOTSTRAP_ANNOTATION: &str = "tusk.dev/bootstrap";
+pub const DATABASE: &str = "TUSK_DATABASE";
+pub const INSTANCE: &str = "TUSK_INSTANCE";
+pub const PGDATA: &str = "PGDATA";
+/// Host of the primary (the `<db>-rw` Service).
+pub const PRIMARY_SERVICE: &str = "TUSK_PRIMARY_SERVICE";
+pub const PRIMARY_PORT: &str = "TUSK_PRIMARY_PORT";
+pub const SUPERUSER_PASSWORD: &str = "POSTGRES_SUPERUSER_PASSWORD";
+pub const REPLICATION_PASSWORD: &str = "TUSK_REPLICATION_PASSWORD";
+pub const APP_PASSWORD: &str = "TUSK_APP_PASSWORD";
+/// Bearer token of the mutating endpoints.
+pub const INSTANCE_TOKEN: &str = "TUSK_INSTANCE_TOKEN";
+pub const APP_DATABASE: &str = "TUSK_APP_DATABASE";
+pub const APP_OWNER: &str = "TUSK_APP_OWNER";
+/// `async` or `sync`: the mode at start; `POST /sync` changes it later.
+pub const SYNC_MODE: &str = "TUSK_SYNC_MODE";
+pub const MIN_SYNC: &str = "TUSK_MIN_SYNC";
+pub const SYNC_STANDBYS: &str = "TUSK_SYNC_STANDBYS";
+/// `spec.postgresql.parameters` as a JSON object of strings: the ones at start;
+/// `POST /reload` changes them later.
+pub const PARAMETERS: &str = "TUSK_PARAMETERS";
+pub const LISTEN: &str = "TUSK_LISTEN";
+pub const PORT: &str = "TUSK_PORT";
+pub const LISTEN_ADDRESSES: &str = "TUSK_LISTEN_ADDRESSES";
+pub const SOCKET_DIR: &str = "TUSK_SOCKET_DIR";
+pub const BINDIR: &str = "TUSK_BINDIR";
+
+/// Variables that hold secrets: redacted in logs, removed from every child
+/// process's environment.
+pub const SECRETS: &[&str] = &[
+    SUPERUSER_PASSWORD,
+    REPLICATION_PASSWORD,
+    APP_PASSWORD,
+    INSTANCE_TOKEN,
+];
+
+/// Variables that only seed the manager at start: the operator changes what
+/// they stand for through the API afterwards, so a pod whose values are older
+/// than the spec is not outdated and is not rebuilt for them.
+pub const START_ONLY: &[&str] = &[PARAMETERS, SYNC_MODE, MIN_SYNC, SYNC_STANDBYS];

@@ -1,0 +1,375 @@
+//! The one contract between the operator and `tusk instance`: the HTTP paths
+//! of the instance API, its request and response bodies, the pod environment
+//! the pod builder sets and the manager reads, and the vocabulary both sides
+//! share ([`Role`], [`Lsn`], [`Bootstrap`], [`Change`]).
+//!
+//! A leaf: it depends on nothing else in the crate, so the operator, the
+//! in-pod manager and the pure planners can all use it without depending on
+//! each other. A change to a body that an older peer would misread bumps
+//! [`API_VERSION`]; the operator refuses to drive a manager that speaks
+//! another version and says so in a condition.
+
+pub mod env;
+mod lsn;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use lsn::{Lsn, ParseLsnError};
+
+/// The version of the instance API this build speaks; reported on `/status`.
+/// 1 was the unversioned API (no `apiVersion` field); 2 adds it, numeric
+/// timelines and WAL positions, and `POST /roles/password`.
+pub const API_VERSION: u32 = 2;
+
+/// The instance manager's HTTP port (container port `tusk`): probes, API, metrics.
+pub const PORT: u16 = 8000;
+
+/// The paths of the instance API. Reads are open; every `POST` needs the
+/// bearer token.
+pub mod path {
+    pub const HEALTHZ: &str = "/healthz";
+    pub const READYZ: &str = "/readyz";
+    pub const METRICS: &str = "/metrics";
+    /// `GET`: [`super::Status`].
+    pub const STATUS: &str = "/status";
+    /// `POST` [`super::ReloadRequest`] → [`super::ReloadResponse`].
+    pub const RELOAD: &str = "/reload";
+    /// `POST` (no body) → [`super::Status`] once the instance accepts writes.
+    pub const PROMOTE: &str = "/promote";
+    /// `POST` [`super::SyncSettings`] → [`super::SyncResponse`].
+    pub const SYNC: &str = "/sync";
+    /// `POST` (no body) → [`super::RestartResponse`].
+    pub const RESTART: &str = "/restart";
+    /// `POST` [`super::DropSlotRequest`] → [`super::DropSlotResponse`].
+    pub const DROP_SLOT: &str = "/slots/drop";
+    /// `POST` [`super::PasswordRequest`] → [`super::PasswordResponse`].
+    pub const PASSWORD: &str = "/roles/password";
+}
+
+/// Which role an instance plays. The same type is the API's `InstanceRole`.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Accepts writes.
+    Primary,
+    /// Streams from the primary.
+    Replica,
+}
+
+impl Role {
+    /// The lower-case name: the `tusk.dev/role` label value and the wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Primary => "primary",
+            Self::Replica => "replica",
+        }
+    }
+
+    /// The role named `value` (a label value), if it names one.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "primary" => Some(Self::Primary),
+            "replica" => Some(Self::Replica),
+            _ => None,
+        }
+    }
+}
+
+/// How an empty data directory gets its data; the operator decides, the pod
+/// carries it as an annotation read into `TUSK_BOOTSTRAP`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Bootstrap {
+    /// `initdb`: a new cluster; only for the first primary (or the primary's
+    /// own volume, where the existing data is kept).
+    Initdb,
+    /// `pg_basebackup` from the primary, then follow it.
+    Clone,
+}
+
+impl Bootstrap {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Initdb => "initdb",
+            Self::Clone => "clone",
+        }
+    }
+}
+
+/// What applying a new set of parameters takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Change {
+    /// The parameters are the same.
+    Nothing,
+    /// `pg_reload_conf()` applies every change.
+    Reload,
+    /// At least one changed parameter needs the postmaster restarted.
+    Restart,
+}
+
+/// `GET /status`: who this instance is and where its WAL stands.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    /// [`API_VERSION`] of the manager; absent (0) from managers older than 2.
+    #[serde(default)]
+    pub api_version: u32,
+    pub instance: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(flatten)]
+    pub postgres: PgStatus,
+    /// What `/readyz` would answer: accepts connections and, on a primary, its
+    /// roles and database are in place.
+    #[serde(default)]
+    pub ready: bool,
+    /// `spec.postgresql.parameters` as currently rendered.
+    #[serde(default)]
+    pub parameters: BTreeMap<String, String>,
+    /// Synchronous replication as currently rendered; absent when asynchronous.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<SyncSettings>,
+}
+
+/// What PostgreSQL itself says, part of [`Status`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PgStatus {
+    pub role: Role,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<u32>,
+    /// The primary's current WAL insert position.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_lsn: Option<Lsn>,
+    /// A replica's last WAL position received and flushed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_lsn: Option<Lsn>,
+    /// A replica's last WAL position replayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replayed_lsn: Option<Lsn>,
+    /// A replica: whether its WAL receiver is streaming from the primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streaming: Option<bool>,
+    /// `pg_control_system().system_identifier`: which cluster this data is.
+    pub system_identifier: String,
+    /// `server_version`, for people (`17.6 (Debian 17.6-1.pgdg12+1)`).
+    pub version: String,
+    /// `server_version_num`, for comparisons (`170006`).
+    pub version_num: i32,
+    /// A changed parameter waits for a restart.
+    #[serde(default)]
+    pub pending_restart: bool,
+    /// A primary's physical replication slots that no walsender uses.
+    #[serde(default)]
+    pub inactive_slots: Vec<String>,
+}
+
+impl PgStatus {
+    /// The position that says how far this instance's WAL goes: a primary's
+    /// insert position, a replica's received (else replayed) one.
+    pub fn received(&self) -> Option<Lsn> {
+        match self.role {
+            Role::Primary => self.current_lsn,
+            Role::Replica => self.received_lsn.or(self.replayed_lsn),
+        }
+    }
+
+    /// What has been applied: a primary's insert position, a replica's replay one.
+    pub fn replayed(&self) -> Option<Lsn> {
+        match self.role {
+            Role::Primary => self.current_lsn,
+            Role::Replica => self.replayed_lsn,
+        }
+    }
+
+    /// `major.minor` of the running server (`17.6`), from `server_version_num`.
+    pub fn major_minor(&self) -> Option<(u32, u32)> {
+        let num = u32::try_from(self.version_num).ok()?;
+        // From 10 on: major * 10000 + minor.
+        (num >= 100_000).then(|| (num / 10_000, num % 10_000))
+    }
+}
+
+/// `synchronous_standby_names = 'ANY <min> (<standbys>)'`, on the wire.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SyncSettings {
+    /// How many standbys must confirm each commit; 0 turns synchronous
+    /// replication off.
+    pub min: u32,
+    /// Instance names; empty means any standby.
+    #[serde(default)]
+    pub standbys: Vec<String>,
+}
+
+/// `POST /sync`'s answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SyncResponse {
+    /// The rendered setting, or `None` when asynchronous.
+    pub synchronous_standby_names: Option<String>,
+}
+
+/// `POST /reload`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ReloadRequest {
+    /// New `spec.postgresql.parameters`; when absent, the current ones are re-rendered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<BTreeMap<String, String>>,
+}
+
+/// `POST /reload`'s answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReloadResponse {
+    /// What the parameter change takes.
+    pub change: Change,
+    pub pending_restart: bool,
+}
+
+/// `POST /restart`'s answer: the restart was asked for; readiness says when
+/// it is over.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RestartResponse {
+    pub restarting: bool,
+}
+
+/// `POST /slots/drop`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DropSlotRequest {
+    pub slot: String,
+}
+
+/// `POST /slots/drop`'s answer; a slot still in use is kept.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DropSlotResponse {
+    pub slot: String,
+    pub dropped: bool,
+}
+
+/// The database roles whose passwords live in the Database's Secrets.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Credential {
+    /// `postgres`.
+    Superuser,
+    /// `tusk_replication`: the primary's role, and every replica's password file.
+    Replication,
+    /// The application database's owner.
+    App,
+}
+
+/// `POST /roles/password`: the Secret holding `credential` was recreated; the
+/// role (on a primary) and the password file (for replication) follow it.
+/// The Secret is the source of truth, never the database.
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordRequest {
+    pub credential: Credential,
+    pub password: String,
+}
+
+impl std::fmt::Debug for PasswordRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PasswordRequest")
+            .field("credential", &self.credential)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// `POST /roles/password`'s answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PasswordResponse {
+    pub credential: Credential,
+    /// The role's password was set in PostgreSQL (only a primary does).
+    pub role_updated: bool,
+}
+
+/// Every error answer's body.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ErrorBody {
+    pub error: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status() -> Status {
+        Status {
+            api_version: API_VERSION,
+            instance: "orders-2".into(),
+            pod: Some("orders-2".into()),
+            namespace: Some("shop".into()),
+            postgres: PgStatus {
+                role: Role::Replica,
+                timeline: Some(3),
+                current_lsn: None,
+                received_lsn: Some(Lsn(0x3000148)),
+                replayed_lsn: Some(Lsn(0x3000100)),
+                streaming: Some(true),
+                system_identifier: "7441234567890123456".into(),
+                version: "17.6".into(),
+                version_num: 170_006,
+                pending_restart: false,
+                inactive_slots: Vec::new(),
+            },
+            ready: true,
+            parameters: BTreeMap::from([("work_mem".into(), "8MB".into())]),
+            sync: None,
+        }
+    }
+
+    #[test]
+    fn status_round_trips_and_keeps_the_postgres_spellings() {
+        let status = status();
+        let json = serde_json::to_value(&status).expect("serializes");
+        assert_eq!(json["apiVersion"], API_VERSION);
+        assert_eq!(json["role"], "replica");
+        assert_eq!(json["receivedLsn"], "0/3000148");
+        assert_eq!(json["timeline"], 3);
+        let back: Status = serde_json::from_value(json).expect("deserializes");
+        assert_eq!(back, status);
+        assert_eq!(back.postgres.received(), Some(Lsn(0x3000148)));
+        assert_eq!(back.postgres.replayed(), Some(Lsn(0x3000100)));
+        assert_eq!(back.postgres.major_minor(), Some((17, 6)));
+    }
+
+    #[test]
+    fn a_manager_without_a_version_reads_as_version_zero() {
+        let mut json = serde_json::to_value(status()).expect("serializes");
+        json.as_object_mut().expect("object").remove("apiVersion");
+        let old: Status = serde_json::from_value(json).expect("deserializes");
+        assert_eq!(old.api_version, 0);
+    }
+
+    #[test]
+    fn passwords_stay_out_of_debug_output() {
+        let request = PasswordRequest {
+            credential: Credential::App,
+            password: "hunter2".into(),
+        };
+        assert!(!format!("{request:?}").contains("hunter2"));
+        let json = serde_json::to_string(&request).expect("serializes");
+        assert_eq!(json, r#"{"credential":"app","password":"hunter2"}"#);
+    }
+
+    #[test]
+    fn roles_have_one_spelling() {
+        for role in [Role::Primary, Role::Replica] {
+            assert_eq!(Role::parse(role.as_str()), Some(role));
+            assert_eq!(
+                serde_json::to_value(role).expect("serializes"),
+                role.as_str()
+            );
+        }
+        assert_eq!(Role::parse("leader"), None);
+    }
+}

@@ -1,0 +1,89 @@
+//! Configuration: `spec.postgresql.parameters` reloaded everywhere, then a
+//! rolling restart for those that need one.
+
+use crate::api::status::DatabasePhase;
+use crate::postgres::params::Change;
+
+use super::action::Action;
+use super::context::Context;
+use super::observed::ManagerStatus;
+use super::topology::Topology;
+use super::verdict::Verdict;
+
+#[derive(Default)]
+pub(super) struct Configuration {
+    pub actions: Vec<Action>,
+    pub verdicts: Vec<Verdict>,
+}
+
+/// Parameter changes, only in a serving steady state: reload every instance that
+/// answers; then restart one instance reporting `pending_restart` at a time,
+/// replicas first, the primary last, and only while everything else is ready
+/// (the restarted instance is not ready until it is back, which holds the next).
+pub(super) fn plan(ctx: &Context, topology: &Topology) -> Configuration {
+    let mut out = Configuration::default();
+    let Some((primary, _)) = topology.reporting_primary else {
+        return out;
+    };
+    if !topology.serving {
+        return out;
+    }
+    let observed = ctx.observed;
+    let serving: Vec<(u32, ManagerStatus)> = std::iter::once(primary)
+        .chain(topology.keep.iter().copied())
+        .filter_map(|s| {
+            let instance = observed.instances.get(&s)?;
+            if instance.terminating() {
+                return None;
+            }
+            Some((s, instance.status()?))
+        })
+        .collect();
+    if observed.parameter_change != Change::Nothing {
+        out.verdicts.push(Verdict::progress(
+            "ApplyingParameters",
+            "reloading spec.postgresql.parameters on every instance",
+        ));
+    }
+    let pending: Vec<String> = serving
+        .iter()
+        .filter(|(_, status)| status.pending_restart)
+        .map(|(s, _)| ctx.name(*s))
+        .collect();
+    if !pending.is_empty() {
+        out.verdicts.push(Verdict::progress(
+            "RestartingForParameters",
+            format!(
+                "a changed parameter takes effect after a restart of {}",
+                pending.join(", ")
+            ),
+        ));
+    }
+    if !matches!(topology.phase, DatabasePhase::Ready | DatabasePhase::Degraded) {
+        return out;
+    }
+    if observed.parameter_change != Change::Nothing {
+        for (serial, _) in &serving {
+            out.actions.push(Action::Reload {
+                name: ctx.name(*serial),
+            });
+        }
+    }
+    if topology.phase != DatabasePhase::Ready {
+        return out;
+    }
+    let replica = serving
+        .iter()
+        .find(|(s, status)| *s != primary && status.pending_restart);
+    let target = replica.or_else(|| {
+        serving
+            .iter()
+            .find(|(s, status)| *s == primary && status.pending_restart)
+    });
+    if let Some((serial, _)) = target {
+        out.actions.push(Action::RestartInstance {
+            name: ctx.name(*serial),
+        });
+    }
+    out
+}

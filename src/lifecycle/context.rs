@@ -1,0 +1,93 @@
+//! The inputs of one plan, with what every sub-planner needs derived once.
+
+use std::collections::BTreeSet;
+
+use crate::api::status::{DatabasePhase, DatabaseStatus};
+use crate::api::v1::DatabaseSpec;
+
+use super::observed::{Instance, Observed};
+
+pub(super) struct Context<'a> {
+    pub spec: &'a DatabaseSpec,
+    pub previous: Option<&'a DatabaseStatus>,
+    pub observed: &'a Observed,
+    /// Serials with a PVC or a Pod (an entry with neither does not exist).
+    pub members: BTreeSet<u32>,
+    /// Still on the way to the first Ready.
+    pub bootstrapping: bool,
+}
+
+impl<'a> Context<'a> {
+    pub fn new(
+        spec: &'a DatabaseSpec,
+        previous: Option<&'a DatabaseStatus>,
+        observed: &'a Observed,
+    ) -> Self {
+        let members = observed
+            .instances
+            .iter()
+            .filter(|(_, i)| i.pvc.is_some() || i.pod.is_some())
+            .map(|(serial, _)| *serial)
+            .collect();
+        let bootstrapping = matches!(
+            previous.and_then(|s| s.phase),
+            None | Some(
+                DatabasePhase::Pending
+                    | DatabasePhase::Provisioning
+                    | DatabasePhase::InitializingPrimary
+                    | DatabasePhase::CreatingReplicas
+            )
+        );
+        Self {
+            spec,
+            previous,
+            observed,
+            members,
+            bootstrapping,
+        }
+    }
+
+    pub fn instance(&self, serial: u32) -> Option<&'a Instance> {
+        if self.members.contains(&serial) {
+            self.observed.instances.get(&serial)
+        } else {
+            None
+        }
+    }
+
+    pub fn name(&self, serial: u32) -> String {
+        self.observed.name(serial)
+    }
+
+    /// The phase to keep while waiting for information.
+    pub fn keep_phase(&self) -> DatabasePhase {
+        match self.previous.and_then(|s| s.phase) {
+            None
+            | Some(DatabasePhase::Pending | DatabasePhase::Provisioning | DatabasePhase::Blocked) => {
+                DatabasePhase::InitializingPrimary
+            }
+            Some(phase) => phase,
+        }
+    }
+
+    /// The recorded primary, by serial.
+    pub fn recorded_primary(&self) -> Option<u32> {
+        self.previous
+            .and_then(|s| s.current_primary.as_deref())
+            .and_then(|name| self.observed.serial_of(name))
+    }
+
+    /// Whether a primary may be created or labelled at `serial`: no other
+    /// instance is, or may be, a primary.
+    pub fn no_other_primary(&self, serial: u32) -> bool {
+        self.members
+            .iter()
+            .filter(|s| **s != serial)
+            .filter_map(|s| self.observed.instances.get(s))
+            .all(|i| !i.reports_primary() && !i.may_be_primary())
+    }
+
+    pub fn desired_instances(&self) -> usize {
+        usize::try_from(self.spec.instances.max(1)).unwrap_or(1)
+    }
+}

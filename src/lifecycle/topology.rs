@@ -1,0 +1,480 @@
+//! Topology: who the primary is, the first primary of a new cluster, a primary
+//! to restart on its volume, and the replica set converging on
+//! `spec.instances` (scaling both ways, failed replicas recreated on their
+//! volumes, slots of removed instances dropped).
+//!
+//! Safety comes before progress: when an instance's state is Unknown the plan
+//! waits rather than guesses, a primary is only ever created when no other
+//! instance is or may be one, and data (a PVC) is only deleted below a ready
+//! primary that holds everything that data holds.
+
+use crate::api::status::{DatabasePhase, InstanceRole};
+use crate::postgres::identifiers::slot_name;
+
+use super::action::{Action, Bootstrap, DeleteReason};
+use super::context::Context;
+use super::observed::{Instance, InstanceState, ManagerStatus};
+
+/// What the topology decided, its actions grouped so that the combined plan
+/// can put them in a safe order around the other sub-planners' actions.
+pub(super) struct Topology {
+    pub phase: DatabasePhase,
+    /// A ready primary accepts connections.
+    pub serving: bool,
+    pub reason: &'static str,
+    pub message: String,
+    /// The primary to record in status.
+    pub primary: Option<u32>,
+    /// The one instance whose manager reports primary, ready or not.
+    pub reporting_primary: Option<(u32, ManagerStatus)>,
+    /// Replicas that stay (not being removed), and new serials.
+    pub keep: Vec<u32>,
+    pub new: Vec<u32>,
+    /// Bootstrap or restart of the primary.
+    pub first: Vec<Action>,
+    pub budgets: Vec<Action>,
+    pub removals: Vec<Action>,
+    pub slots: Vec<Action>,
+    pub additions: Vec<Action>,
+    pub repairs: Vec<Action>,
+}
+
+impl Topology {
+    fn wait(phase: DatabasePhase, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            phase,
+            serving: false,
+            reason,
+            message: message.into(),
+            primary: None,
+            reporting_primary: None,
+            keep: Vec::new(),
+            new: Vec::new(),
+            first: Vec::new(),
+            budgets: Vec::new(),
+            removals: Vec::new(),
+            slots: Vec::new(),
+            additions: Vec::new(),
+            repairs: Vec::new(),
+        }
+    }
+
+    fn primary(mut self, serial: u32) -> Self {
+        self.primary = Some(serial);
+        self
+    }
+}
+
+/// Who the primary is, as far as this pass can tell.
+enum PrimaryView {
+    /// Exactly one instance's manager reports primary.
+    One(u32, ManagerStatus),
+    /// Several do.
+    Many,
+    /// None reports primary; the recorded (or labelled) primary's pod exists but
+    /// its manager does not answer.
+    Unreachable(u32),
+    /// None reports primary; the recorded (or labelled) primary's pod is absent,
+    /// failed or terminating while its PVC remains.
+    Down(u32),
+    /// None reports primary; the recorded primary has neither PVC nor pod, or now
+    /// runs as a replica: its data cannot simply be restarted as primary.
+    Gone(u32),
+    /// No primary ever recorded or labelled: a new cluster.
+    None,
+}
+
+/// The topology for this pass. `hold_bootstrap`: a new cluster must not be
+/// created (the spec asks for a bootstrap this build cannot do); `image`: the
+/// image for every pod created.
+pub(super) fn plan(ctx: &Context, hold_bootstrap: bool, image: &str) -> Topology {
+    let mut topology = match find_primary(ctx) {
+        PrimaryView::One(serial, status) => converge(ctx, serial, status, image),
+        PrimaryView::Many => Topology::wait(
+            DatabasePhase::Failed,
+            "MultiplePrimaries",
+            "more than one instance reports itself primary; Tusk changes nothing until one steps down",
+        ),
+        PrimaryView::Unreachable(serial) => Topology::wait(
+            ctx.keep_phase(),
+            "PrimaryUnreachable",
+            format!(
+                "the instance manager of primary {} does not answer; waiting before acting",
+                ctx.name(serial)
+            ),
+        )
+        .primary(serial),
+        PrimaryView::Down(serial) => recover_primary(ctx, serial, image),
+        PrimaryView::Gone(serial) => primary_gone(ctx, serial),
+        PrimaryView::None if hold_bootstrap && ctx.members.is_empty() => Topology::wait(
+            DatabasePhase::Blocked,
+            "BootstrapHeld",
+            "nothing is created until spec.bootstrap can be carried out",
+        ),
+        PrimaryView::None => bootstrap(ctx, image),
+    };
+    if topology.primary.is_none() {
+        topology.primary = ctx.recorded_primary();
+    }
+    topology
+}
+
+fn find_primary(ctx: &Context) -> PrimaryView {
+    let mut reporting = ctx.members.iter().filter_map(|s| {
+        let status = ctx.observed.instances.get(s)?.status()?;
+        (status.role == InstanceRole::Primary).then_some((*s, status))
+    });
+    match (reporting.next(), reporting.next()) {
+        (Some((serial, status)), None) => return PrimaryView::One(serial, status),
+        (Some(_), Some(_)) => return PrimaryView::Many,
+        _ => {}
+    }
+    // No manager reports a primary. The recorded primary comes first; without
+    // one (a new cluster, or a lost status) the pod labelled primary stands in.
+    let labelled = || {
+        ctx.members.iter().copied().find(|s| {
+            ctx.observed.instances.get(s).is_some_and(|i| {
+                i.pod.as_ref().is_some_and(|p| {
+                    p.role_label == Some(InstanceRole::Primary) && p.manager.is_none()
+                })
+            })
+        })
+    };
+    let Some(serial) = ctx.recorded_primary().or_else(labelled) else {
+        return PrimaryView::None;
+    };
+    match ctx.instance(serial).map(Instance::state) {
+        None | Some(InstanceState::Known(_)) => PrimaryView::Gone(serial),
+        Some(InstanceState::Unknown) => PrimaryView::Unreachable(serial),
+        Some(InstanceState::NoPod | InstanceState::Failed | InstanceState::Terminating) => {
+            PrimaryView::Down(serial)
+        }
+    }
+}
+
+/// A new cluster: volume first, then the first primary with `initdb`.
+fn bootstrap(ctx: &Context, image: &str) -> Topology {
+    let Some(&first) = ctx.members.first() else {
+        let mut topology = Topology::wait(
+            DatabasePhase::Provisioning,
+            "Provisioning",
+            "creating secrets, services and the first volume",
+        );
+        topology.first.push(Action::CreatePvc { serial: 1 });
+        return topology;
+    };
+    let name = ctx.name(first);
+    let Some(instance) = ctx.instance(first) else {
+        return Topology::wait(
+            DatabasePhase::InitializingPrimary,
+            "InitializingPrimary",
+            "waiting for the first instance",
+        );
+    };
+    match instance.state() {
+        InstanceState::NoPod => {
+            let mut topology = Topology::wait(
+                DatabasePhase::InitializingPrimary,
+                "InitializingPrimary",
+                format!("creating the first primary {name} with initdb"),
+            );
+            // With a `WaitForFirstConsumer` storage class the PVC only binds once a
+            // pod uses it, so the pod does not wait for `Bound`.
+            if ctx.no_other_primary(first) {
+                topology.first.push(Action::CreatePod {
+                    serial: first,
+                    bootstrap: Bootstrap::Initdb,
+                    role: InstanceRole::Primary,
+                    image: image.to_owned(),
+                });
+            }
+            topology
+        }
+        InstanceState::Failed => {
+            let mut topology = Topology::wait(
+                DatabasePhase::InitializingPrimary,
+                "InitializingPrimary",
+                format!("the pod of {name} failed during initialisation; recreating it"),
+            );
+            // initdb works in a staging directory, so starting over is safe.
+            topology.first.push(Action::DeletePod {
+                name,
+                reason: DeleteReason::PodFailed,
+            });
+            topology
+        }
+        InstanceState::Terminating | InstanceState::Unknown => Topology::wait(
+            DatabasePhase::InitializingPrimary,
+            "InitializingPrimary",
+            format!("waiting for the instance manager of {name}"),
+        ),
+        InstanceState::Known(_) => {
+            // A replica with no primary anywhere: data from elsewhere, or a lost
+            // status. Promoting is failover's decision, not provisioning's.
+            let phase = if ctx.bootstrapping {
+                DatabasePhase::InitializingPrimary
+            } else {
+                DatabasePhase::FailingOver
+            };
+            Topology::wait(
+                phase,
+                "NoPrimary",
+                format!("{name} runs as a replica and no instance is primary"),
+            )
+        }
+    }
+}
+
+/// The recorded primary's pod is absent, failed or terminating; its PVC remains.
+fn recover_primary(ctx: &Context, serial: u32, image: &str) -> Topology {
+    let name = ctx.name(serial);
+    let phase = if ctx.bootstrapping {
+        DatabasePhase::InitializingPrimary
+    } else {
+        DatabasePhase::Degraded
+    };
+    let mut topology = Topology::wait(
+        phase,
+        "PrimaryDown",
+        format!("primary {name} is not running; restarting it on its volume"),
+    )
+    .primary(serial);
+    match ctx.instance(serial).map(Instance::state) {
+        Some(InstanceState::NoPod) if ctx.no_other_primary(serial) => {
+            // The primary's own data: `Initdb` keeps an existing data directory and
+            // never clones (there is nobody to clone from).
+            topology.first.push(Action::CreatePod {
+                serial,
+                bootstrap: Bootstrap::Initdb,
+                role: InstanceRole::Primary,
+                image: image.to_owned(),
+            });
+        }
+        Some(InstanceState::Failed) => topology.first.push(Action::DeletePod {
+            name,
+            reason: DeleteReason::PodFailed,
+        }),
+        _ => {}
+    }
+    topology
+}
+
+/// The recorded primary's data is gone or no longer a primary's.
+fn primary_gone(ctx: &Context, serial: u32) -> Topology {
+    let name = ctx.name(serial);
+    let replicas = ctx.members.iter().any(|s| {
+        *s != serial
+            && ctx
+                .observed
+                .instances
+                .get(s)
+                .is_some_and(|i| i.status().is_some())
+    });
+    if replicas {
+        Topology::wait(
+            DatabasePhase::FailingOver,
+            "FailoverRequired",
+            format!("primary {name} is gone; a replica must be promoted"),
+        )
+        .primary(serial)
+    } else {
+        Topology::wait(
+            DatabasePhase::Failed,
+            "PrimaryDataLost",
+            format!("the volume of primary {name} is gone and no replica answers"),
+        )
+        .primary(serial)
+    }
+}
+
+/// A single primary answers; once it is ready, converge the replicas on the spec.
+fn converge(ctx: &Context, primary: u32, status: ManagerStatus, image: &str) -> Topology {
+    let observed = ctx.observed;
+    let primary_name = ctx.name(primary);
+    if !status.ready {
+        let phase = if ctx.bootstrapping {
+            DatabasePhase::InitializingPrimary
+        } else {
+            DatabasePhase::Degraded
+        };
+        let mut topology = Topology::wait(
+            phase,
+            "PrimaryNotReady",
+            format!("waiting for primary {primary_name} to become ready"),
+        )
+        .primary(primary);
+        topology.reporting_primary = Some((primary, status));
+        return topology;
+    }
+
+    let desired = ctx.desired_instances();
+    let replicas: Vec<u32> = ctx
+        .members
+        .iter()
+        .copied()
+        .filter(|s| *s != primary)
+        .collect();
+    // Scale down removes the highest serials first; the primary is never among
+    // them since it is not in `replicas`.
+    let excess = ctx.members.len().saturating_sub(desired);
+    let remove: Vec<u32> = replicas.iter().rev().take(excess).copied().collect();
+    let keep: Vec<u32> = replicas
+        .iter()
+        .copied()
+        .filter(|s| !remove.contains(s))
+        .collect();
+    // New serials continue after the highest serial that still has a pod or a
+    // PVC (survivors included), so a name never comes back while anything of
+    // its earlier instance remains.
+    let missing = desired.saturating_sub(ctx.members.len());
+    let next = ctx.members.last().copied().unwrap_or(0);
+    let new: Vec<u32> = (1..=missing)
+        .filter_map(|i| u32::try_from(i).ok().and_then(|i| next.checked_add(i)))
+        .collect();
+
+    let mut topology = Topology::wait(DatabasePhase::Ready, "", "").primary(primary);
+    topology.serving = true;
+    topology.reporting_primary = Some((primary, status));
+
+    if !observed.pod_disruption_budgets || !remove.is_empty() || !new.is_empty() {
+        topology.budgets.push(Action::EnsurePodDisruptionBudgets);
+    }
+    for name in &observed.surplus_budgets {
+        topology
+            .budgets
+            .push(Action::DeletePodDisruptionBudget { name: name.clone() });
+    }
+
+    let mut blocked = None;
+    for &serial in &remove {
+        let Some(instance) = observed.instances.get(&serial) else {
+            continue;
+        };
+        let name = ctx.name(serial);
+        match instance.state() {
+            InstanceState::Unknown => {
+                // Stop rather than skip: the highest serials go first, and an
+                // instance nobody can see might hold anything.
+                blocked = Some(format!("{name} does not answer; scale-down waits"));
+                break;
+            }
+            InstanceState::Known(replica) if ahead_of(&replica, &status) => {
+                blocked = Some(format!(
+                    "{name} has WAL the primary lacks; scale-down waits"
+                ));
+                break;
+            }
+            _ => {}
+        }
+        if instance.pod.is_some() && !instance.terminating() {
+            topology.removals.push(Action::DeletePod {
+                name: name.clone(),
+                reason: DeleteReason::ScaleDown,
+            });
+        }
+        if instance.pvc.is_some() {
+            topology.removals.push(Action::DeletePvc { name });
+        }
+    }
+
+    // Slots of instances that are gone (PVC and pod) keep WAL on the primary for
+    // nobody. A member's slot is never dropped, even while its pod is away.
+    for slot in &observed.inactive_slots {
+        let owner = slot
+            .rsplit_once('_')
+            .and_then(|(_, serial)| serial.parse::<u32>().ok())
+            .filter(|serial| slot_name(&ctx.name(*serial)) == *slot);
+        if let Some(serial) = owner
+            && !ctx.members.contains(&serial)
+        {
+            topology.slots.push(Action::DropSlot {
+                primary: primary_name.clone(),
+                slot: slot.clone(),
+            });
+        }
+    }
+
+    // All missing replicas at once: they clone in parallel.
+    for &serial in &new {
+        topology.additions.push(Action::CreatePvc { serial });
+    }
+    for &serial in &new {
+        topology.additions.push(Action::CreatePod {
+            serial,
+            bootstrap: Bootstrap::Clone,
+            role: InstanceRole::Replica,
+            image: image.to_owned(),
+        });
+    }
+
+    let mut unhealthy = Vec::new();
+    for &serial in &keep {
+        let Some(instance) = observed.instances.get(&serial) else {
+            continue;
+        };
+        match instance.state() {
+            InstanceState::NoPod => topology.repairs.push(Action::CreatePod {
+                serial,
+                bootstrap: Bootstrap::Clone,
+                role: InstanceRole::Replica,
+                image: image.to_owned(),
+            }),
+            InstanceState::Failed => topology.repairs.push(Action::DeletePod {
+                name: ctx.name(serial),
+                reason: DeleteReason::PodFailed,
+            }),
+            _ => {}
+        }
+        if !instance.healthy_replica() {
+            unhealthy.push(ctx.name(serial));
+        }
+    }
+
+    let previous_phase = ctx.previous.and_then(|s| s.phase);
+    let (phase, reason, message) = if !remove.is_empty() || (!new.is_empty() && !ctx.bootstrapping)
+    {
+        let message = blocked.unwrap_or_else(|| {
+            format!(
+                "scaling to {desired} instances (removing {}, adding {})",
+                remove.len(),
+                new.len()
+            )
+        });
+        (DatabasePhase::Scaling, "Scaling", message)
+    } else if !new.is_empty() {
+        (
+            DatabasePhase::CreatingReplicas,
+            "CreatingReplicas",
+            format!("creating {} replicas", new.len()),
+        )
+    } else if !unhealthy.is_empty() {
+        let message = format!("not ready or not streaming: {}", unhealthy.join(", "));
+        if ctx.bootstrapping {
+            (DatabasePhase::CreatingReplicas, "CreatingReplicas", message)
+        } else if previous_phase == Some(DatabasePhase::Scaling) {
+            (DatabasePhase::Scaling, "Scaling", message)
+        } else {
+            (DatabasePhase::Degraded, "ReplicaNotStreaming", message)
+        }
+    } else {
+        (
+            DatabasePhase::Ready,
+            "AllInstancesReady",
+            format!("{desired} instances ready, primary {primary_name}"),
+        )
+    };
+    topology.phase = phase;
+    topology.reason = reason;
+    topology.message = message;
+    topology.keep = keep;
+    topology.new = new;
+    topology
+}
+
+/// Whether `replica` holds WAL that `primary` does not: a later timeline, or
+/// further on the same one. Deleting its volume could lose commits.
+fn ahead_of(replica: &ManagerStatus, primary: &ManagerStatus) -> bool {
+    replica.timeline > primary.timeline
+        || (replica.timeline == primary.timeline
+            && replica.replayed_lsn.max(replica.received_lsn) > primary.replayed_lsn)
+}
