@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_yaml::Value;
 use tusk::api::status::{DatabasePhase, InstanceRole};
 use tusk::api::v1::Database;
-use tusk::instance::Role;
+use tusk::contract::Role;
 use tusk::instance::metrics::{self as instance_metrics, Archiver, ReplicaLag, Sample, Standby};
 use tusk::resources::{BuildConfig, instance_pod, labels};
 use tusk::telemetry::metrics::{BackupResult, DatabaseLabels, Metrics, exposition};
@@ -150,10 +150,7 @@ fn operator_exposition() -> String {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     drop(metrics.reconcile_started("database"));
-    metrics.reconcile_failed(
-        "database",
-        &tusk::error::Error::MissingField("metadata.name"),
-    );
+    metrics.reconcile_failed("database", tusk::error::Category::Internal);
     metrics.set_leader(true);
     metrics.set_queue_depth("database", 2);
     metrics.set_databases([Some(DatabasePhase::Ready), None]);

@@ -86,6 +86,10 @@ fn database_status() -> impl Strategy<Value = DatabaseStatus> {
                     ready,
                     lsn: Some("0/3000148".into()),
                     lag_bytes,
+                    image: ready.then(|| "postgres:17".to_owned()),
+                    version: Some("17.6".into()),
+                    system_identifier: Some("7441234567890123456".into()),
+                    timeline: lag_bytes.map(|_| 1),
                 },
             ),
             0..3,
@@ -116,6 +120,7 @@ fn database_status() -> impl Strategy<Value = DatabaseStatus> {
                 applied: ready_instances.map(|n| AppliedSpec {
                     version: format!("1{}", 3 + n % 5),
                     storage_size: format!("{}Gi", n + 1),
+                    image: (n % 2 == 0).then(|| "postgres:17".to_owned()),
                 }),
                 last_backup,
             },

@@ -18,32 +18,6 @@ pub use super::status::{
     LastBackup,
 };
 
-/// Postgres parameters that Tusk renders itself; users may not set them.
-pub const OWNED_PARAMETERS: &[&str] = &[
-    "archive_command",
-    "archive_mode",
-    "restore_command",
-    "listen_addresses",
-    "port",
-    "data_directory",
-    "hba_file",
-    "ident_file",
-    "primary_conninfo",
-    "primary_slot_name",
-    "promote_trigger_file",
-    "recovery_target",
-    "recovery_target_lsn",
-    "recovery_target_time",
-    "recovery_target_timeline",
-    "ssl",
-    "ssl_ca_file",
-    "ssl_cert_file",
-    "ssl_key_file",
-    "synchronous_standby_names",
-    "unix_socket_directories",
-    "wal_level",
-];
-
 /// A PostgreSQL cluster managed by Tusk: a primary, streaming replicas, their
 /// volumes, services and credentials, and (optionally) backups to object storage.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -191,12 +165,30 @@ pub enum ReplicationMode {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PostgresqlSpec {
-    /// postgresql.conf parameters. Parameters that Tusk manages itself (archiving,
-    /// replication, listening, TLS files) are refused.
+    /// postgresql.conf parameters, for example `max_connections: "200"`.
+    /// Refused: directives (`include`, `include_dir`, `include_if_exists`,
+    /// `config_file`), parameters Tusk manages itself (archiving, recovery,
+    /// replication, listening, TLS files), values with control characters, and
+    /// units PostgreSQL does not know (they are case-sensitive: `128MB`, not `128mb`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[x_kube(validation = Rule::new("self.all(k, !(k in ['archive_command', 'archive_mode', 'restore_command', 'listen_addresses', 'port', 'data_directory', 'hba_file', 'ident_file', 'primary_conninfo', 'primary_slot_name', 'promote_trigger_file', 'recovery_target', 'recovery_target_lsn', 'recovery_target_time', 'recovery_target_timeline', 'ssl', 'ssl_ca_file', 'ssl_cert_file', 'ssl_key_file', 'synchronous_standby_names', 'unix_socket_directories', 'wal_level']))").message("spec.postgresql.parameters sets a parameter that Tusk manages itself (archiving, replication, listening, TLS files)"))]
-    #[schemars(extend("maxProperties" = 256))]
+    #[schemars(schema_with = "parameters_schema")]
     pub parameters: BTreeMap<String, String>,
+}
+
+/// The schema of `spec.postgresql.parameters`, its CEL rule generated from
+/// the constants of the one parameter validator ([`crate::postgres::params`]).
+fn parameters_schema(_generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        // A bound on each value keeps the CEL rule's cost estimate within
+        // the API server's budget.
+        "additionalProperties": { "type": "string", "maxLength": 1024 },
+        "maxProperties": 256,
+        "x-kubernetes-validations": [{
+            "rule": crate::postgres::params::cel_rule(),
+            "message": crate::postgres::params::CEL_MESSAGE,
+        }],
+    })
 }
 
 /// How the first instance gets its data. Set exactly one of `initdb` or `recovery`.

@@ -7,7 +7,8 @@ use std::str::FromStr;
 
 use super::quantity;
 use super::status::AppliedSpec;
-use super::v1::{self, OWNED_PARAMETERS, ReplicationMode};
+use super::v1::{self, ReplicationMode};
+use crate::postgres::params;
 
 /// Longest Database name: Tusk appends suffixes such as `-superuser` (10 characters)
 /// and `-<serial>` and names must stay within 63.
@@ -102,14 +103,6 @@ pub fn parse_retention(value: &str) -> Result<u64, String> {
     Ok(amount * seconds)
 }
 
-fn is_identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '.')
-}
-
 /// Checks a Database on its own (create, and every reconcile).
 pub fn database(db: &v1::Database) -> Vec<FieldError> {
     let mut errors = Vec::new();
@@ -151,16 +144,11 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
             ),
         ));
     }
-    for key in spec.postgresql.parameters.keys() {
-        let path = format!("spec.postgresql.parameters.{key}");
-        if OWNED_PARAMETERS.contains(&key.as_str()) {
-            errors.push(FieldError::new(
-                path,
-                "is managed by Tusk and cannot be set",
-            ));
-        } else if !is_identifier(key) {
-            errors.push(FieldError::new(path, "is not a PostgreSQL parameter name"));
-        }
+    for (name, error) in params::check_all(&spec.postgresql.parameters) {
+        errors.push(FieldError::new(
+            format!("spec.postgresql.parameters.{name}"),
+            error.to_string(),
+        ));
     }
     if let Some(bootstrap) = &spec.bootstrap {
         match (&bootstrap.initdb, &bootstrap.recovery) {
@@ -471,6 +459,7 @@ mod tests {
         let applied = AppliedSpec {
             version: "17.4".into(),
             storage_size: "2Gi".into(),
+            image: None,
         };
         let mut db = sample_database();
         db.spec.version = "17.2".into();

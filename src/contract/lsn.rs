@@ -70,7 +70,10 @@ mod tests {
         assert_eq!(lsn.to_string(), "16/B374D848");
         assert_eq!("0/0".parse::<Lsn>(), Ok(Lsn(0)));
         // PostgreSQL accepts lower case on input; the output is upper case.
-        assert_eq!("0/3000148".parse::<Lsn>().map(|l| l.to_string()).as_deref(), Ok("0/3000148"));
+        assert_eq!(
+            "0/3000148".parse::<Lsn>().map(|l| l.to_string()).as_deref(),
+            Ok("0/3000148")
+        );
         for bad in ["", "0", "/1", "1/", "x/1", "123456789/0", "0/1/2"] {
             assert!(bad.parse::<Lsn>().is_err(), "{bad:?}");
         }

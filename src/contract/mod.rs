@@ -49,9 +49,7 @@ pub mod path {
 }
 
 /// Which role an instance plays. The same type is the API's `InstanceRole`.
-#[derive(
-    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash,
-)]
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Accepts writes.
@@ -192,7 +190,7 @@ impl PgStatus {
     pub fn major_minor(&self) -> Option<(u32, u32)> {
         let num = u32::try_from(self.version_num).ok()?;
         // From 10 on: major * 10000 + minor.
-        (num >= 100_000).then(|| (num / 10_000, num % 10_000))
+        (num >= 100_000).then_some((num / 10_000, num % 10_000))
     }
 }
 

@@ -59,7 +59,13 @@ impl Context {
         reporter: Reporter,
         build: BuildConfig,
     ) -> Arc<Self> {
-        Self::with_instances(client, metrics, reporter, build, Arc::new(HttpInstances::default()))
+        Self::with_instances(
+            client,
+            metrics,
+            reporter,
+            build,
+            Arc::new(HttpInstances::default()),
+        )
     }
 
     /// [`Context::new`] with another way to reach the instance managers.

@@ -51,9 +51,7 @@ fn passfile_line(user: &str, password: &str) -> String {
 }
 
 pub fn write_passfile(shared: &Shared) -> Result<(), Error> {
-    let password = shared
-        .password(Credential::Replication)
-        .unwrap_or_default();
+    let password = shared.password(Credential::Replication).unwrap_or_default();
     write_if_changed(
         &passfile(&shared.config),
         &passfile_line(REPLICATION_USER, password.expose()),

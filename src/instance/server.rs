@@ -16,9 +16,9 @@ use tokio::sync::watch;
 use tracing::{Instrument, Level, Span};
 
 use crate::contract::{
-    API_VERSION, Change, Credential, DropSlotRequest, DropSlotResponse, ErrorBody,
-    PasswordRequest, PasswordResponse, ReloadRequest, ReloadResponse, RestartResponse, Role,
-    Status, SyncResponse, SyncSettings, path,
+    API_VERSION, Change, Credential, DropSlotRequest, DropSlotResponse, ErrorBody, PasswordRequest,
+    PasswordResponse, ReloadRequest, ReloadResponse, RestartResponse, Role, Status, SyncResponse,
+    SyncSettings, path,
 };
 use crate::postgres::config::{self, SyncReplication};
 use crate::postgres::params;
@@ -461,10 +461,11 @@ async fn password(State(shared): State<AppState>, headers: HeaderMap, body: Byte
             Credential::App => shared.config.app_owner.clone(),
         };
         let secret = super::Secret::from(request.password);
-        if primary && let Some(role) = &role {
-            if let Err(err) = sql::set_password(&client, role, secret.expose()).await {
-                return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
-            }
+        if primary
+            && let Some(role) = &role
+            && let Err(err) = sql::set_password(&client, role, secret.expose()).await
+        {
+            return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
         }
         shared.set_password(credential, secret);
         if credential == Credential::Replication
@@ -472,7 +473,11 @@ async fn password(State(shared): State<AppState>, headers: HeaderMap, body: Byte
         {
             return error(StatusCode::INTERNAL_SERVER_ERROR, err.to_string());
         }
-        tracing::info!(?credential, role_updated = primary, "password follows its Secret");
+        tracing::info!(
+            ?credential,
+            role_updated = primary,
+            "password follows its Secret"
+        );
         Json(PasswordResponse {
             credential,
             role_updated: primary && role.is_some(),

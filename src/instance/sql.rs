@@ -31,9 +31,7 @@ pub async fn connect_local(socket_dir: &Path, port: u16) -> Result<Client, tokio
 /// ordinary connections too, which slot management needs).
 pub async fn connect_primary(shared: &Shared) -> Result<Client, Error> {
     let config = &shared.config;
-    let password = shared
-        .password(Credential::Replication)
-        .unwrap_or_default();
+    let password = shared.password(Credential::Replication).unwrap_or_default();
     let host = config
         .primary_host
         .as_deref()

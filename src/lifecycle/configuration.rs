@@ -59,7 +59,10 @@ pub(super) fn plan(ctx: &Context, topology: &Topology) -> Configuration {
             ),
         ));
     }
-    if !matches!(topology.phase, DatabasePhase::Ready | DatabasePhase::Degraded) {
+    if !matches!(
+        topology.phase,
+        DatabasePhase::Ready | DatabasePhase::Degraded
+    ) {
         return out;
     }
     if observed.parameter_change != Change::Nothing {

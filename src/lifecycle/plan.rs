@@ -78,7 +78,10 @@ impl Plan {
 /// an invalid spec).
 pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &Observed) -> Plan {
     if observed.deleting {
-        let verdicts = vec![Verdict::progress("Deleting", "the Database is being deleted")];
+        let verdicts = vec![Verdict::progress(
+            "Deleting",
+            "the Database is being deleted",
+        )];
         return Plan {
             phase: DatabasePhase::Deleting,
             actions: Vec::new(),

@@ -35,6 +35,7 @@ fn manager() -> impl Strategy<Value = ManagerStatus> {
                     replayed_lsn,
                     streaming,
                     pending_restart,
+                    server_version: None,
                 }
             },
         )
@@ -50,11 +51,14 @@ fn pod() -> impl Strategy<Value = Pod> {
         ],
         proptest::option::of(role()),
         proptest::option::of(manager()),
+        any::<bool>(),
     )
-        .prop_map(|(phase, role_label, manager)| Pod {
+        .prop_map(|(phase, role_label, manager, ready)| Pod {
             phase,
             role_label,
             manager,
+            ready,
+            ..Pod::default()
         })
 }
 
@@ -96,6 +100,7 @@ fn observed() -> impl Strategy<Value = Observed> {
                 sync: SyncStandbys::default(),
                 parameter_change,
                 inactive_slots: slots.into_iter().collect(),
+                ..Observed::default()
             },
         )
 }
@@ -258,7 +263,7 @@ proptest! {
     ) {
         let plan = plan(&spec, previous.as_ref(), &observed);
         for action in &plan.actions {
-            let Action::DropSlot { slot } = action else { continue };
+            let Action::DropSlot { slot, .. } = action else { continue };
             prop_assert!(observed.inactive_slots.contains(slot));
             let serial: Option<u32> = slot.strip_prefix("orders_").and_then(|s| s.parse().ok());
             prop_assert!(serial.is_some(), "dropped {slot}, not an instance's slot");

@@ -66,7 +66,11 @@ pub(super) fn plan(ctx: &Context, topology: &Topology) -> Roles {
     }
     let want = desired_sync(
         ctx.spec,
-        topology.keep.iter().chain(&topology.new).map(|s| ctx.name(*s)),
+        topology
+            .keep
+            .iter()
+            .chain(&topology.new)
+            .map(|s| ctx.name(*s)),
     );
     if observed.sync != want {
         let message = if want.min > 0 {

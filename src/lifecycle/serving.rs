@@ -30,7 +30,10 @@ pub(super) fn plan(ctx: &Context, topology: &Topology) -> Vec<Verdict> {
     if !unready.is_empty() {
         verdicts.push(Verdict::progress(
             "WaitingForPods",
-            format!("the kubelet has not marked {} ready yet", unready.join(", ")),
+            format!(
+                "the kubelet has not marked {} ready yet",
+                unready.join(", ")
+            ),
         ));
     }
     let primary_name = ctx.name(primary);
@@ -58,7 +61,10 @@ pub(super) fn plan(ctx: &Context, topology: &Topology) -> Vec<Verdict> {
     if !missing.is_empty() {
         verdicts.push(Verdict::progress(
             "WaitingForRouting",
-            format!("the -ro Service does not route to {} yet", missing.join(", ")),
+            format!(
+                "the -ro Service does not route to {} yet",
+                missing.join(", ")
+            ),
         ));
     }
     verdicts

@@ -52,6 +52,7 @@ pub(super) fn manager(role: InstanceRole, ready: bool, lsn: u64) -> ManagerStatu
         replayed_lsn: lsn,
         streaming: role == Replica && ready,
         pending_restart: false,
+        server_version: None,
     }
 }
 
@@ -61,7 +62,9 @@ fn running(role: InstanceRole, manager: Option<ManagerStatus>) -> Instance {
         pod: Some(Pod {
             phase: PodPhase::Running,
             role_label: Some(role),
+            ready: manager.is_some_and(|m| m.ready),
             manager,
+            ..Pod::default()
         }),
     }
 }
@@ -96,6 +99,28 @@ fn observed(instances: Vec<(u32, Instance)>) -> Observed {
     }
 }
 
+/// The Services as the endpoint controller would have them: `-rw` to the
+/// ready primary, `-ro` to the ready replicas (the kubelet agreeing with the
+/// managers).
+pub(super) fn routed(mut observed: Observed) -> Observed {
+    let ready = |role| -> Vec<String> {
+        observed
+            .instances
+            .iter()
+            .filter(|(_, i)| {
+                i.pod.as_ref().is_some_and(|p| p.ready)
+                    && i.status().is_some_and(|s| s.role == role && s.ready)
+            })
+            .map(|(serial, _)| observed.name(*serial))
+            .collect()
+    };
+    observed.routing = Routing {
+        rw: ready(Primary),
+        ro: ready(Replica),
+    };
+    observed
+}
+
 fn name(serial: u32) -> String {
     format!("orders-{serial}")
 }
@@ -105,6 +130,7 @@ fn clone(serial: u32) -> Action {
         serial,
         bootstrap: Bootstrap::Clone,
         role: Replica,
+        image: String::new(),
     }
 }
 
@@ -169,6 +195,7 @@ fn rows() -> Vec<Row> {
                 serial: 1,
                 bootstrap: Bootstrap::Initdb,
                 role: Primary,
+                image: String::new(),
             }],
             requeue: soon,
         },
@@ -188,6 +215,7 @@ fn rows() -> Vec<Row> {
                 serial: 1,
                 bootstrap: Bootstrap::Initdb,
                 role: Primary,
+                image: String::new(),
             }],
             requeue: soon,
         },
@@ -212,6 +240,7 @@ fn rows() -> Vec<Row> {
                         phase: PodPhase::Failed,
                         role_label: Some(Primary),
                         manager: None,
+                        ..Pod::default()
                     }),
                 },
             )]),
@@ -282,7 +311,7 @@ fn rows() -> Vec<Row> {
             requeue: steady,
         },
         Row {
-            name: "all ready, sync mode, standby list differs -> Ready + ConfigureSync",
+            name: "all ready, sync mode, standby list differs -> Configuring + ConfigureSync",
             spec: sync2.clone(),
             previous: status(P::Ready, Some(1)),
             observed: observed(vec![
@@ -290,8 +319,9 @@ fn rows() -> Vec<Row> {
                 (2, replica(true)),
                 (3, replica(true)),
             ]),
-            phase: P::Ready,
+            phase: P::Configuring,
             actions: vec![Action::ConfigureSync {
+                primary: name(1),
                 standbys: vec![name(2), name(3)],
                 min: 1,
             }],
@@ -327,8 +357,9 @@ fn rows() -> Vec<Row> {
                 },
                 ..observed(vec![(1, primary(true)), (2, replica(true))])
             },
-            phase: P::Ready,
+            phase: P::Configuring,
             actions: vec![Action::ConfigureSync {
+                primary: name(1),
                 standbys: vec![],
                 min: 0,
             }],
@@ -389,6 +420,7 @@ fn rows() -> Vec<Row> {
             actions: vec![
                 Action::EnsurePodDisruptionBudgets,
                 Action::ConfigureSync {
+                    primary: name(1),
                     standbys: vec![name(2)],
                     min: 1,
                 },
@@ -516,6 +548,7 @@ fn rows() -> Vec<Row> {
                             phase: PodPhase::Failed,
                             role_label: Some(Replica),
                             manager: None,
+                            ..Pod::default()
                         }),
                     },
                 ),
@@ -556,6 +589,7 @@ fn rows() -> Vec<Row> {
                 serial: 1,
                 bootstrap: Bootstrap::Initdb,
                 role: Primary,
+                image: String::new(),
             }],
             requeue: soon,
         },
@@ -603,7 +637,7 @@ fn rows() -> Vec<Row> {
                 (1, running(Replica, Some(manager(Primary, true, 100)))),
                 (2, running(Primary, Some(manager(Replica, true, 90)))),
             ]),
-            phase: P::Ready,
+            phase: P::Configuring,
             actions: vec![
                 Action::LabelRole {
                     name: name(1),
@@ -624,7 +658,7 @@ fn rows() -> Vec<Row> {
                 parameter_change: Change::Reload,
                 ..observed(vec![(1, primary(true)), (2, replica(true))])
             },
-            phase: P::Ready,
+            phase: P::Configuring,
             actions: vec![
                 Action::Reload { name: name(1) },
                 Action::Reload { name: name(2) },
@@ -645,6 +679,7 @@ fn rows() -> Vec<Row> {
             },
             phase: P::Ready,
             actions: vec![Action::DropSlot {
+                primary: name(1),
                 slot: "orders_3".into(),
             }],
             requeue: soon,
@@ -675,7 +710,7 @@ fn rows() -> Vec<Row> {
                     ),
                 ),
             ]),
-            phase: P::Ready,
+            phase: P::Configuring,
             actions: vec![Action::RestartInstance { name: name(2) }],
             requeue: soon,
         },
@@ -696,7 +731,7 @@ fn rows() -> Vec<Row> {
                 ),
                 (2, replica(true)),
             ]),
-            phase: P::Ready,
+            phase: P::Configuring,
             actions: vec![Action::RestartInstance { name: name(1) }],
             requeue: soon,
         },
@@ -747,7 +782,11 @@ fn rows() -> Vec<Row> {
 fn transitions() {
     let mut failures = Vec::new();
     for row in rows() {
-        let plan = plan(&row.spec, row.previous.as_ref(), &row.observed);
+        let plan = plan(
+            &row.spec,
+            row.previous.as_ref(),
+            &routed(row.observed.clone()),
+        );
         if plan.phase != row.phase
             || plan.actions != row.actions
             || plan.requeue_after_seconds != row.requeue
@@ -774,7 +813,11 @@ fn every_plan_has_three_conditions_and_records_the_primary() {
         let types: Vec<_> = plan.conditions.iter().map(|c| c.type_).collect();
         assert_eq!(types, ["Ready", "Progressing", "Degraded"], "{}", row.name);
     }
-    let ready = plan(&async_spec(1), None, &observed(vec![(1, primary(true))]));
+    let ready = plan(
+        &async_spec(1),
+        None,
+        &routed(observed(vec![(1, primary(true))])),
+    );
     assert_eq!(ready.current_primary.as_deref(), Some("orders-1"));
     assert!(ready.conditions[0].status, "Ready");
     assert!(!ready.conditions[1].status, "Progressing");

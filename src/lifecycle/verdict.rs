@@ -160,7 +160,10 @@ mod tests {
 
         let moving = conditions(
             DatabasePhase::Ready,
-            &[Verdict::progress("ApplyingParameters", "reloading orders-2")],
+            &[Verdict::progress(
+                "ApplyingParameters",
+                "reloading orders-2",
+            )],
             true,
             "",
         );

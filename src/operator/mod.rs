@@ -22,11 +22,11 @@ use tracing::{error, info, warn};
 
 use crate::api::v1::{Backup, Database};
 use crate::controller::{self, Context, backup, database};
-pub use error::Error;
 use crate::resources::{BuildConfig, labels};
 use crate::telemetry::{self, metrics::Metrics};
 use crate::webhook::rotation::{self, RotationConfig};
 use crate::webhook::{self, WebhookState};
+pub use error::Error;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct OperatorConfig {

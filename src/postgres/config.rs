@@ -8,24 +8,15 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::v1::OWNED_PARAMETERS;
-
 use super::identifiers::quote_ident;
+use super::params::{self, ParamError};
 
-/// Why a set of parameters cannot be rendered.
+/// Why a set of parameters cannot be rendered: the first refused one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    #[error("parameter {name} is managed by Tusk and cannot be set in spec.postgresql.parameters")]
-    OwnedParameter { name: String },
-
-    #[error("{name:?} is not a valid PostgreSQL parameter name")]
-    InvalidName { name: String },
-
-    #[error("{name} is a configuration-file directive, not a parameter, and cannot be set")]
-    Directive { name: String },
-
-    #[error("the value of parameter {name} contains a control character")]
-    ControlCharacter { name: String },
+#[error("spec.postgresql.parameters.{name} {error}")]
+pub struct ConfigError {
+    pub name: String,
+    pub error: ParamError,
 }
 
 /// What Tusk needs to say about one instance's configuration.
@@ -77,43 +68,13 @@ const TUNABLE_DEFAULTS: &[(&str, &str)] = &[
     ("wal_keep_size", "256MB"),
 ];
 
-/// Names that `postgresql.conf` treats as directives; accepting them would let a
-/// user include arbitrary files and so bypass the owned-parameter check.
-const DIRECTIVES: &[&str] = &["config_file", "include", "include_dir", "include_if_exists"];
-
-/// Refuse parameters Tusk owns, directives, malformed names and values that cannot
-/// be written safely.
+/// Refuses what [`params::check`] refuses: the instance manager applies the
+/// same rule as the API server, the webhook and the reconciler.
 pub fn validate_parameters(parameters: &BTreeMap<String, String>) -> Result<(), ConfigError> {
-    for (name, value) in parameters {
-        let lower = name.to_ascii_lowercase();
-        if !is_valid_name(name) {
-            return Err(ConfigError::InvalidName { name: name.clone() });
-        }
-        if OWNED_PARAMETERS.contains(&lower.as_str()) {
-            return Err(ConfigError::OwnedParameter { name: name.clone() });
-        }
-        if DIRECTIVES.contains(&lower.as_str()) {
-            return Err(ConfigError::Directive { name: name.clone() });
-        }
-        if value.chars().any(char::is_control) {
-            return Err(ConfigError::ControlCharacter { name: name.clone() });
-        }
+    match params::check_all(parameters).into_iter().next() {
+        Some((name, error)) => Err(ConfigError { name, error }),
+        None => Ok(()),
     }
-    Ok(())
-}
-
-/// A GUC name: letters, digits, `_` and `$`, with `.` separating an extension prefix.
-fn is_valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name.split('.').all(|part| {
-            part.chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && part
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
-        })
 }
 
 /// Render the configuration: Tusk's tunable defaults, overridden by the user's
@@ -309,8 +270,12 @@ mod tests {
             let mut s = settings();
             s.parameters.insert(name.into(), "x".into());
             let err = render(&s).expect_err("refused");
-            assert_eq!(err, ConfigError::OwnedParameter { name: name.into() });
-            assert!(err.to_string().contains(name), "{err}");
+            assert_eq!(err.error, ParamError::Owned);
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("spec.postgresql.parameters.{name} ")),
+                "{err}"
+            );
             assert!(err.to_string().contains("managed by Tusk"), "{err}");
         }
     }

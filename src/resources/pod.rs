@@ -98,7 +98,10 @@ pub fn instance_pod_with(
     let mut metadata = object_meta(db, instance.clone(), labels::pod(&db_name, &instance, role));
     metadata.annotations = Some(BTreeMap::from([
         (SPEC_HASH_ANNOTATION.to_owned(), spec_hash(&spec)),
-        (BOOTSTRAP_ANNOTATION.to_owned(), bootstrap.as_str().to_owned()),
+        (
+            BOOTSTRAP_ANNOTATION.to_owned(),
+            bootstrap.as_str().to_owned(),
+        ),
     ]));
     Pod {
         metadata,
@@ -797,15 +800,25 @@ mod tests {
                 &config()
             ))
         );
+        // Parameters and synchronous replication only seed the manager at
+        // start; the operator changes them through the instance API, so a
+        // pod built with older values is not outdated.
         let mut tuned = db.clone();
         tuned
             .spec
             .postgresql
             .parameters
             .insert("work_mem".into(), "8MB".into());
-        assert_ne!(
+        tuned.spec.replication.min_sync_replicas = 2;
+        assert_eq!(
             hash_of(&primary),
             hash_of(&instance_pod(&tuned, 1, InstanceRole::Primary, &config()))
+        );
+        let mut moved = db.clone();
+        moved.spec.image = Some("registry.example/postgres:17.6".into());
+        assert_ne!(
+            hash_of(&primary),
+            hash_of(&instance_pod(&moved, 1, InstanceRole::Primary, &config()))
         );
     }
 }

@@ -19,8 +19,8 @@ use serde_json::json;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use super::certs::{self, CertBundle};
 use super::Error;
+use super::certs::{self, CertBundle};
 
 #[derive(Clone, Debug)]
 pub struct RotationConfig {

@@ -21,9 +21,7 @@ use serde_json::json;
 use super::instances::{Call, Instances};
 use super::observe::{PASSWORD_SYNCED_ANNOTATION, Snapshot};
 use crate::api::v1::Database;
-use crate::contract::{
-    Credential, DropSlotRequest, PasswordRequest, ReloadRequest, SyncSettings,
-};
+use crate::contract::{Credential, DropSlotRequest, PasswordRequest, ReloadRequest, SyncSettings};
 use crate::controller::{Error, FIELD_MANAGER};
 use crate::lifecycle::Action;
 use crate::resources::{self, BuildConfig, PASSWORD_KEY, SecretKind, labels, names};
@@ -298,7 +296,10 @@ impl Applier<'_> {
             .map_err(Error::kube("marking a Secret's password as given"))?;
         Ok(Some(Done {
             reason: "PasswordSynced",
-            note: format!("the password in Secret {name} is in effect on {}", instances.join(", ")),
+            note: format!(
+                "the password in Secret {name} is in effect on {}",
+                instances.join(", ")
+            ),
         }))
     }
 

@@ -337,8 +337,14 @@ mod tests {
 
     #[test]
     fn refusals_wait_for_a_change_and_the_rest_retries() {
-        assert_eq!(refused(StatusCode::BAD_REQUEST).category(), Category::Rejected);
-        assert_eq!(refused(StatusCode::UNAUTHORIZED).category(), Category::Rejected);
+        assert_eq!(
+            refused(StatusCode::BAD_REQUEST).category(),
+            Category::Rejected
+        );
+        assert_eq!(
+            refused(StatusCode::UNAUTHORIZED).category(),
+            Category::Rejected
+        );
         assert_eq!(refused(StatusCode::CONFLICT).category(), Category::Api);
         assert_eq!(
             refused(StatusCode::SERVICE_UNAVAILABLE).category(),

@@ -192,7 +192,8 @@ async fn write_status(
     status::apply(api, &db.name_any(), &next).await?;
     ctx.progress_written(&key);
     for changed in conditions::transitions(&before.conditions, &next.conditions) {
-        let type_ = if changed.type_ == conditions::READY && next.phase == Some(DatabasePhase::Blocked)
+        let type_ = if changed.type_ == conditions::READY
+            && next.phase == Some(DatabasePhase::Blocked)
             || changed.type_ == conditions::DEGRADED && changed.status == "True"
         {
             EventType::Warning

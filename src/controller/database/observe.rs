@@ -61,9 +61,7 @@ impl Snapshot {
 
     /// Whether a Secret named `name` exists.
     pub fn has_secret(&self, name: &str) -> bool {
-        self.secrets
-            .iter()
-            .any(|s| s.name.as_deref() == Some(name))
+        self.secrets.iter().any(|s| s.name.as_deref() == Some(name))
     }
 
     /// Managers that speak this build's instance API, by pod name.
@@ -324,13 +322,8 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
 /// builders as they are: outdated.
 fn outdated(db: &Database, serial: u32, pod: &KubePod, build: &BuildConfig) -> bool {
     // The hash leaves role and bootstrap out, so any will do for the build.
-    let fresh = resources::instance_pod_with(
-        db,
-        serial,
-        InstanceRole::Replica,
-        Bootstrap::Clone,
-        build,
-    );
+    let fresh =
+        resources::instance_pod_with(db, serial, InstanceRole::Replica, Bootstrap::Clone, build);
     let want = fresh
         .metadata
         .annotations
@@ -458,9 +451,9 @@ pub fn instance_statuses(db: &Database, snapshot: &Snapshot) -> Vec<InstanceStat
                     let (lsn, lag_bytes) = match pg.role {
                         Role::Primary => (pg.current_lsn, Some(0)),
                         Role::Replica => {
-                            let lag = primary_lsn.zip(pg.received_lsn).map(|(p, r)| {
-                                i64::try_from(p.bytes_after(r)).unwrap_or(i64::MAX)
-                            });
+                            let lag = primary_lsn
+                                .zip(pg.received_lsn)
+                                .map(|(p, r)| i64::try_from(p.bytes_after(r)).unwrap_or(i64::MAX));
                             (pg.replayed_lsn, lag)
                         }
                     };
@@ -472,7 +465,9 @@ pub fn instance_statuses(db: &Database, snapshot: &Snapshot) -> Vec<InstanceStat
                         lsn: lsn.map(|l| l.to_string()),
                         lag_bytes,
                         image,
-                        version: pg.major_minor().map(|(major, minor)| format!("{major}.{minor}")),
+                        version: pg
+                            .major_minor()
+                            .map(|(major, minor)| format!("{major}.{minor}")),
                         system_identifier: Some(pg.system_identifier.clone()),
                         timeline: pg.timeline,
                     }

@@ -7,8 +7,8 @@ use serde_json::json;
 use super::plan::Plan;
 use crate::api::status::DatabaseStatus;
 use crate::api::v1::Database;
-use crate::controller::{FIELD_MANAGER, conditions};
 use crate::controller::Error;
+use crate::controller::{FIELD_MANAGER, conditions};
 
 /// Computes the status from the plan and the previous status (pure).
 pub fn build(db: &Database, plan: &Plan, now: &Time) -> DatabaseStatus {

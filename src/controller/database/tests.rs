@@ -154,6 +154,7 @@ async fn a_first_pass_creates_credentials_services_and_the_first_volume_then_wri
             format!("GET {ns}/secrets"),
             format!("GET {ns}/services"),
             "GET /apis/policy/v1/namespaces/shop/poddisruptionbudgets".to_owned(),
+            "GET /apis/discovery.k8s.io/v1/namespaces/shop/endpointslices".to_owned(),
             format!("POST {ns}/secrets"),
             format!("POST {ns}/secrets"),
             format!("POST {ns}/secrets"),

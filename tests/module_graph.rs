@@ -1,0 +1,286 @@
+//! The module dependency rules, checked on the source: the pure core and the
+//! in-pod manager must not reach into the controllers, the webhooks or kube's
+//! runtime, the contract is a leaf, and the graph of top-level modules has no
+//! cycle. A `use` that breaks a rule fails here with the offending file.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+
+/// Top-level modules and the ones each may never depend on.
+const FORBIDDEN: &[(&str, &[&str])] = &[
+    ("contract", &["*"]),
+    ("error", &["*"]),
+    (
+        "postgres",
+        &[
+            "api",
+            "controller",
+            "operator",
+            "webhook",
+            "instance",
+            "lifecycle",
+            "resources",
+            "telemetry",
+            "cli",
+        ],
+    ),
+    (
+        "lifecycle",
+        &[
+            "controller",
+            "operator",
+            "webhook",
+            "instance",
+            "telemetry",
+            "cli",
+        ],
+    ),
+    (
+        "failover",
+        &[
+            "controller",
+            "operator",
+            "webhook",
+            "instance",
+            "telemetry",
+            "cli",
+        ],
+    ),
+    (
+        "resources",
+        &[
+            "controller",
+            "operator",
+            "webhook",
+            "instance",
+            "lifecycle",
+            "telemetry",
+            "cli",
+        ],
+    ),
+    (
+        "api",
+        &[
+            "controller",
+            "operator",
+            "webhook",
+            "instance",
+            "lifecycle",
+            "resources",
+            "telemetry",
+            "cli",
+        ],
+    ),
+    (
+        "instance",
+        &[
+            "controller",
+            "operator",
+            "webhook",
+            "lifecycle",
+            "resources",
+            "api",
+            "cli",
+        ],
+    ),
+    (
+        "telemetry",
+        &[
+            "controller",
+            "operator",
+            "webhook",
+            "instance",
+            "lifecycle",
+            "cli",
+        ],
+    ),
+    ("webhook", &["controller", "operator", "instance", "cli"]),
+    ("controller", &["operator", "webhook", "instance", "cli"]),
+];
+
+/// Modules that must not use kube's runtime (controllers, finalizers, watchers).
+const NO_KUBE_RUNTIME: &[&str] = &[
+    "contract",
+    "error",
+    "postgres",
+    "lifecycle",
+    "failover",
+    "resources",
+    "api",
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level module a file belongs to (`src/lifecycle/plan.rs` → `lifecycle`).
+fn module_of(path: &Path) -> Option<String> {
+    let relative = path.strip_prefix(SRC).ok()?;
+    let first = relative.components().next()?.as_os_str().to_str()?;
+    Some(first.trim_end_matches(".rs").to_owned())
+}
+
+/// The code of a file without its `#[cfg(test)]` modules' bodies and comments:
+/// tests may use whatever they need.
+fn non_test_code(text: &str) -> String {
+    let mut code = String::new();
+    let mut skipping = false;
+    let mut depth = 0i32;
+    let mut pending_cfg_test = false;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if skipping {
+            depth += line.matches('{').count() as i32 - line.matches('}').count() as i32;
+            if depth <= 0 {
+                skipping = false;
+            }
+            continue;
+        }
+        if trimmed.starts_with("#[cfg(test)]") {
+            pending_cfg_test = true;
+            continue;
+        }
+        if pending_cfg_test {
+            pending_cfg_test = false;
+            if trimmed.starts_with("mod ") && trimmed.ends_with('{') {
+                skipping = true;
+                depth = 1;
+                continue;
+            }
+            // `#[cfg(test)] mod x;` or a test-only item on one line.
+            continue;
+        }
+        if trimmed.starts_with("//") {
+            continue;
+        }
+        code.push_str(line);
+        code.push('\n');
+    }
+    code
+}
+
+/// Top-level module → the modules it names.
+type Graph = BTreeMap<String, BTreeSet<String>>;
+/// (module, what it names, where).
+type Use = (String, String, PathBuf);
+
+/// Top-level module → the top-level modules its non-test code names as `crate::<m>`.
+fn graph() -> (Graph, Vec<Use>) {
+    let mut files = Vec::new();
+    rust_files(Path::new(SRC), &mut files);
+    let mut graph = Graph::new();
+    let mut uses = Vec::new();
+    for path in files {
+        let Some(module) = module_of(&path) else {
+            continue;
+        };
+        if matches!(module.as_str(), "bin" | "main" | "lib") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read a source file");
+        let code = non_test_code(&text);
+        let deps = graph.entry(module.clone()).or_default();
+        for (i, _) in code.match_indices("crate::") {
+            let rest = &code[i + "crate::".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() && name != module {
+                deps.insert(name.clone());
+                uses.push((module.clone(), name, path.clone()));
+            }
+        }
+        if code.contains("kube::runtime") {
+            uses.push((module.clone(), "kube::runtime".to_owned(), path.clone()));
+        }
+    }
+    (graph, uses)
+}
+
+#[test]
+fn dependencies_point_one_way() {
+    let (graph, uses) = graph();
+    let mut broken = Vec::new();
+    for (module, target, path) in &uses {
+        if target == "kube::runtime" {
+            if NO_KUBE_RUNTIME.contains(&module.as_str()) {
+                broken.push(format!("{module} uses kube::runtime in {}", path.display()));
+            }
+            continue;
+        }
+        let Some((_, forbidden)) = FORBIDDEN.iter().find(|(m, _)| m == module) else {
+            continue;
+        };
+        if forbidden.contains(&"*") || forbidden.contains(&target.as_str()) {
+            broken.push(format!(
+                "{module} depends on {target} in {}",
+                path.display()
+            ));
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "module dependency rules broken:\n  {}\ngraph: {graph:#?}",
+        broken.join("\n  ")
+    );
+}
+
+#[test]
+fn the_module_graph_has_no_cycle() {
+    let (graph, _) = graph();
+    // Depth-first search; a node met again while on the stack closes a cycle.
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        stack: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = stack.iter().position(|n| n == node) {
+            let mut cycle = stack[at..].to_vec();
+            cycle.push(node.to_owned());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        stack.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, stack, done) {
+                return Some(cycle);
+            }
+        }
+        stack.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for node in graph.keys() {
+        if let Some(cycle) = visit(node, &graph, &mut Vec::new(), &mut done) {
+            panic!("module cycle: {}\ngraph: {graph:#?}", cycle.join(" → "));
+        }
+    }
+}
+
+#[test]
+fn the_checker_sees_a_forbidden_use() {
+    // The check itself can fail: a non-test `crate::controller` in lifecycle
+    // code is seen, one inside a test module is not.
+    let code = non_test_code(
+        "use crate::controller::Context;\n#[cfg(test)]\nmod tests {\n    use crate::operator::x;\n}\n",
+    );
+    assert!(code.contains("crate::controller"));
+    assert!(!code.contains("crate::operator"));
+}
