@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::api::status::{DatabasePhase, DatabaseStatus, InstanceRole};
 use crate::api::v1::{DatabaseSpec, ReplicationMode, ReplicationSpec, StorageSpec};
+use crate::lifecycle::verdict::{PROGRESSING, READY};
 use crate::postgres::params::Change;
 
 use DatabasePhase as P;
@@ -828,4 +829,239 @@ fn every_plan_has_three_conditions_and_records_the_primary() {
 fn survivors_are_pvcs_without_pods() {
     let observed = observed(vec![(1, primary(true)), (2, survivor()), (4, survivor())]);
     assert_eq!(observed.survivors().collect::<Vec<_>>(), [2, 4]);
+}
+
+/// The conditions of one plan, by type.
+fn condition<'a>(plan: &'a Plan, type_: &str) -> &'a Desired {
+    plan.conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .unwrap_or_else(|| panic!("no {type_} condition"))
+}
+
+fn healthy_three() -> Observed {
+    routed(observed(vec![
+        (1, primary(true)),
+        (2, replica(true)),
+        (3, replica(true)),
+    ]))
+}
+
+#[test]
+fn a_switchover_request_is_refused_by_name_and_touches_nothing() {
+    let mut asked = async_spec(3);
+    asked.primary = Some(name(2));
+    let decided = plan(&asked, status(P::Ready, Some(1)).as_ref(), &healthy_three());
+    assert_eq!(decided.phase, P::Blocked);
+    assert_eq!(decided.actions, []);
+    let ready = condition(&decided, READY);
+    assert!(!ready.status);
+    assert_eq!(ready.reason, "SwitchoverNotSupported");
+    assert!(
+        ready.message.starts_with("spec.primary: "),
+        "{}",
+        ready.message
+    );
+    assert!(!condition(&decided, PROGRESSING).status);
+    // Asking for the primary there is is no change at all.
+    asked.primary = Some(name(1));
+    let decided = plan(&asked, status(P::Ready, Some(1)).as_ref(), &healthy_three());
+    assert_eq!(decided.phase, P::Ready);
+    assert!(condition(&decided, READY).status);
+}
+
+#[test]
+fn a_changed_image_is_detected_reported_by_field_and_never_half_rolled_out() {
+    let mut observed = healthy_three();
+    observed.desired_image = "localhost/postgres:18".into();
+    for instance in observed.instances.values_mut() {
+        if let Some(pod) = &mut instance.pod {
+            pod.image = "localhost/postgres:17".into();
+            pod.outdated = true;
+        }
+    }
+    let mut spec = async_spec(3);
+    spec.version = "18".into();
+    let decided = plan(&spec, status(P::Ready, Some(1)).as_ref(), &observed);
+    assert_eq!(decided.phase, P::Blocked);
+    assert_eq!(decided.actions, []);
+    let ready = condition(&decided, READY);
+    assert_eq!(ready.reason, "RolloutNotSupported");
+    assert!(
+        ready.message.starts_with("spec.version: "),
+        "{}",
+        ready.message
+    );
+    assert!(!condition(&decided, PROGRESSING).status);
+
+    // Scaling up meanwhile adds a replica like the others, not a half rollout.
+    spec.instances = 4;
+    let decided = plan(&spec, status(P::Ready, Some(1)).as_ref(), &observed);
+    let images: Vec<&str> = decided
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::CreatePod { image, .. } => Some(image.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(images, ["localhost/postgres:17"]);
+}
+
+#[test]
+fn a_server_of_another_version_than_the_spec_is_not_ready() {
+    let mut observed = healthy_three();
+    for instance in observed.instances.values_mut() {
+        if let Some(manager) = instance.pod.as_mut().and_then(|p| p.manager.as_mut()) {
+            manager.server_version = Some((16, 4));
+        }
+    }
+    let decided = plan(
+        &async_spec(3),
+        status(P::Ready, Some(1)).as_ref(),
+        &observed,
+    );
+    assert_eq!(condition(&decided, READY).reason, "VersionMismatch");
+    assert!(
+        condition(&decided, READY)
+            .message
+            .starts_with("spec.version: ")
+    );
+}
+
+#[test]
+fn not_ready_while_the_services_do_not_route() {
+    let mut observed = healthy_three();
+    observed.routing.ro = vec![name(2)];
+    let decided = plan(
+        &async_spec(3),
+        status(P::Ready, Some(1)).as_ref(),
+        &observed,
+    );
+    assert_eq!(decided.phase, P::Configuring);
+    let ready = condition(&decided, READY);
+    assert!(!ready.status);
+    assert_eq!(ready.reason, "WaitingForRouting");
+    assert!(ready.message.contains(&name(3)), "{}", ready.message);
+    assert!(condition(&decided, PROGRESSING).status);
+
+    // Ready by its manager, not yet by the kubelet: the Services skip it.
+    let mut observed = healthy_three();
+    if let Some(pod) = observed.instances.get_mut(&3).and_then(|i| i.pod.as_mut()) {
+        pod.ready = false;
+    }
+    let decided = plan(
+        &async_spec(3),
+        status(P::Ready, Some(1)).as_ref(),
+        &observed,
+    );
+    assert_eq!(condition(&decided, READY).reason, "WaitingForPods");
+}
+
+#[test]
+fn parameters_under_way_are_not_ready() {
+    let mut observed = healthy_three();
+    observed.parameter_change = Change::Reload;
+    let decided = plan(
+        &async_spec(3),
+        status(P::Ready, Some(1)).as_ref(),
+        &observed,
+    );
+    assert_eq!(condition(&decided, READY).reason, "ApplyingParameters");
+    assert!(!condition(&decided, READY).status);
+}
+
+#[test]
+fn backups_and_restores_are_refused_by_name() {
+    let mut spec = async_spec(3);
+    spec.backup = Some(Default::default());
+    let decided = plan(&spec, status(P::Ready, Some(1)).as_ref(), &healthy_three());
+    assert_eq!(condition(&decided, READY).reason, "BackupNotSupported");
+    assert!(
+        condition(&decided, READY)
+            .message
+            .starts_with("spec.backup: ")
+    );
+
+    // A new Database to be restored from a backup: nothing is created.
+    let mut spec = async_spec(3);
+    spec.bootstrap = Some(crate::api::v1::BootstrapSpec {
+        initdb: None,
+        recovery: Some(Default::default()),
+    });
+    let decided = plan(&spec, None, &observed(vec![]));
+    assert_eq!(decided.phase, P::Blocked);
+    assert_eq!(decided.actions, [], "no volume, no pod");
+    assert_eq!(condition(&decided, READY).reason, "RestoreNotSupported");
+    assert!(
+        condition(&decided, READY)
+            .message
+            .starts_with("spec.bootstrap.recovery: ")
+    );
+}
+
+#[test]
+fn a_recreated_secret_is_pushed_to_the_instances() {
+    let mut observed = healthy_three();
+    observed.credentials_to_sync = vec![
+        crate::contract::Credential::App,
+        crate::contract::Credential::Replication,
+    ];
+    let decided = plan(
+        &async_spec(3),
+        status(P::Ready, Some(1)).as_ref(),
+        &observed,
+    );
+    assert_eq!(
+        decided.actions,
+        [
+            Action::SyncPassword {
+                credential: crate::contract::Credential::App,
+                instances: vec![name(1)],
+            },
+            Action::SyncPassword {
+                credential: crate::contract::Credential::Replication,
+                instances: vec![name(1), name(2), name(3)],
+            },
+        ]
+    );
+    // Never before the primary is up to take it.
+    let mut down = observed.clone();
+    down.instances.insert(1, primary(false));
+    let decided = plan_of(&down);
+    assert!(
+        !decided
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::SyncPassword { .. }))
+    );
+}
+
+fn plan_of(observed: &Observed) -> Plan {
+    plan(&async_spec(3), status(P::Ready, Some(1)).as_ref(), observed)
+}
+
+#[test]
+fn drifted_services_and_secrets_are_reapplied() {
+    let mut observed = healthy_three();
+    observed.services = false;
+    observed.secrets = false;
+    let decided = plan_of(&observed);
+    assert_eq!(
+        decided.actions,
+        [Action::EnsureSecrets, Action::EnsureServices]
+    );
+    let mut observed = healthy_three();
+    observed.pod_disruption_budgets = false;
+    observed.surplus_budgets = vec!["orders-replicas".into()];
+    let decided = plan_of(&observed);
+    assert_eq!(
+        decided.actions,
+        [
+            Action::EnsurePodDisruptionBudgets,
+            Action::DeletePodDisruptionBudget {
+                name: "orders-replicas".into()
+            }
+        ]
+    );
 }
