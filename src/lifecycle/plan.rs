@@ -102,7 +102,8 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     let configuration = configuration::plan(&ctx, &topology);
     objects::credentials(&ctx, &topology, &mut objects);
 
-    let mut verdicts = Vec::new();
+    // What the spec asks for and cannot have comes first: it names the field.
+    let mut verdicts = requests.verdicts;
     match topology.phase {
         DatabasePhase::Ready => {}
         DatabasePhase::Failed | DatabasePhase::FailingOver | DatabasePhase::Blocked => {
@@ -117,7 +118,6 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     {
         verdicts.push(Verdict::degraded(topology.reason, topology.message.clone()));
     }
-    verdicts.extend(requests.verdicts);
     verdicts.extend(rollout.verdicts);
     verdicts.extend(roles.verdicts.iter().cloned());
     verdicts.extend(configuration.verdicts.iter().cloned());
