@@ -80,12 +80,11 @@ impl Scrape {
 /// The primary reports itself primary, its standby's lag, its databases and
 /// connections; the replica reports itself replica with its own lag; both pass
 /// promtool; and a PostgreSQL that does not answer still gets a 200 with up 0.
-#[tokio::test(flavor = "multi_thread")]
-async fn metrics_of_a_primary_and_its_streaming_replica() {
-    let dir = TestDir::new("metrics");
-    let mut primary = Manager::start(&dir, Options::primary("orders-1"));
+async fn metrics_of_a_primary_and_its_streaming_replica(pg: Pg) {
+    let dir = TestDir::new(&format!("metrics{}", pg.major));
+    let mut primary = Manager::start(&dir, Options::primary(&pg, "orders-1"));
     primary.wait_ready(READY).await;
-    let mut replica = Manager::start(&dir, Options::replica("orders-2", primary.pg_port));
+    let mut replica = Manager::start(&dir, Options::replica(&pg, "orders-2", primary.pg_port));
     replica.wait_ready(READY).await;
     let su = superuser(primary.pg_port).await;
     su.batch_execute("CREATE TABLE filler AS SELECT generate_series(1, 1000) AS id")
@@ -241,6 +240,7 @@ async fn metrics_of_a_primary_and_its_streaming_replica() {
     replica.stop();
     primary.stop();
 }
+per_major!(metrics_of_a_primary_and_its_streaming_replica);
 
 /// Sends SIGCONT when dropped, so a failing assertion never leaves a stopped
 /// postmaster behind.
