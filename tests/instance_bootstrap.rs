@@ -181,6 +181,14 @@ async fn user_parameters_are_rendered_and_owned_ones_refused(pg: Pg) {
         body.contains("listen_addresses") && body.contains("managed by Tusk"),
         "{body}"
     );
+    // The refusal is the whole answer (the handler validates before it writes),
+    // so the file PostgreSQL would read next is checked right away.
+    let tusk_conf =
+        std::fs::read_to_string(manager.pgdata.join("postgresql.tusk.conf")).expect("tusk conf");
+    assert!(
+        tusk_conf.contains("listen_addresses = '127.0.0.1'\n") && !tusk_conf.contains("'*'"),
+        "{tusk_conf}"
+    );
     let (code, _) = http(manager.http_port, "POST", "/reload", None, None)
         .await
         .expect("POST /reload");

@@ -215,21 +215,28 @@ async fn metrics_of_a_primary_and_its_streaming_replica(pg: Pg) {
     let postmaster = Pid::from_raw(primary.postmaster_pid().expect("postmaster.pid"));
     kill(postmaster, Signal::SIGSTOP).expect("SIGSTOP the postmaster");
     let resume = Resume(postmaster);
-    // Scrapes within a second share one sample; the next one is new.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let started = std::time::Instant::now();
-    let down = Scrape::of(&primary).await;
-    let took = started.elapsed();
+    // Scrapes within a second share one sample, so the first scrapes may still
+    // answer from the sample taken before the SIGSTOP; a new sample is what
+    // counts, and a stopped postmaster cannot hand out a connection for one.
+    let down = eventually("a scrape of the stopped postmaster", READY, || {
+        let primary = &primary;
+        async move {
+            let started = std::time::Instant::now();
+            let scrape = Scrape::of(primary).await;
+            let took = started.elapsed();
+            assert!(took < Duration::from_secs(10), "the scrape took {took:?}");
+            (scrape.value("tusk_pg_up") == 0.0).then_some(scrape)
+        }
+    })
+    .await;
     drop(resume);
     promtool_support::check_metrics(&down.body);
-    assert_eq!(down.value("tusk_pg_up"), 0.0, "{}", down.body);
     assert_eq!(down.value("tusk_pg_role{role=\"primary\"}"), 0.0);
     assert!(
         !down.body.contains("tusk_pg_wal_archived_total"),
         "no counter values are made up:\n{}",
         down.body
     );
-    assert!(took < Duration::from_secs(10), "the scrape took {took:?}");
     // And once it answers again, so does the scrape.
     eventually("the primary to answer again", READY, || {
         let primary = &primary;

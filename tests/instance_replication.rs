@@ -126,6 +126,32 @@ async fn promote_requires_the_token_and_makes_the_replica_primary(pg: Pg) {
     .await
     .expect("POST /promote");
     assert_eq!(code, 401);
+    // A refused promote that started one anyway, in the background, would not
+    // show yet in /status; a write on the primary that still reaches the
+    // replica after the refusals shows it is following.
+    superuser(primary.pg_port)
+        .await
+        .batch_execute(
+            "CREATE TABLE before_promotion (id int); INSERT INTO before_promotion VALUES (1)",
+        )
+        .await
+        .expect("write on the primary");
+    let replica_su = superuser(replica.pg_port).await;
+    eventually(
+        "the replica to replay the write after the refusals",
+        READY,
+        || {
+            let c = &replica_su;
+            async move {
+                c.query_opt("SELECT id FROM before_promotion", &[])
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|_| ())
+            }
+        },
+    )
+    .await;
     assert_eq!(replica.status().await["role"], "replica");
 
     // The old primary goes away first, as in a failover.
