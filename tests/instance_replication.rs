@@ -9,20 +9,19 @@ use instance_support::*;
 
 const READY: Duration = Duration::from_secs(90);
 
-async fn primary_and_replica(dir: &TestDir) -> (Manager, Manager) {
-    let mut primary = Manager::start(dir, Options::primary("orders-1"));
+async fn primary_and_replica(pg: &Pg, dir: &TestDir) -> (Manager, Manager) {
+    let mut primary = Manager::start(dir, Options::primary(pg, "orders-1"));
     primary.wait_ready(READY).await;
-    let mut replica = Manager::start(dir, Options::replica("orders-2", primary.pg_port));
+    let mut replica = Manager::start(dir, Options::replica(pg, "orders-2", primary.pg_port));
     replica.wait_ready(READY).await;
     (primary, replica)
 }
 
 /// (2) The clone streams through its own slot; a row written on the primary is
 /// read on the replica; /status reports replica, LSNs and lag.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_cloned_replica_streams_from_the_primary() {
-    let dir = TestDir::new("replication");
-    let (primary, replica) = primary_and_replica(&dir).await;
+async fn a_cloned_replica_streams_from_the_primary(pg: Pg) {
+    let dir = TestDir::new(&format!("replication{}", pg.major));
+    let (primary, replica) = primary_and_replica(&pg, &dir).await;
     let su = superuser(primary.pg_port).await;
 
     let (state, slot_active) = eventually("the replica to stream", READY, || {
@@ -105,13 +104,13 @@ async fn a_cloned_replica_streams_from_the_primary() {
     assert!(!auto.contains(REPLICATION_PASSWORD) && !tusk.contains(REPLICATION_PASSWORD));
     assert!(tusk.contains("primary_slot_name = 'orders_2'"), "{tusk}");
 }
+per_major!(a_cloned_replica_streams_from_the_primary);
 
 /// (5) /promote needs the token; with it the replica becomes a writable primary
 /// on a new timeline.
-#[tokio::test(flavor = "multi_thread")]
-async fn promote_requires_the_token_and_makes_the_replica_primary() {
-    let dir = TestDir::new("promote");
-    let (mut primary, replica) = primary_and_replica(&dir).await;
+async fn promote_requires_the_token_and_makes_the_replica_primary(pg: Pg) {
+    let dir = TestDir::new(&format!("promote{}", pg.major));
+    let (mut primary, replica) = primary_and_replica(&pg, &dir).await;
 
     let (code, _) = http(replica.http_port, "POST", "/promote", None, None)
         .await
@@ -127,6 +126,32 @@ async fn promote_requires_the_token_and_makes_the_replica_primary() {
     .await
     .expect("POST /promote");
     assert_eq!(code, 401);
+    // A refused promote that started one anyway, in the background, would not
+    // show yet in /status; a write on the primary that still reaches the
+    // replica after the refusals shows it is following.
+    superuser(primary.pg_port)
+        .await
+        .batch_execute(
+            "CREATE TABLE before_promotion (id int); INSERT INTO before_promotion VALUES (1)",
+        )
+        .await
+        .expect("write on the primary");
+    let replica_su = superuser(replica.pg_port).await;
+    eventually(
+        "the replica to replay the write after the refusals",
+        READY,
+        || {
+            let c = &replica_su;
+            async move {
+                c.query_opt("SELECT id FROM before_promotion", &[])
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|_| ())
+            }
+        },
+    )
+    .await;
     assert_eq!(replica.status().await["role"], "replica");
 
     // The old primary goes away first, as in a failover.
@@ -154,16 +179,16 @@ async fn promote_requires_the_token_and_makes_the_replica_primary() {
     );
     assert_eq!(replica.status().await["role"], "primary");
 }
+per_major!(promote_requires_the_token_and_makes_the_replica_primary);
 
 /// A manager without a configured token refuses every mutation.
-#[tokio::test(flavor = "multi_thread")]
-async fn without_a_token_mutations_are_refused() {
-    let dir = TestDir::new("notoken");
+async fn without_a_token_mutations_are_refused(pg: Pg) {
+    let dir = TestDir::new(&format!("notoken{}", pg.major));
     let mut manager = Manager::start(
         &dir,
         Options {
             token: None,
-            ..Options::primary("orders-1")
+            ..Options::primary(&pg, "orders-1")
         },
     );
     manager.wait_ready(READY).await;
@@ -175,14 +200,14 @@ async fn without_a_token_mutations_are_refused() {
         assert!(body.contains("TUSK_INSTANCE_TOKEN"), "{body}");
     }
 }
+per_major!(without_a_token_mutations_are_refused);
 
 /// The operator's levers on a running pair: a quorum of named standbys
 /// (`POST /sync`), a clean restart (`POST /restart`), and dropping the slot of a
 /// replica that is gone (`POST /slots/drop`), which `/status` lists as inactive.
-#[tokio::test(flavor = "multi_thread")]
-async fn sync_standbys_restart_and_slot_cleanup_through_the_api() {
-    let dir = TestDir::new("levers");
-    let (primary, mut replica) = primary_and_replica(&dir).await;
+async fn sync_standbys_restart_and_slot_cleanup_through_the_api(pg: Pg) {
+    let dir = TestDir::new(&format!("levers{}", pg.major));
+    let (primary, mut replica) = primary_and_replica(&pg, &dir).await;
     let su = superuser(primary.pg_port).await;
 
     let sync = r#"{"min": 1, "standbys": ["orders-2"]}"#;
@@ -308,3 +333,4 @@ async fn sync_standbys_restart_and_slot_cleanup_through_the_api() {
         .get(0);
     assert_eq!(slots, 0);
 }
+per_major!(sync_standbys_restart_and_slot_cleanup_through_the_api);

@@ -10,10 +10,9 @@ use nix::unistd::Pid;
 
 /// (4) SIGKILL the postmaster: the manager starts a new one on the same data,
 /// and the instance answers again.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_killed_postgres_is_restarted() {
-    let dir = TestDir::new("supervise");
-    let mut manager = Manager::start(&dir, Options::primary("orders-1"));
+async fn a_killed_postgres_is_restarted(pg: Pg) {
+    let dir = TestDir::new(&format!("supervise{}", pg.major));
+    let mut manager = Manager::start(&dir, Options::primary(&pg, "orders-1"));
     manager.wait_ready(Duration::from_secs(60)).await;
     superuser(manager.pg_port)
         .await
@@ -48,3 +47,4 @@ async fn a_killed_postgres_is_restarted() {
     );
     assert!(manager.stop().expect("running").success());
 }
+per_major!(a_killed_postgres_is_restarted);

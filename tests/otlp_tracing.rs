@@ -137,7 +137,7 @@ async fn get_with_traceparent(port: u16, path: &str, traceparent: &str) -> u16 {
 }
 
 /// Starts `tusk instance` as the harness does, plus the OTLP environment.
-fn start_exporting_manager(dir: &TestDir, otlp_port: u16) -> Manager {
+fn start_exporting_manager(pg: &Pg, dir: &TestDir, otlp_port: u16) -> Manager {
     Manager::start(
         dir,
         Options {
@@ -145,16 +145,15 @@ fn start_exporting_manager(dir: &TestDir, otlp_port: u16) -> Manager {
                 "OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(),
                 format!("http://127.0.0.1:{otlp_port}"),
             )],
-            ..Options::primary("orders-1")
+            ..Options::primary(pg, "orders-1")
         },
     )
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn instance_operations_are_exported_as_spans_over_otlp() {
+async fn instance_operations_are_exported_as_spans_over_otlp(pg: Pg) {
     let (otlp_port, store) = start_receiver().await;
-    let dir = TestDir::new("otlp");
-    let mut manager = start_exporting_manager(&dir, otlp_port);
+    let dir = TestDir::new(&format!("otlp{}", pg.major));
+    let mut manager = start_exporting_manager(&pg, &dir, otlp_port);
     manager.wait_ready(Duration::from_secs(60)).await;
 
     let traceparent = format!("00-{TRACE_ID}-{PARENT_SPAN_ID}-01");
@@ -208,3 +207,4 @@ async fn instance_operations_are_exported_as_spans_over_otlp() {
     // Kubelet's probes stay out of the traces at the default level.
     assert!(!names.contains(&"instance.readyz"), "{names:?}");
 }
+per_major!(instance_operations_are_exported_as_spans_over_otlp);

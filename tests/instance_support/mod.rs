@@ -11,6 +11,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
+use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -27,52 +28,75 @@ pub const REPLICATION_PASSWORD: &str = "repl:secret\\x";
 pub const APP_PASSWORD: &str = "app-secret";
 pub const TOKEN: &str = "test-token-0123456789";
 
-/// PostgreSQL majors the tests know how to find, newest first.
-const MAJORS: &[u32] = &[17, 15];
-
-/// Every installed major among [`MAJORS`], as (major, bindir). Fails the test,
-/// never skips it, when none is installed.
-pub fn installed_majors() -> Vec<(u32, PathBuf)> {
-    let found: Vec<(u32, PathBuf)> = MAJORS
-        .iter()
-        .map(|major| {
-            (
-                *major,
-                PathBuf::from(format!("/usr/lib/postgresql/{major}/bin")),
-            )
-        })
-        .filter(|(_, dir)| dir.join("postgres").is_file() && dir.join("initdb").is_file())
-        .collect();
-    assert!(
-        !found.is_empty(),
-        "no PostgreSQL server found under /usr/lib/postgresql/{{15,17}}/bin: \
-         run scripts/install-test-deps (as root) first"
-    );
-    found
+/// One PostgreSQL major the tests run against, and where its programs are.
+#[derive(Clone, Debug)]
+pub struct Pg {
+    pub major: u32,
+    pub bindir: PathBuf,
 }
 
-/// The bindir the tests use: `TUSK_TEST_PG_MAJOR` if set, else the newest installed.
-pub fn bindir() -> PathBuf {
-    let majors = installed_majors();
-    if let Ok(wanted) = std::env::var("TUSK_TEST_PG_MAJOR") {
-        let wanted: u32 = wanted.parse().expect("TUSK_TEST_PG_MAJOR is a number");
-        return majors
-            .into_iter()
-            .find(|(major, _)| *major == wanted)
-            .map(|(_, dir)| dir)
-            .unwrap_or_else(|| {
-                panic!("PostgreSQL {wanted} is not installed: run scripts/install-test-deps")
-            });
+impl Pg {
+    /// The major as Debian's packages install it. Fails the test, never skips
+    /// it, when the major is missing: scripts/install-test-deps installs every
+    /// major [`per_major!`] names, and CI runs it first.
+    pub fn installed(major: u32) -> Pg {
+        let bindir = PathBuf::from(format!("/usr/lib/postgresql/{major}/bin"));
+        // Every program the manager runs from its bindir.
+        for program in ["postgres", "initdb", "pg_basebackup"] {
+            assert!(
+                bindir.join(program).is_file(),
+                "PostgreSQL {major} is not installed ({} is missing): \
+                 run scripts/install-test-deps (as root) first",
+                bindir.join(program).display()
+            );
+        }
+        Pg { major, bindir }
     }
-    majors[0].1.clone()
 }
 
+/// Stamps out one test per supported PostgreSQL major for an async test body
+/// that takes the major: `async fn name(pg: Pg)` and then `per_major!(name);`
+/// give the tests `name::pg15` and `name::pg17` (a module and a function may
+/// share a name). A failure names its major, a filter such as `pg15` picks one
+/// major, and the variants run in parallel like any other tests. A body left
+/// without its `per_major!` is dead code, which clippy refuses. Keep the list in
+/// step with scripts/install-test-deps.
+macro_rules! per_major {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread")]
+            async fn pg15() {
+                super::$name($crate::instance_support::Pg::installed(15)).await
+            }
+
+            #[tokio::test(flavor = "multi_thread")]
+            async fn pg17() {
+                super::$name($crate::instance_support::Pg::installed(17)).await
+            }
+        }
+    };
+}
+pub(crate) use per_major;
+
+/// A loopback port nothing listens on, and that this process has not handed out
+/// before: the port is only taken once the manager or PostgreSQL binds it,
+/// seconds later (after initdb), and the kernel may offer the same free port to
+/// a test running meanwhile in another thread.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind an ephemeral port")
-        .local_addr()
-        .expect("local addr")
-        .port()
+    static HANDED_OUT: std::sync::Mutex<BTreeSet<u16>> = std::sync::Mutex::new(BTreeSet::new());
+    let mut handed_out = HANDED_OUT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("bind an ephemeral port")
+            .local_addr()
+            .expect("local addr")
+            .port();
+        if handed_out.insert(port) {
+            return port;
+        }
+    }
 }
 
 /// The uid/gid to run the manager as: `postgres` when the tests run as root.
@@ -158,29 +182,29 @@ pub struct Options {
     pub primary_port: Option<u16>,
     pub parameters: String,
     pub token: Option<String>,
-    pub bindir: PathBuf,
+    pub pg: Pg,
     /// More environment for the manager (e.g. OTLP settings).
     pub env: Vec<(String, String)>,
 }
 
 impl Options {
-    pub fn primary(instance: &str) -> Options {
+    pub fn primary(pg: &Pg, instance: &str) -> Options {
         Options {
             instance: instance.to_owned(),
             bootstrap: "initdb",
             primary_port: None,
             parameters: "{}".to_owned(),
             token: Some(TOKEN.to_owned()),
-            bindir: bindir(),
+            pg: pg.clone(),
             env: Vec::new(),
         }
     }
 
-    pub fn replica(instance: &str, primary_port: u16) -> Options {
+    pub fn replica(pg: &Pg, instance: &str, primary_port: u16) -> Options {
         Options {
             bootstrap: "clone",
             primary_port: Some(primary_port),
-            ..Options::primary(instance)
+            ..Options::primary(pg, instance)
         }
     }
 }
@@ -192,6 +216,7 @@ pub struct Manager {
     pub http_port: u16,
     pub pgdata: PathBuf,
     pub log: PathBuf,
+    pub pg: Pg,
 }
 
 impl Manager {
@@ -224,7 +249,7 @@ impl Manager {
             .env("TUSK_PORT", pg_port.to_string())
             .env("TUSK_LISTEN_ADDRESSES", "127.0.0.1")
             .env("TUSK_SOCKET_DIR", &run)
-            .env("TUSK_BINDIR", &options.bindir)
+            .env("TUSK_BINDIR", &options.pg.bindir)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().expect("dup log"))
@@ -251,6 +276,7 @@ impl Manager {
             http_port,
             pgdata,
             log,
+            pg: options.pg,
         }
     }
 
@@ -258,8 +284,41 @@ impl Manager {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// Wait for `/readyz`, failing with the manager's log.
+    /// Wait for `/readyz`, failing with the manager's log, then check that the
+    /// instance runs the major the test asked for.
     pub async fn wait_ready(&mut self, timeout: Duration) {
+        self.wait_readyz(timeout).await;
+        self.assert_runs_major();
+    }
+
+    /// A `pg15` test that silently ran PostgreSQL 17 (a program found on PATH,
+    /// or Debian's wrappers in /usr/bin, which pick the newest) would prove
+    /// nothing about 15. Checked from the outside, without asking the manager:
+    /// the data directory's own major, and the binary the postmaster runs.
+    fn assert_runs_major(&self) {
+        let data_major = std::fs::read_to_string(self.pgdata.join("PG_VERSION"))
+            .expect("read PG_VERSION of a ready instance");
+        assert_eq!(
+            data_major.trim(),
+            self.pg.major.to_string(),
+            "the data directory's major\n{}",
+            self.logs()
+        );
+        let pid = self
+            .postmaster_pid()
+            .expect("postmaster.pid of a ready instance");
+        let running =
+            std::fs::read_link(format!("/proc/{pid}/exe")).expect("the postmaster's binary");
+        let expected = self
+            .pg
+            .bindir
+            .join("postgres")
+            .canonicalize()
+            .expect("canonical path of postgres");
+        assert_eq!(running, expected, "the postmaster's binary");
+    }
+
+    async fn wait_readyz(&mut self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self
