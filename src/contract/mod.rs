@@ -109,9 +109,9 @@ pub enum Change {
     Restart,
 }
 
-/// `GET /status`: who this instance is and where its WAL stands.
+/// `GET /status`: who this instance is and where its WAL stands. Field names
+/// on the wire are snake_case, as in every body of the instance API.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
 pub struct Status {
     /// [`API_VERSION`] of the manager; absent (0) from managers older than 2.
     #[serde(default)]
@@ -137,7 +137,6 @@ pub struct Status {
 
 /// What PostgreSQL itself says, part of [`Status`].
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
 pub struct PgStatus {
     pub role: Role,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -329,9 +328,9 @@ mod tests {
     fn status_round_trips_and_keeps_the_postgres_spellings() {
         let status = status();
         let json = serde_json::to_value(&status).expect("serializes");
-        assert_eq!(json["apiVersion"], API_VERSION);
+        assert_eq!(json["api_version"], API_VERSION);
         assert_eq!(json["role"], "replica");
-        assert_eq!(json["receivedLsn"], "0/3000148");
+        assert_eq!(json["received_lsn"], "0/3000148");
         assert_eq!(json["timeline"], 3);
         let back: Status = serde_json::from_value(json).expect("deserializes");
         assert_eq!(back, status);
@@ -343,7 +342,7 @@ mod tests {
     #[test]
     fn a_manager_without_a_version_reads_as_version_zero() {
         let mut json = serde_json::to_value(status()).expect("serializes");
-        json.as_object_mut().expect("object").remove("apiVersion");
+        json.as_object_mut().expect("object").remove("api_version");
         let old: Status = serde_json::from_value(json).expect("deserializes");
         assert_eq!(old.api_version, 0);
     }
