@@ -1,11 +1,22 @@
 //! The end-to-end harness: talks to whatever cluster `$KUBECONFIG` points at (the
 //! local one from `e2e/cluster up`, or kind, k3d, a cloud cluster). One namespace
-//! per test; on failure it prints events, pod states and logs, and the operator's
-//! logs, before failing.
+//! per test; on failure (an `Err`, a panicking assertion or a timeout) it prints
+//! events, pod states and logs, and the operator's logs, and keeps them in a file,
+//! before failing.
+//!
+//! Tests inside one test binary run in parallel, and several `cargo test` runs
+//! may share a cluster: every test holds the [cluster lock](lock_cluster),
+//! shared when it only uses the cluster, exclusive when it changes what every
+//! other test relies on (the operator's install, its webhook certificate, the
+//! CRDs' conversion).
 
+use std::fmt::Write as _;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use futures::FutureExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -17,6 +28,7 @@ use kube::discovery::{self, Scope};
 use kube::{Client, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tusk::api::status::DatabasePhase;
 use tusk::api::v1::Database;
 
@@ -48,14 +60,162 @@ pub fn repo_path(relative: &str) -> std::path::PathBuf {
         .join(relative)
 }
 
-/// Runs one test in a fresh namespace `<prefix>-<random>`, bounded by `timeout`.
-/// On failure it dumps what the namespace (and the operator) saw, then panics; the
-/// namespace is deleted either way.
+/// How a test uses the cluster as a whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterAccess {
+    /// Only its own namespaces, and the operator as installed.
+    Shared,
+    /// Changes something every other test relies on: the operator's install,
+    /// its webhook certificate, webhook configurations, the CRDs' conversion.
+    Exclusive,
+}
+
+/// Held while a test uses the cluster; released on drop (the file lock with
+/// the file, so a test process that dies releases it too).
+#[must_use = "the cluster lock is released when the guard is dropped"]
+pub struct ClusterLock {
+    // All three are held only for their Drop.
+    _file: std::fs::File,
+    _shared: Option<RwLockReadGuard<'static, ()>>,
+    _exclusive: Option<RwLockWriteGuard<'static, ()>>,
+}
+
+/// The in-process half of the cluster lock. A file lock alone would do, but
+/// tokio's lock is fair: once an exclusive test queues, later shared ones wait
+/// behind it instead of starving it, and waiting costs no blocking thread.
+static LOCAL_LOCK: RwLock<()> = RwLock::const_new(());
+
+tokio::task_local! {
+    /// What the running test already holds, so that asking again fails at
+    /// once instead of deadlocking.
+    static HELD: ClusterAccess;
+}
+
+/// The file every test process locks (`flock`): one per machine, under the
+/// system's temporary directory.
+pub fn cluster_lock_path() -> PathBuf {
+    std::env::temp_dir().join("tusk-e2e-cluster.lock")
+}
+
+/// Takes the cluster lock: shared with other tests that only use the cluster,
+/// exclusive against every other test, in this process and in others.
+/// [`in_namespace`] and [`install_operator`] take it themselves; a test that
+/// uses neither takes it here.
+pub async fn lock_cluster(access: ClusterAccess) -> ClusterLock {
+    lock(&LOCAL_LOCK, cluster_lock_path(), access)
+        .await
+        .unwrap_or_else(|e| panic!("cannot take the cluster lock: {e}"))
+}
+
+async fn lock(
+    local: &'static RwLock<()>,
+    path: PathBuf,
+    access: ClusterAccess,
+) -> Result<ClusterLock> {
+    if let Ok(held) = HELD.try_with(|held| *held) {
+        panic!(
+            "this test already holds the cluster lock ({held:?}); asking for it again ({access:?}) \
+             would deadlock: take it once, outside in_namespace"
+        );
+    }
+    let (shared, exclusive) = match access {
+        ClusterAccess::Shared => (Some(local.read().await), None),
+        ClusterAccess::Exclusive => (None, Some(local.write().await)),
+    };
+    let file = tokio::task::spawn_blocking(move || lock_file(&path, access)).await??;
+    Ok(ClusterLock {
+        _file: file,
+        _shared: shared,
+        _exclusive: exclusive,
+    })
+}
+
+fn lock_file(path: &Path, access: ClusterAccess) -> Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let free = match access {
+        ClusterAccess::Shared => file.try_lock_shared(),
+        ClusterAccess::Exclusive => file.try_lock(),
+    };
+    match free {
+        Ok(()) => return Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => eprintln!(
+            "[e2e] waiting for the cluster lock ({access:?}, {}): another test process is using the cluster",
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(format!("{}: {e}", path.display()).into());
+        }
+    }
+    match access {
+        ClusterAccess::Shared => file.lock_shared(),
+        ClusterAccess::Exclusive => file.lock(),
+    }
+    .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(file)
+}
+
+/// Runs one test in a fresh namespace `<prefix>-<random>`, bounded by `timeout`,
+/// holding the cluster lock shared. On failure (an `Err`, a panic, the timeout)
+/// it dumps what the namespace (and the operator) saw, deletes the namespace,
+/// and fails the same way; on success it deletes the namespace.
 pub async fn in_namespace<F, Fut>(prefix: &str, timeout: Duration, test: F)
 where
     F: FnOnce(Client, String) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
+    run_in_namespace(ClusterAccess::Shared, prefix, timeout, test).await;
+}
+
+/// [`in_namespace`] for a test that changes cluster-wide state: no other test
+/// runs beside it.
+pub async fn in_namespace_exclusive<F, Fut>(prefix: &str, timeout: Duration, test: F)
+where
+    F: FnOnce(Client, String) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    run_in_namespace(ClusterAccess::Exclusive, prefix, timeout, test).await;
+}
+
+/// How a test failed.
+enum Failure {
+    Error(Error),
+    Panic(Box<dyn std::any::Any + Send>),
+    Timeout(Duration),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Error(error) => write!(f, "{error}"),
+            Failure::Panic(payload) => write!(f, "panicked: {}", panic_message(payload.as_ref())),
+            Failure::Timeout(timeout) => write!(f, "timed out after {timeout:?}"),
+        }
+    }
+}
+
+/// The message a panic was raised with (what `panic!`, `assert!` and
+/// `expect` carry).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(a panic without a message)")
+}
+
+async fn run_in_namespace<F, Fut>(access: ClusterAccess, prefix: &str, timeout: Duration, test: F)
+where
+    F: FnOnce(Client, String) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    // Waiting for the lock is not the test's time.
+    let _cluster = lock_cluster(access).await;
     let client = client().await;
     let name = format!("{prefix}-{:06x}", rand::random::<u32>() & 0xff_ffff);
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -68,28 +228,67 @@ where
         .create(&PostParams::default(), &namespace)
         .await
         .unwrap_or_else(|e| panic!("cannot create namespace {name}: {e}"));
-    let outcome = match tokio::time::timeout(timeout, test(client.clone(), name.clone())).await {
-        Ok(result) => result,
-        Err(_) => Err(format!("timed out after {timeout:?}").into()),
+    // A panicking assertion must not skip the dump and the deletion below. The
+    // closure is called inside the guarded future, so a panic there counts too;
+    // nothing the test touched is used after a panic but the namespace's name.
+    let (test_client, test_namespace) = (client.clone(), name.clone());
+    let guarded =
+        AssertUnwindSafe(async move { test(test_client, test_namespace).await }).catch_unwind();
+    let failure = match tokio::time::timeout(timeout, HELD.scope(access, guarded)).await {
+        Ok(Ok(Ok(()))) => None,
+        Ok(Ok(Err(error))) => Some(Failure::Error(error)),
+        Ok(Err(payload)) => Some(Failure::Panic(payload)),
+        Err(_) => Some(Failure::Timeout(timeout)),
     };
-    if let Err(error) = &outcome {
-        eprintln!("=== e2e failure in namespace {name}: {error}");
-        dump(&client, &name).await;
-        dump(&client, OPERATOR_NAMESPACE).await;
+    if let Some(failure) = &failure {
+        report_failure(&client, &name, &failure.to_string()).await;
     }
     let _ = namespaces.delete(&name, &DeleteParams::background()).await;
-    if let Err(error) = outcome {
-        panic!("{error}");
+    match failure {
+        None => {}
+        // The original payload, so the test fails with its own message (the
+        // panic hook printed it, with its location, when it happened).
+        Some(Failure::Panic(payload)) => std::panic::resume_unwind(payload),
+        Some(failure) => panic!("{failure}"),
+    }
+}
+
+/// Where [`in_namespace`] keeps the report of a failed test: `<dir>/<namespace>.log`.
+pub fn failure_reports_dir() -> PathBuf {
+    std::env::temp_dir().join("tusk-e2e-failures")
+}
+
+/// Prints what `namespace` and the operator saw, and keeps it in
+/// [`failure_reports_dir`] (the terminal's scrollback is not always there
+/// when someone looks).
+async fn report_failure(client: &Client, namespace: &str, failure: &str) {
+    let mut report = format!("=== e2e failure in namespace {namespace}: {failure}\n");
+    report.push_str(&describe(client, namespace).await);
+    report.push_str(&describe(client, OPERATOR_NAMESPACE).await);
+    eprint!("{report}");
+    let dir = failure_reports_dir();
+    let path = dir.join(format!("{namespace}.log"));
+    match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, &report)) {
+        Ok(()) => eprintln!("=== report kept in {}", path.display()),
+        Err(e) => eprintln!("=== cannot keep the report in {}: {e}", path.display()),
     }
 }
 
 /// Prints events, pod statuses and container logs of `namespace`.
 pub async fn dump(client: &Client, namespace: &str) {
+    eprint!("{}", describe(client, namespace).await);
+}
+
+/// Events, pod statuses and container logs of `namespace`, as text.
+pub async fn describe(client: &Client, namespace: &str) -> String {
+    // Writing into a String cannot fail.
+    let mut out = String::new();
     let events: Api<Event> = Api::namespaced(client.clone(), namespace);
     if let Ok(list) = events.list(&ListParams::default()).await {
-        eprintln!("--- events in {namespace}");
+        let _ = writeln!(out, "--- events in {namespace}");
         for e in list.items {
-            eprintln!(
+            let _ = writeln!(
+                out,
                 "{} {} {}/{}: {}",
                 e.type_.unwrap_or_default(),
                 e.reason.unwrap_or_default(),
@@ -101,11 +300,12 @@ pub async fn dump(client: &Client, namespace: &str) {
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let Ok(list) = pods.list(&ListParams::default()).await else {
-        return;
+        return out;
     };
     for pod in list.items {
         let name = pod.name_any();
-        eprintln!(
+        let _ = writeln!(
+            out,
             "--- pod {namespace}/{name}: {:?}",
             pod.status.as_ref().and_then(|s| s.phase.clone())
         );
@@ -115,7 +315,8 @@ pub async fn dump(client: &Client, namespace: &str) {
             .and_then(|s| s.container_statuses.as_ref())
         {
             for status in statuses {
-                eprintln!(
+                let _ = writeln!(
+                    out,
                     "    {} ready={} state={:?}",
                     status.name, status.ready, status.state
                 );
@@ -127,12 +328,13 @@ pub async fn dump(client: &Client, namespace: &str) {
                 tail_lines: Some(200),
                 ..LogParams::default()
             };
-            match pods.logs(&name, &params).await {
-                Ok(logs) => eprintln!("--- logs {name}/{}:\n{logs}", container.name),
-                Err(e) => eprintln!("--- no logs for {name}/{}: {e}", container.name),
-            }
+            let _ = match pods.logs(&name, &params).await {
+                Ok(logs) => writeln!(out, "--- logs {name}/{}:\n{logs}", container.name),
+                Err(e) => writeln!(out, "--- no logs for {name}/{}: {e}", container.name),
+            };
         }
     }
+    out
 }
 
 /// Server-side applies every document of a YAML stream; `namespace` overrides the
@@ -324,8 +526,11 @@ pub async fn sql(
     Ok(logs.trim().to_owned())
 }
 
-/// Applies Tusk's CRDs from `config/` and waits until both are established.
+/// Applies Tusk's CRDs from `config/` and waits until both are established,
+/// holding the cluster lock exclusive (every other test reads through them):
+/// call it before [`in_namespace`], not inside.
 pub async fn install_crds(client: &Client) {
+    let _cluster = lock_cluster(ClusterAccess::Exclusive).await;
     let yaml = std::fs::read_to_string(repo_path("config/crd/tusk.dev.yaml"))
         .expect("config/crd/tusk.dev.yaml");
     apply_yaml(client, None, &yaml)
@@ -387,9 +592,23 @@ static INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new()
 
 /// Installs the operator with its Helm chart (release `tusk` in `tusk-system`,
 /// the local images from e2e/values-local.yaml) and waits until every replica
-/// runs the current image and the validating webhook answers.
+/// runs the current image and the validating webhook answers. The first call
+/// of a test process holds the cluster lock exclusive while it installs (an
+/// upgrade can roll the operator and rewrite the CRDs and webhooks), so call it
+/// before [`in_namespace`], not inside.
 pub async fn install_operator(client: &Client) {
-    INSTALLED.get_or_init(|| helm_install(client)).await;
+    if let Ok(held) = HELD.try_with(|held| *held) {
+        panic!(
+            "install_operator inside in_namespace (which holds the cluster lock {held:?}) could \
+             deadlock: call it before in_namespace"
+        );
+    }
+    INSTALLED
+        .get_or_init(|| async {
+            let _cluster = lock_cluster(ClusterAccess::Exclusive).await;
+            helm_install(client).await;
+        })
+        .await;
 }
 
 async fn helm_install(client: &Client) {
@@ -487,4 +706,97 @@ async fn helm_install(client: &Client) {
     }
     dump(client, OPERATOR_NAMESPACE).await;
     panic!("the validating webhook never answered: {last}");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::{File, TryLockError};
+
+    use super::*;
+
+    /// A lock file of the test's own, so that these tests neither wait for
+    /// nor block a real e2e run.
+    fn scratch(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("tusk-e2e-lock-test-{name}-{}", std::process::id()))
+    }
+
+    /// What another process sees: `flock` locks belong to the open file, so a
+    /// second open of the path stands in for another process.
+    fn other_process(path: &Path) -> File {
+        File::open(path).expect("open the lock file again")
+    }
+
+    #[tokio::test]
+    async fn shared_holders_share_and_keep_an_exclusive_one_out() {
+        static LOCAL: RwLock<()> = RwLock::const_new(());
+        let path = scratch("shared");
+        let first = lock(&LOCAL, path.clone(), ClusterAccess::Shared)
+            .await
+            .expect("first");
+        let second = lock(&LOCAL, path.clone(), ClusterAccess::Shared)
+            .await
+            .expect("second");
+        assert!(
+            LOCAL.try_write().is_err(),
+            "an exclusive holder got in beside shared ones"
+        );
+        let other = other_process(&path);
+        assert!(matches!(other.try_lock(), Err(TryLockError::WouldBlock)));
+        other
+            .try_lock_shared()
+            .expect("another process shares a shared lock");
+        other.unlock().expect("unlock");
+        drop((first, second));
+        other
+            .try_lock()
+            .expect("free once every shared holder is gone");
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[tokio::test]
+    async fn an_exclusive_holder_keeps_everyone_out_until_dropped() {
+        static LOCAL: RwLock<()> = RwLock::const_new(());
+        let path = scratch("exclusive");
+        let held = lock(&LOCAL, path.clone(), ClusterAccess::Exclusive)
+            .await
+            .expect("exclusive");
+        assert!(
+            LOCAL.try_read().is_err(),
+            "a shared holder got in beside an exclusive one"
+        );
+        let other = other_process(&path);
+        assert!(matches!(
+            other.try_lock_shared(),
+            Err(TryLockError::WouldBlock)
+        ));
+        drop(held);
+        other
+            .try_lock()
+            .expect("free once the exclusive holder is gone");
+        other.unlock().expect("unlock");
+        let again = lock(&LOCAL, path.clone(), ClusterAccess::Shared).await;
+        assert!(again.is_ok(), "the lock is not reusable");
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[tokio::test]
+    async fn asking_again_inside_a_held_lock_fails_instead_of_deadlocking() {
+        static LOCAL: RwLock<()> = RwLock::const_new(());
+        let path = scratch("reentrant");
+        let nested = HELD.scope(ClusterAccess::Shared, async {
+            AssertUnwindSafe(lock(&LOCAL, path.clone(), ClusterAccess::Exclusive))
+                .catch_unwind()
+                .await
+        });
+        let payload = nested.await.err().expect("a nested lock was granted");
+        let message = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            message.contains("already holds the cluster lock"),
+            "{message}"
+        );
+        let _ = std::fs::remove_file(path);
+    }
 }

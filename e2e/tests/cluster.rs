@@ -6,10 +6,14 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
-use tusk_e2e::{client, in_namespace, pod_ready, restricted, run_pod, sql, wait_for};
+use tusk_e2e::{
+    ClusterAccess, client, in_namespace, lock_cluster, pod_ready, restricted, run_pod, sql,
+    wait_for,
+};
 
 #[tokio::test]
 async fn every_node_is_ready() {
+    let _cluster = lock_cluster(ClusterAccess::Shared).await;
     let nodes: Api<Node> = Api::all(client().await);
     let list = nodes
         .list(&ListParams::default())

@@ -10,12 +10,14 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Endpoints, Pod, Secret};
 use kube::api::{Api, ListParams};
 use serde_json::Value;
-use tusk_e2e::{OPERATOR_NAMESPACE, install_operator, run_helm};
+use tusk_e2e::{ClusterAccess, OPERATOR_NAMESPACE, install_operator, lock_cluster, run_helm};
 
 #[tokio::test]
 async fn the_chart_release_runs_two_restricted_replicas_with_one_leader() {
     let client = tusk_e2e::client().await;
     install_operator(&client).await;
+    // Reads the install other tests may change (the certificate, the replicas).
+    let _cluster = lock_cluster(ClusterAccess::Shared).await;
 
     let status: Value = serde_json::from_str(&run_helm(&[
         "status",
