@@ -1,19 +1,25 @@
 //! Tusk's CRDs on a real API server, and the operator running in the cluster as a
 //! user would run it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, RootCertStore};
 use serde_json::json;
+use tokio_rustls::TlsConnector;
 use tusk::api::v1::Database;
 use tusk_e2e::{
-    MANAGER, OPERATOR_NAMESPACE, apply_value, apply_yaml, client, database, in_namespace,
-    install_operator, repo_path, wait_for,
+    MANAGER, OPERATOR_NAMESPACE, Result, apply_value, apply_yaml, client, database, in_namespace,
+    in_namespace_exclusive, install_operator, repo_path, wait_for,
 };
 
 /// The API server itself refuses bad specs, naming the field, through the
@@ -250,69 +256,203 @@ async fn the_webhook_refuses_unsafe_changes() {
     .await;
 }
 
+/// The Secret holding the operator's self-managed webhook CA and serving
+/// certificate.
+const CERT_SECRET: &str = "tusk-webhook-cert";
+/// The container port the operator serves its webhooks on (helm/tusk's
+/// Deployment names it `webhook`).
+const WEBHOOK_PORT: u16 = 9443;
+/// How long every replica has to serve a renewed certificate: a replica
+/// reloads on its next certificate check, 30 s apart with
+/// e2e/values-local.yaml's certCheckSeconds.
+const RELOAD_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn secret_field(secret: &Secret, key: &str) -> Vec<u8> {
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| b.0.clone())
+        .unwrap_or_default()
+}
+
+/// The first certificate of a PEM bundle, as DER.
+fn leaf_der(pem: &[u8]) -> Result<Vec<u8>> {
+    let first = CertificateDer::pem_slice_iter(pem)
+        .next()
+        .ok_or("no certificate in the PEM")??;
+    Ok(first.to_vec())
+}
+
+/// The running replicas of the operator's Deployment, and how many it wants.
+async fn operator_replicas(client: &Client) -> Result<(Vec<String>, usize)> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    let deployment = deployments.get("tusk-operator").await?;
+    let spec = deployment.spec.ok_or("a Deployment without spec")?;
+    let selector = spec
+        .selector
+        .match_labels
+        .unwrap_or_default()
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    let names = pods
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && tusk_e2e::pod_ready(p))
+        .map(|p| p.name_any())
+        .collect();
+    let wanted = usize::try_from(spec.replicas.unwrap_or(1))?;
+    Ok((names, wanted))
+}
+
+/// The leaf certificate (DER) `pod` serves on its webhook port, read from a
+/// TLS handshake through a port-forward that trusts only `ca` and expects
+/// `server_name`, as the API server does.
+async fn served_certificate(
+    client: &Client,
+    pod: &str,
+    ca: &[u8],
+    server_name: &str,
+) -> Result<Vec<u8>> {
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca) {
+        roots.add(cert?)?;
+    }
+    let config =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    let mut forwarder = pods.portforward(pod, &[WEBHOOK_PORT]).await?;
+    let stream = forwarder
+        .take_stream(WEBHOOK_PORT)
+        .ok_or("the port-forward has no stream")?;
+    let name = ServerName::try_from(server_name.to_owned())?;
+    let handshake = TlsConnector::from(Arc::new(config)).connect(name, stream);
+    let outcome = match tokio::time::timeout(Duration::from_secs(10), handshake).await {
+        Ok(Ok(tls)) => tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .map(|leaf| leaf.to_vec())
+            .ok_or_else(|| "the handshake presented no certificate".into()),
+        Ok(Err(e)) => Err(format!("TLS handshake with {pod}: {e}").into()),
+        Err(_) => Err(format!("TLS handshake with {pod} timed out").into()),
+    };
+    forwarder.abort();
+    outcome
+}
+
+/// Waits until every replica the Deployment wants serves `leaf` (DER), each
+/// read from its own handshake; fails naming the replicas that do not.
+async fn every_replica_serves(
+    client: &Client,
+    leaf: &[u8],
+    ca: &[u8],
+    server_name: &str,
+) -> Result<Vec<String>> {
+    let deadline = tokio::time::Instant::now() + RELOAD_TIMEOUT;
+    loop {
+        let (replicas, wanted) = operator_replicas(client).await?;
+        let mut behind = Vec::new();
+        for pod in &replicas {
+            match served_certificate(client, pod, ca, server_name).await {
+                Ok(served) if served == leaf => {}
+                Ok(_) => behind.push(format!("{pod} serves another certificate")),
+                Err(e) => behind.push(format!("{pod}: {e}")),
+            }
+        }
+        if replicas.len() != wanted {
+            behind.push(format!(
+                "{} ready replicas of {wanted}: {replicas:?}",
+                replicas.len()
+            ));
+        }
+        if behind.is_empty() {
+            return Ok(replicas);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "not every replica serves the certificate after {RELOAD_TIMEOUT:?}: {behind:?}"
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
 /// Renewing the serving certificate (forced by marking it as expiring) keeps the
-/// CA, reloads every replica, and the webhooks keep answering.
+/// CA, every replica serves the new certificate (read from a TLS handshake with
+/// each one), and the webhooks keep answering. It rewrites the certificate
+/// every other test's webhook calls depend on, so it runs alone.
 #[tokio::test]
 async fn certificate_rotation_keeps_the_webhooks_working() {
-    use k8s_openapi::api::core::v1::Secret;
     let client = client().await;
     install_operator(&client).await;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
-    let field = |s: &Secret, key: &str| {
-        s.data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .map(|b| b.0.clone())
-            .unwrap_or_default()
-    };
-    let before = secrets
-        .get("tusk-webhook-cert")
-        .await
-        .expect("the operator created its certificate Secret");
-    let expiring = json!({"metadata": {"annotations": {"tusk.dev/serving-not-after": "2000-01-01T00:00:00Z"}}});
-    secrets
-        .patch(
-            "tusk-webhook-cert",
-            &PatchParams::default(),
-            &Patch::Merge(&expiring),
-        )
-        .await
-        .expect("mark the certificate as expiring");
-    let after = wait_for(
-        &secrets,
-        "tusk-webhook-cert",
-        Duration::from_secs(120),
-        |s| field(s, "tls.crt") != field(&before, "tls.crt"),
-    )
-    .await
-    .expect("the operator renewed the serving certificate");
-    assert_eq!(
-        field(&after, "ca.crt"),
-        field(&before, "ca.crt"),
-        "renewal must keep the CA"
-    );
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = crds.get("databases.tusk.dev").await.expect("CRD");
-    let bundle = crd
-        .spec
-        .conversion
-        .and_then(|c| c.webhook)
-        .and_then(|w| w.client_config)
-        .and_then(|c| c.ca_bundle);
-    assert_eq!(bundle.map(|b| b.0), Some(field(&after, "ca.crt")));
-    // Give every replica one check interval to reload, then use both webhooks.
-    tokio::time::sleep(Duration::from_secs(35)).await;
-    in_namespace(
-        "e2e-rot",
-        Duration::from_secs(60),
-        |client, ns| async move {
-            let legacy =
-                std::fs::read_to_string(repo_path("config/samples/database-v1alpha1.yaml"))?;
-            apply_yaml(&client, Some(&ns), &legacy).await?;
-            let v1: Api<Database> = Api::namespaced(client.clone(), &ns);
-            assert_eq!(v1.get("legacy").await?.spec.version, "15");
-            Ok(())
-        },
-    )
+    in_namespace_exclusive("e2e-rot", Duration::from_secs(300), |client, ns| async move {
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+        let before = secrets.get(CERT_SECRET).await?;
+        let ca = secret_field(&before, "ca.crt");
+        // The name the API server checks the certificate against: the
+        // conversion webhook's Service.
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let service = crds
+            .get("databases.tusk.dev")
+            .await?
+            .spec
+            .conversion
+            .and_then(|c| c.webhook)
+            .and_then(|w| w.client_config)
+            .and_then(|c| c.service)
+            .ok_or("the CRD converts through no Service")?;
+        let server_name = format!("{}.{}.svc", service.name, service.namespace);
+        // Every replica serves the current certificate, so the probe itself
+        // tells certificates apart.
+        let old_leaf = leaf_der(&secret_field(&before, "tls.crt"))?;
+        every_replica_serves(&client, &old_leaf, &ca, &server_name).await?;
+
+        let expiring = json!({"metadata": {"annotations": {"tusk.dev/serving-not-after": "2000-01-01T00:00:00Z"}}});
+        secrets
+            .patch(CERT_SECRET, &PatchParams::default(), &Patch::Merge(&expiring))
+            .await?;
+        let after = wait_for(&secrets, CERT_SECRET, Duration::from_secs(120), |s| {
+            secret_field(s, "tls.crt") != secret_field(&before, "tls.crt")
+        })
+        .await?;
+        assert_eq!(secret_field(&after, "ca.crt"), ca, "renewal must keep the CA");
+        let bundle = crds
+            .get("databases.tusk.dev")
+            .await?
+            .spec
+            .conversion
+            .and_then(|c| c.webhook)
+            .and_then(|w| w.client_config)
+            .and_then(|c| c.ca_bundle);
+        assert_eq!(bundle.map(|b| b.0), Some(ca.clone()));
+
+        let new_leaf = leaf_der(&secret_field(&after, "tls.crt"))?;
+        assert_ne!(new_leaf, old_leaf);
+        let renewed = tokio::time::Instant::now();
+        let replicas = every_replica_serves(&client, &new_leaf, &ca, &server_name).await?;
+        eprintln!(
+            "every replica serves the renewed certificate {:.0?} after the Secret changed: {replicas:?}",
+            renewed.elapsed()
+        );
+
+        // Both webhooks answer with it: a v1alpha1 object passes admission and
+        // is stored (converted) as v1.
+        let legacy = std::fs::read_to_string(repo_path("config/samples/database-v1alpha1.yaml"))?;
+        apply_yaml(&client, Some(&ns), &legacy).await?;
+        let v1: Api<Database> = Api::namespaced(client.clone(), &ns);
+        assert_eq!(v1.get("legacy").await?.spec.version, "15");
+        Ok(())
+    })
     .await;
 }
