@@ -574,6 +574,15 @@ fn http_get(port: u16, path: &str) -> Result<String> {
     Ok(body.to_owned())
 }
 
+/// An RFC 3339 time (as the Prometheus API writes them) in seconds since the
+/// epoch; 0 for anything else (Prometheus writes its zero time for a rule
+/// never evaluated).
+fn seconds_since_epoch(rfc3339: &str) -> f64 {
+    rfc3339
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .map_or(0.0, |t| t.as_millisecond() as f64 / 1000.0)
+}
+
 fn all_up(series: &[Series], count: usize) -> bool {
     series.len() == count && series.iter().all(|s| s.value == 1.0)
 }
@@ -647,6 +656,14 @@ async fn scrape_and_query(prometheus: &Prometheus, ns: &str, db: &Database) -> R
         .await?;
     ensure_eq!(label_values(&pg_up, "pod"), instances);
     println!("tusk_pg_up: {}", figures(&pg_up, "pod"));
+    // Prometheus' clock now: the alert check at the end waits for an
+    // evaluation of the rules that saw both instances up.
+    let up_at = prometheus
+        .query("vector(time())")
+        .await?
+        .first()
+        .map(|s| s.value)
+        .ok_or("vector(time()) is empty")?;
 
     // Exactly one primary, the one status.currentPrimary names; the other a replica.
     for (role, expected) in [("primary", &primary), ("replica", &replica)] {
@@ -760,24 +777,31 @@ async fn scrape_and_query(prometheus: &Prometheus, ns: &str, db: &Database) -> R
     );
 
     // The PrometheusRule's alerts are loaded and evaluate cleanly; none is
-    // pending or firing for the instances.
+    // pending or firing for the instances. "None" counts only once the rules
+    // were evaluated on data with both instances up: an evaluation that has
+    // not happened yet raises no alert either.
     let deadline = tokio::time::Instant::now() + QUERY_TIMEOUT;
     let rules = loop {
         let data = prometheus.api("/api/v1/rules").await?;
-        let rules: Vec<(String, String, String)> = data["groups"]
+        let rules: Vec<(String, String, String, f64)> = data["groups"]
             .as_array()
             .into_iter()
             .flatten()
             .flat_map(|group| group["rules"].as_array().into_iter().flatten())
             .map(|rule| {
                 let text = |key: &str| rule[key].as_str().unwrap_or_default().to_owned();
-                (text("name"), text("type"), text("health"))
+                (
+                    text("name"),
+                    text("type"),
+                    text("health"),
+                    seconds_since_epoch(&text("lastEvaluation")),
+                )
             })
             .collect();
         if rules.len() == 7
-            && rules
-                .iter()
-                .all(|(_, kind, health)| kind == "alerting" && health == "ok")
+            && rules.iter().all(|(_, kind, health, evaluated)| {
+                kind == "alerting" && health == "ok" && *evaluated > up_at
+            })
         {
             break rules;
         }
@@ -786,8 +810,8 @@ async fn scrape_and_query(prometheus: &Prometheus, ns: &str, db: &Database) -> R
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
-    let names: BTreeSet<&str> = rules.iter().map(|(name, _, _)| name.as_str()).collect();
-    println!("alerting rules, all health ok: {names:?}");
+    let names: BTreeSet<&str> = rules.iter().map(|(name, ..)| name.as_str()).collect();
+    println!("alerting rules, all health ok, evaluated with both instances up: {names:?}");
     let alerts = prometheus
         .query("ALERTS{alertname=\"TuskInstanceDown\"}")
         .await?;
