@@ -7,22 +7,36 @@
 //! through the validating webhook OLM registered, and convert to v1alpha1 through
 //! the CRDs' conversion webhook OLM rewired with its own certificates.
 //!
-//! The Helm-installed Tusk (release `tusk` in tusk-system, which the other suites
-//! use) must not run alongside: it is scaled to zero and its webhook configuration
-//! removed for the duration, and restored afterwards with `e2e/install-tusk`.
-//! Cargo runs the test binaries one after another, so within `make e2e` this
-//! suite only waits for the Databases of the suites before it to be gone. Alone:
+//! The suite stands alone, on a fresh cluster as on one where Tusk already
+//! runs (the other suites' Helm install, or `make demo` with its Database
+//! `orders` in namespace `demo`). It holds the cluster lock exclusive: OLM
+//! takes the CRDs' conversion over, and an operator installed before (Helm's,
+//! in tusk-system) is scaled to zero and its webhook configuration removed for
+//! the duration. Everything it changed outside its own namespaces is put back
+//! as it was afterwards: the CRDs (or removed, when OLM brought them), the
+//! webhook configuration, the replicas, the OLMConfig.
+//!
+//! Databases it did not create are left alone: the operator OLM deploys
+//! watches only the suite's namespace (the Subscription's `config.env`). It
+//! would otherwise adopt them, and as it names its images as the bundle does
+//! (`ghcr.io/tusk-dev/tusk:0.1.0`, `postgres`) where the Helm install names the
+//! local ones, rebuild their pods, and the Helm install would rebuild them
+//! again afterwards. So they go unreconciled for a few minutes, as during an
+//! operator upgrade, and the suite fails if any of their pods was replaced.
 //!   cargo test --manifest-path e2e/Cargo.toml --test olm
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
@@ -32,11 +46,16 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tusk::api::v1::Database;
 use tusk_e2e::{
-    MANAGER, OPERATOR_NAMESPACE, Result, apply_value, database, dump, repo_path, wait_for,
-    wait_ready,
+    ClusterAccess, MANAGER, OPERATOR_NAMESPACE, Result, apply_value, database, dump, lock_cluster,
+    panic_message, repo_path, wait_for, wait_ready,
 };
 
 const CSV: &str = "tusk.v0.1.0";
+const CRDS: [&str; 2] = ["databases.tusk.dev", "backups.tusk.dev"];
+/// The operator an earlier install runs (Helm's, or `config/`'s).
+const OPERATOR: &str = "tusk-operator";
+/// Its validating webhooks.
+const VALIDATING: &str = "tusk-validating";
 const CSV_TIMEOUT: Duration = Duration::from_secs(480);
 
 // ---------------------------------------------------------------------------
@@ -168,25 +187,41 @@ fn conditions_of(object: &DynamicObject) -> String {
 struct Setup {
     operator_ns: String,
     db_ns: String,
+    /// OLM labels every namespace an OperatorGroup targets with the group's uid.
+    operator_group_uid: OnceLock<String>,
 }
 
 #[tokio::test]
 async fn olm_installs_the_bundle_and_its_operator_runs_a_database() {
     let started = Instant::now();
+    // OLM rewires the CRDs' conversion and the operator installed before steps
+    // aside: no other test may use the cluster meanwhile.
+    let _cluster = lock_cluster(ClusterAccess::Exclusive).await;
     let client = tusk_e2e::client().await;
     let suffix = format!("{:06x}", rand::random::<u32>() & 0xff_ffff);
     let setup = Setup {
         operator_ns: format!("e2e-olm-{suffix}"),
         db_ns: format!("e2e-olm-db-{suffix}"),
+        operator_group_uid: OnceLock::new(),
     };
 
-    // The CRDs' conversion is unavailable while OLM takes them over, and the
-    // Helm-installed operator is stopped for the duration: start only once the
-    // suites before this one have finished deleting their Databases and Backups
-    // (their finalizers need that operator).
-    if let Err(error) = wait_for_no_tusk_objects(&client).await {
-        panic!("the OLM suite needs a cluster without Databases or Backups: {error}");
+    // The operator installed before is about to stop: deletions under way
+    // (the suites before this one delete their namespaces in the background)
+    // need it for their finalizers, so they finish first.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    let installed = deployments
+        .get_opt(OPERATOR)
+        .await
+        .unwrap_or_else(|e| panic!("cannot read {OPERATOR_NAMESPACE}/{OPERATOR}: {e}"));
+    if installed.is_some()
+        && let Err(error) = wait_for_deletions(&client).await
+    {
+        panic!("the OLM suite cannot stop the installed operator yet: {error}");
     }
+    let before = Before::take(&client)
+        .await
+        .unwrap_or_else(|e| panic!("cannot read what the cluster runs before the OLM suite: {e}"));
+    eprintln!("[olm] before: {}", before.summary());
 
     let env = tokio::task::spawn_blocking(prepare)
         .await
@@ -202,10 +237,18 @@ async fn olm_installs_the_bundle_and_its_operator_runs_a_database() {
     eprintln!("[olm] logs in {}", logs.display());
 
     let mut processes: Vec<HostProcess> = Vec::new();
-    let outcome = run(&client, &setup, &get, &logs, &mut processes).await;
-
-    if let Err(error) = &outcome {
-        eprintln!("=== OLM e2e failure: {error}");
+    // A panic in the test (an `expect`, a failed assertion) must not skip the
+    // clean-up and the restore below.
+    let outcome = AssertUnwindSafe(run(&client, &setup, &before, &get, &logs, &mut processes))
+        .catch_unwind()
+        .await;
+    let failure = match &outcome {
+        Ok(Ok(())) => None,
+        Ok(Err(error)) => Some(error.to_string()),
+        Err(payload) => Some(format!("panicked: {}", panic_message(payload.as_ref()))),
+    };
+    if let Some(failure) = &failure {
+        eprintln!("=== OLM e2e failure: {failure}");
         report(&client, &setup).await;
         for p in &processes {
             eprintln!(
@@ -219,58 +262,421 @@ async fn olm_installs_the_bundle_and_its_operator_runs_a_database() {
     cleanup(&client, &setup).await;
     drop(processes); // stops catalog, olm and opm serve
     leftovers(&client, &setup).await;
-    let restored = restore_helm_install(&client).await;
+    let restored = before.restore(&client).await;
+    let untouched = before.bystanders_untouched(&client).await;
     eprintln!("[olm] done in {:.0?}", started.elapsed());
-    if let Err(error) = outcome {
-        panic!("{error}");
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => panic!("{error}"),
+        Err(payload) => std::panic::resume_unwind(payload),
     }
     if let Err(error) = restored {
-        panic!("the Helm install was not restored: {error}");
+        panic!("the cluster was not put back as it was: {error}");
+    }
+    if let Err(error) = untouched {
+        panic!("{error}");
     }
 }
 
-/// Waits (up to 5 min) until no Database or Backup exists in any namespace.
-async fn wait_for_no_tusk_objects(client: &Client) -> Result<()> {
-    let databases: Api<Database> = Api::all(client.clone());
-    let backups: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &api_resource("tusk.dev", "v1", "Backup", "backups"),
-    );
+fn database_resource() -> ApiResource {
+    api_resource("tusk.dev", "v1", "Database", "databases")
+}
+
+fn backup_resource() -> ApiResource {
+    api_resource("tusk.dev", "v1", "Backup", "backups")
+}
+
+/// Every Database or Backup, in all namespaces; none when the CRDs are not
+/// installed.
+async fn tusk_objects(client: &Client) -> Result<Vec<DynamicObject>> {
+    let mut objects = Vec::new();
+    for resource in [database_resource(), backup_resource()] {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        match api.list(&ListParams::default()).await {
+            Ok(list) => objects.extend(list.items),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(objects)
+}
+
+/// Waits (up to 5 min) until no Database or Backup is being deleted, in any
+/// namespace (itself, or with its namespace). Those that stay are not this
+/// suite's business.
+async fn wait_for_deletions(client: &Client) -> Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
     let deadline = Instant::now() + Duration::from_secs(300);
+    let mut announced = false;
     loop {
-        let mut left: Vec<String> = Vec::new();
-        for d in databases.list(&ListParams::default()).await?.items {
-            left.push(format!(
-                "Database {}/{}",
-                d.namespace().unwrap_or_default(),
-                d.name_any()
-            ));
-        }
-        for b in backups.list(&ListParams::default()).await?.items {
-            left.push(format!(
-                "Backup {}/{}",
-                b.namespace().unwrap_or_default(),
-                b.name_any()
-            ));
-        }
-        if left.is_empty() {
+        let terminating: Vec<String> = namespaces
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|n| n.metadata.deletion_timestamp.is_some())
+            .map(|n| n.name_any())
+            .collect();
+        let going: Vec<String> = tusk_objects(client)
+            .await?
+            .into_iter()
+            .filter(|o| {
+                o.metadata.deletion_timestamp.is_some()
+                    || o.namespace().is_some_and(|ns| terminating.contains(&ns))
+            })
+            .map(|o| {
+                let kind = o
+                    .types
+                    .as_ref()
+                    .map(|t| t.kind.as_str())
+                    .unwrap_or_default();
+                format!(
+                    "{kind} {}/{}",
+                    o.namespace().unwrap_or_default(),
+                    o.name_any()
+                )
+            })
+            .collect();
+        if going.is_empty() {
             return Ok(());
         }
+        if !announced {
+            eprintln!("[olm] waiting for deletions under way: {going:?}");
+            announced = true;
+        }
         if Instant::now() > deadline {
-            return Err(format!("still present after 5 min: {left:?}").into());
+            return Err(format!("still being deleted after 5 min: {going:?}").into());
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// The label selector of a Deployment's pods.
+fn pod_selector(deployment: &Deployment) -> String {
+    deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.match_labels.as_ref())
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
+
+/// A stored object's metadata reduced to what a create may carry.
+fn recreatable(meta: &kube::core::ObjectMeta) -> kube::core::ObjectMeta {
+    kube::core::ObjectMeta {
+        name: meta.name.clone(),
+        labels: meta.labels.clone(),
+        annotations: meta.annotations.clone(),
+        ..kube::core::ObjectMeta::default()
+    }
+}
+
+/// What the cluster had before the suite that the suite changes, to put back
+/// afterwards, and the pods of Databases it did not create, to check that
+/// they were left alone.
+struct Before {
+    /// The Tusk CRDs, as they were (`None`: not installed).
+    crds: Vec<(&'static str, Option<CustomResourceDefinition>)>,
+    /// The installed operator's Deployment (`None`: no operator).
+    operator: Option<Deployment>,
+    webhooks: Option<ValidatingWebhookConfiguration>,
+    olm_config: Option<DynamicObject>,
+    /// Namespace, name and uid of every PostgreSQL pod Tusk runs.
+    bystanders: Vec<(String, String, Option<String>)>,
+}
+
+fn olm_config_api(client: &Client) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &api_resource("operators.coreos.com", "v1", "OLMConfig", "olmconfigs"),
+    )
+}
+
+impl Before {
+    async fn take(client: &Client) -> Result<Self> {
+        let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let mut crds = Vec::new();
+        for name in CRDS {
+            crds.push((name, crd_api.get_opt(name).await?));
+        }
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+        let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+        // Before prepare, OLM's CRDs may not be installed yet.
+        let olm_config = match olm_config_api(client).get_opt("cluster").await {
+            Ok(config) => config,
+            Err(kube::Error::Api(status)) if status.code == 404 => None,
+            Err(e) => return Err(e.into()),
+        };
+        let pods: Api<Pod> = Api::all(client.clone());
+        let bystanders = pods
+            .list(&ListParams::default().labels("tusk.dev/database"))
+            .await?
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| {
+                (
+                    p.namespace().unwrap_or_default(),
+                    p.name_any(),
+                    p.metadata.uid,
+                )
+            })
+            .collect();
+        Ok(Self {
+            crds,
+            operator: deployments.get_opt(OPERATOR).await?,
+            webhooks: vwcs.get_opt(VALIDATING).await?,
+            olm_config,
+            bystanders,
+        })
+    }
+
+    fn summary(&self) -> String {
+        let crds: Vec<&str> = self
+            .crds
+            .iter()
+            .filter(|(_, crd)| crd.is_some())
+            .map(|(name, _)| *name)
+            .collect();
+        let operator = self.operator.as_ref().map(|d| {
+            let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            format!("{OPERATOR_NAMESPACE}/{OPERATOR} with {replicas} replicas")
+        });
+        format!(
+            "CRDs {crds:?}, operator {operator:?}, webhooks {VALIDATING}: {}, OLMConfig: {}, {} PostgreSQL pods of other Databases",
+            self.webhooks.is_some(),
+            self.olm_config.is_some(),
+            self.bystanders.len()
+        )
+    }
+
+    /// Puts back what the suite changed; tries every step and reports all
+    /// that failed.
+    async fn restore(&self, client: &Client) -> Result<()> {
+        let mut problems = Vec::new();
+        for (name, saved) in &self.crds {
+            let restored = match saved {
+                Some(saved) => restore_crd(client, name, saved).await,
+                None => remove_crd(client, name).await,
+            };
+            if let Err(e) = restored {
+                problems.push(format!("CRD {name}: {e}"));
+            }
+        }
+        if let Some(saved) = &self.webhooks {
+            let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+            let recreated = ValidatingWebhookConfiguration {
+                metadata: recreatable(&saved.metadata),
+                webhooks: saved.webhooks.clone(),
+            };
+            match vwcs.get_opt(VALIDATING).await {
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    if let Err(e) = vwcs.create(&PostParams::default(), &recreated).await {
+                        problems.push(format!("{VALIDATING}: {e}"));
+                    }
+                }
+                Err(e) => problems.push(format!("{VALIDATING}: {e}")),
+            }
+        }
+        match &self.olm_config {
+            Some(saved) => {
+                if let Err(e) = restore_olm_config(client, saved).await {
+                    problems.push(format!("OLMConfig: {e}"));
+                }
+            }
+            None => {
+                let _ = olm_config_api(client)
+                    .delete("cluster", &DeleteParams::default())
+                    .await;
+            }
+        }
+        if let Some(operator) = &self.operator
+            && let Err(e) = restore_operator(client, operator).await
+        {
+            problems.push(format!("{OPERATOR_NAMESPACE}/{OPERATOR}: {e}"));
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; ").into())
+        }
+    }
+
+    /// Fails when a PostgreSQL pod of a Database the suite did not create was
+    /// replaced or removed. The operator OLM deployed ran long enough to turn
+    /// the suite's own Database Ready, well after its first pass over every
+    /// Database it watches: one that adopted other namespaces' Databases would
+    /// have rebuilt their pods by then.
+    async fn bystanders_untouched(&self, client: &Client) -> Result<()> {
+        let mut disturbed = Vec::new();
+        for (ns, name, uid) in &self.bystanders {
+            let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+            match pods.get_opt(name).await? {
+                Some(pod) if pod.metadata.uid == *uid => {}
+                Some(_) => disturbed.push(format!("{ns}/{name} was replaced")),
+                None => disturbed.push(format!("{ns}/{name} is gone")),
+            }
+        }
+        eprintln!(
+            "[olm] {} PostgreSQL pods of other Databases checked",
+            self.bystanders.len()
+        );
+        if disturbed.is_empty() {
+            Ok(())
+        } else {
+            Err(
+                format!("the OLM suite disturbed Databases it did not create: {disturbed:?}")
+                    .into(),
+            )
+        }
+    }
+}
+
+/// Gives the OLMConfig back the spec it had (a merge patch would keep the
+/// suite's `disableCopiedCSVs`).
+async fn restore_olm_config(client: &Client, saved: &DynamicObject) -> Result<()> {
+    let api = olm_config_api(client);
+    let Some(mut current) = api.get_opt("cluster").await? else {
+        return Ok(());
+    };
+    current.data["spec"] = saved.data.get("spec").cloned().unwrap_or(json!({}));
+    api.replace("cluster", &PostParams::default(), &current)
+        .await?;
+    Ok(())
+}
+
+/// Gives the CRD back its spec (conversion included), labels and annotations.
+async fn restore_crd(client: &Client, name: &str, saved: &CustomResourceDefinition) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for _ in 0..5 {
+        let Some(mut current) = crds.get_opt(name).await? else {
+            let recreated = CustomResourceDefinition {
+                metadata: recreatable(&saved.metadata),
+                spec: saved.spec.clone(),
+                status: None,
+            };
+            crds.create(&PostParams::default(), &recreated).await?;
+            return Ok(());
+        };
+        current.metadata.labels = saved.metadata.labels.clone();
+        current.metadata.annotations = saved.metadata.annotations.clone();
+        current.spec = saved.spec.clone();
+        match crds.replace(name, &PostParams::default(), &current).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err("5 conflicting writes".into())
+}
+
+/// Removes a CRD that only OLM brought, unless someone stored objects in it
+/// meanwhile (deleting it would delete them).
+async fn remove_crd(client: &Client, name: &str) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    if crds.get_opt(name).await?.is_none() {
+        return Ok(());
+    }
+    let resource = if name == "backups.tusk.dev" {
+        backup_resource()
+    } else {
+        database_resource()
+    };
+    let objects: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let left = objects.list(&ListParams::default()).await?.items;
+    if !left.is_empty() {
+        let names: Vec<String> = left
+            .iter()
+            .map(|o| format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any()))
+            .collect();
+        return Err(format!("OLM installed it and it now holds {names:?}; left in place").into());
+    }
+    crds.delete(name, &DeleteParams::default()).await?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while crds.get_opt(name).await?.is_some() {
+        if Instant::now() > deadline {
+            return Err("still there 60 s after its deletion".into());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    Ok(())
+}
+
+/// Scales the installed operator back and waits until it answers as both the
+/// validating and the conversion webhook again.
+async fn restore_operator(client: &Client, saved: &Deployment) -> Result<()> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    let replicas = saved.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    deployments
+        .patch(
+            OPERATOR,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await?;
+    wait_for(&deployments, OPERATOR, Duration::from_secs(240), |d| {
+        d.status.as_ref().is_some_and(|s| {
+            s.observed_generation == d.metadata.generation
+                && s.updated_replicas == Some(replicas)
+                && s.available_replicas == Some(replicas)
+        })
+    })
+    .await?;
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let v1: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), OPERATOR_NAMESPACE, &database_resource());
+    let v1alpha1: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        OPERATOR_NAMESPACE,
+        &api_resource("tusk.dev", "v1alpha1", "Database", "databases"),
+    );
+    let probe: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "tusk.dev/v1", "kind": "Database", "metadata": {"name": "webhook-probe"},
+        "spec": {"version": "17", "instances": 1, "storage": {"size": "1Gi"}}}))?;
+    // A v1alpha1 create is stored as v1: it goes through the conversion webhook.
+    let old_probe: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "tusk.dev/v1alpha1", "kind": "Database", "metadata": {"name": "conversion-probe"},
+        "spec": {"version": "17", "replicas": 1, "storageSize": "1Gi"}}))?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let a = v1.create(&dry_run, &probe).await;
+        let b = v1alpha1.create(&dry_run, &old_probe).await;
+        match (a, b) {
+            (Ok(_), Ok(_)) => return Ok(()),
+            (a, b) if Instant::now() > deadline => {
+                return Err(format!(
+                    "the restored operator does not answer: v1 {:?}, v1alpha1 {:?}",
+                    a.err(),
+                    b.err()
+                )
+                .into());
+            }
+            _ => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
     }
 }
 
 async fn run(
     client: &Client,
     setup: &Setup,
+    before: &Before,
     get: &dyn Fn(&str) -> String,
     logs: &Path,
     processes: &mut Vec<HostProcess>,
 ) -> Result<()> {
-    let Setup { operator_ns, db_ns } = setup;
+    let Setup {
+        operator_ns, db_ns, ..
+    } = setup;
     let apply = PatchParams::apply(MANAGER).force();
     let kubeconfig = std::env::var("KUBECONFIG")?;
 
@@ -338,32 +744,43 @@ async fn run(
         ],
     )?);
 
-    // The Helm install steps aside: no replicas, no webhook configuration
-    // (pointing at a Service without endpoints, it would refuse every Database).
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
-    deployments
-        .patch(
-            "tusk-operator",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 0}})),
-        )
-        .await?;
-    let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    if vwcs.get_opt("tusk-validating").await?.is_some() {
-        vwcs.delete("tusk-validating", &DeleteParams::default())
+    // The operator installed before (if any) steps aside: no replicas, no
+    // webhook configuration (pointing at a Service without endpoints, it would
+    // refuse every Database), and its pods gone, so that no two operators
+    // reconcile the suite's Database.
+    if let Some(operator) = &before.operator {
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+        deployments
+            .patch(
+                OPERATOR,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": 0}})),
+            )
             .await?;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+        let selector = ListParams::default().labels(&pod_selector(operator));
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let left: Vec<String> = pods
+                .list(&selector)
+                .await?
+                .items
+                .iter()
+                .map(ResourceExt::name_any)
+                .collect();
+            if left.is_empty() {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("the installed operator's pods stay: {left:?}").into());
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     }
-    wait_for(
-        &deployments,
-        "tusk-operator",
-        Duration::from_secs(120),
-        |d| {
-            d.status
-                .as_ref()
-                .is_none_or(|s| s.replicas.unwrap_or(0) == 0)
-        },
-    )
-    .await?;
+    let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    if before.webhooks.is_some() {
+        vwcs.delete(VALIDATING, &DeleteParams::default()).await?;
+    }
 
     // What a user applies: a CatalogSource, an OperatorGroup for all namespaces
     // (the only install mode the CSV supports) and a Subscription.
@@ -378,15 +795,26 @@ async fn run(
             "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
             "metadata": {"name": "tusk"}, "spec": {}
         }),
+        // The operator watches the suite's namespace only: other Databases
+        // are not its to rebuild (see the top of this file).
         json!({
             "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
             "metadata": {"name": "tusk"},
             "spec": {"name": "tusk", "channel": "alpha", "source": "tusk-catalog",
-                     "sourceNamespace": operator_ns, "installPlanApproval": "Automatic"}
+                     "sourceNamespace": operator_ns, "installPlanApproval": "Automatic",
+                     "config": {"env": [{"name": "TUSK_WATCH_NAMESPACES", "value": db_ns}]}}
         }),
     ];
     for object in user_objects {
-        apply_value(client, Some(operator_ns), object, &apply).await?;
+        let applied = apply_value(client, Some(operator_ns), object, &apply).await?;
+        if applied
+            .types
+            .as_ref()
+            .is_some_and(|t| t.kind == "OperatorGroup")
+            && let Some(uid) = applied.uid()
+        {
+            let _ = setup.operator_group_uid.set(uid);
+        }
     }
 
     // The install settles: the InstallPlan Complete, the CSV Succeeded, and both
@@ -429,8 +857,12 @@ async fn run(
                 waiting.push(format!("InstallPlan {} is {phase}", plan.name_any()));
             }
         }
-        for name in ["databases.tusk.dev", "backups.tusk.dev"] {
-            let crd = crds.get(name).await?;
+        for name in CRDS {
+            // On a fresh cluster the CRDs come with the install.
+            let Some(crd) = crds.get_opt(name).await? else {
+                waiting.push(format!("no CRD {name}"));
+                continue;
+            };
             let service = crd
                 .spec
                 .conversion
@@ -476,6 +908,20 @@ async fn run(
         .and_then(|c| c.image.clone());
     if image.as_deref() != Some("ghcr.io/tusk-dev/tusk:0.1.0") {
         return Err(format!("the OLM Deployment runs {image:?}").into());
+    }
+    let watched = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.env.as_ref())
+        .and_then(|env| env.iter().find(|e| e.name == "TUSK_WATCH_NAMESPACES"))
+        .and_then(|e| e.value.clone());
+    if watched.as_deref() != Some(db_ns.as_str()) {
+        return Err(format!(
+            "the OLM Deployment watches {watched:?}, not the Subscription's {db_ns}"
+        )
+        .into());
     }
     let olm_webhooks: Vec<String> = vwcs
         .list(&ListParams::default().labels(&format!(
@@ -615,7 +1061,9 @@ async fn report(client: &Client, setup: &Setup) {
 /// Removes what the test and OLM made, while OLM still runs (it garbage-collects
 /// the cluster-scoped objects of a deleted CSV).
 async fn cleanup(client: &Client, setup: &Setup) {
-    let Setup { operator_ns, db_ns } = setup;
+    let Setup {
+        operator_ns, db_ns, ..
+    } = setup;
     // The Database first, while its operator still runs to release the finalizer.
     let typed: Api<Database> = Api::namespaced(client.clone(), db_ns);
     if typed.get_opt("pg").await.ok().flatten().is_some() {
@@ -670,9 +1118,9 @@ async fn cleanup(client: &Client, setup: &Setup) {
 
 /// After OLM stopped: deletes whatever OLM left for the operator namespace
 /// (webhook configurations, cluster roles and bindings, the CRDs' aggregated
-/// roles, the Operator object),
-/// its marks on the Tusk CRDs and on namespaces, the OLMConfig, and the
-/// operator namespace. OLM's own CRDs stay (cluster-scoped, inert without OLM).
+/// roles, the Operator object), its marks on the Tusk CRDs and on namespaces,
+/// and the operator namespace. OLM's own CRDs stay (cluster-scoped, inert
+/// without OLM).
 async fn leftovers(client: &Client, setup: &Setup) {
     let operator_ns = &setup.operator_ns;
     let selector = format!("olm.owner.namespace={operator_ns}");
@@ -739,16 +1187,11 @@ async fn leftovers(client: &Client, setup: &Setup) {
         &api_resource("operators.coreos.com", "v1", "Operator", "operators"),
     );
     let _ = operators.delete(&format!("tusk.{operator_ns}"), &dp).await;
-    let olmconfigs: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &api_resource("operators.coreos.com", "v1", "OLMConfig", "olmconfigs"),
-    );
-    let _ = olmconfigs.delete("cluster", &dp).await;
 
-    // OLM's labels and annotations on the Tusk CRDs (Helm's are restored by
-    // `helm upgrade`).
+    // OLM's labels and annotations on the Tusk CRDs (CRDs that were there
+    // before get all of theirs back from `Before::restore`).
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for name in ["databases.tusk.dev", "backups.tusk.dev"] {
+    for name in CRDS {
         let Ok(crd) = crds.get(name).await else {
             continue;
         };
@@ -769,18 +1212,14 @@ async fn leftovers(client: &Client, setup: &Setup) {
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await;
     }
-    // OLM labels the namespaces an OperatorGroup targets.
+    // OLM labels every namespace the suite's OperatorGroup targets (all of
+    // them) with the group's uid; other groups' labels are not the suite's.
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    if let Ok(list) = namespaces.list(&ListParams::default()).await {
-        for ns in list.items {
-            let mut labels = serde_json::Map::new();
-            for key in ns.labels().keys() {
-                if key.starts_with("olm.operatorgroup.uid/") {
-                    labels.insert(key.clone(), Value::Null);
-                }
-            }
-            if !labels.is_empty() {
-                let patch = json!({"metadata": {"labels": labels}});
+    if let Some(uid) = setup.operator_group_uid.get() {
+        let own = format!("olm.operatorgroup.uid/{uid}");
+        if let Ok(list) = namespaces.list(&ListParams::default().labels(&own)).await {
+            for ns in list.items {
+                let patch = json!({"metadata": {"labels": {own.as_str(): null}}});
                 let _ = namespaces
                     .patch(
                         &ns.name_any(),
@@ -794,54 +1233,4 @@ async fn leftovers(client: &Client, setup: &Setup) {
     let _ = namespaces
         .delete(operator_ns, &DeleteParams::background())
         .await;
-}
-
-/// Puts the Helm install back (`e2e/install-tusk`: replicas, webhook
-/// configuration, the CRDs' conversion Service) and waits until Tusk answers as
-/// both the validating and the conversion webhook again.
-async fn restore_helm_install(client: &Client) -> Result<()> {
-    let status =
-        tokio::task::spawn_blocking(|| Command::new(repo_path("e2e/install-tusk")).status())
-            .await??;
-    if !status.success() {
-        return Err(format!("e2e/install-tusk failed ({status})").into());
-    }
-    let dry_run = PostParams {
-        dry_run: true,
-        ..PostParams::default()
-    };
-    let v1: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        OPERATOR_NAMESPACE,
-        &api_resource("tusk.dev", "v1", "Database", "databases"),
-    );
-    let v1alpha1: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        OPERATOR_NAMESPACE,
-        &api_resource("tusk.dev", "v1alpha1", "Database", "databases"),
-    );
-    let probe: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "tusk.dev/v1", "kind": "Database", "metadata": {"name": "webhook-probe"},
-        "spec": {"version": "17", "instances": 1, "storage": {"size": "1Gi"}}}))?;
-    // A v1alpha1 create is stored as v1: it goes through the conversion webhook.
-    let old_probe: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "tusk.dev/v1alpha1", "kind": "Database", "metadata": {"name": "conversion-probe"},
-        "spec": {"version": "17", "replicas": 1, "storageSize": "1Gi"}}))?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let a = v1.create(&dry_run, &probe).await;
-        let b = v1alpha1.create(&dry_run, &old_probe).await;
-        match (a, b) {
-            (Ok(_), Ok(_)) => return Ok(()),
-            (a, b) if Instant::now() > deadline => {
-                return Err(format!(
-                    "after e2e/install-tusk: v1 {:?}, v1alpha1 {:?}",
-                    a.err(),
-                    b.err()
-                )
-                .into());
-            }
-            _ => tokio::time::sleep(Duration::from_secs(1)).await,
-        }
-    }
 }
