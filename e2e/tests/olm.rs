@@ -21,8 +21,10 @@
 //! would otherwise adopt them, and as it names its images as the bundle does
 //! (`ghcr.io/tusk-dev/tusk:0.1.0`, `postgres`) where the Helm install names the
 //! local ones, rebuild their pods, and the Helm install would rebuild them
-//! again afterwards. So they go unreconciled for a few minutes, as during an
-//! operator upgrade, and the suite fails if any of their pods was replaced.
+//! again afterwards (today's build, which cannot roll pods yet, marks them
+//! Blocked instead until the Helm install returns). So they go unreconciled
+//! for a few minutes, as during an operator upgrade, and the suite fails if
+//! any of their pods was replaced or a Ready one stopped being Ready.
 //!   cargo test --manifest-path e2e/Cargo.toml --test olm
 
 use std::collections::BTreeMap;
@@ -38,12 +40,14 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
 };
 use kube::core::GroupVersionKind;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+use tusk::api::status::DatabasePhase;
 use tusk::api::v1::Database;
 use tusk_e2e::{
     ClusterAccess, MANAGER, OPERATOR_NAMESPACE, Result, apply_value, database, dump, lock_cluster,
@@ -389,6 +393,22 @@ struct Before {
     olm_config: Option<DynamicObject>,
     /// Namespace, name and uid of every PostgreSQL pod Tusk runs.
     bystanders: Vec<(String, String, Option<String>)>,
+    /// Every Database that was Ready: namespace, name, uid, and since when.
+    ready: Vec<(String, String, Option<String>, Time)>,
+}
+
+/// The Ready condition of a Database that is Ready, at its generation.
+fn ready_condition(db: &Database) -> Option<&Condition> {
+    let status = db.status.as_ref()?;
+    if status.phase != Some(DatabasePhase::Ready)
+        || status.observed_generation != db.metadata.generation
+    {
+        return None;
+    }
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready" && c.status == "True")
 }
 
 fn olm_config_api(client: &Client) -> Api<DynamicObject> {
@@ -428,12 +448,32 @@ impl Before {
                 )
             })
             .collect();
+        let databases: Api<Database> = Api::all(client.clone());
+        let ready = match databases.list(&ListParams::default()).await {
+            Ok(list) => list.items,
+            // No CRD yet: a fresh cluster.
+            Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
+            Err(e) => return Err(e.into()),
+        }
+        .iter()
+        .filter(|db| db.metadata.deletion_timestamp.is_none())
+        .filter_map(|db| {
+            let since = ready_condition(db)?.last_transition_time.clone();
+            Some((
+                db.namespace().unwrap_or_default(),
+                db.name_any(),
+                db.metadata.uid.clone(),
+                since,
+            ))
+        })
+        .collect();
         Ok(Self {
             crds,
             operator: deployments.get_opt(OPERATOR).await?,
             webhooks: vwcs.get_opt(VALIDATING).await?,
             olm_config,
             bystanders,
+            ready,
         })
     }
 
@@ -449,9 +489,10 @@ impl Before {
             format!("{OPERATOR_NAMESPACE}/{OPERATOR} with {replicas} replicas")
         });
         format!(
-            "CRDs {crds:?}, operator {operator:?}, webhooks {VALIDATING}: {}, OLMConfig: {}, {} PostgreSQL pods of other Databases",
+            "CRDs {crds:?}, operator {operator:?}, webhooks {VALIDATING}: {}, OLMConfig: {}, {} Ready Databases, {} PostgreSQL pods",
             self.webhooks.is_some(),
             self.olm_config.is_some(),
+            self.ready.len(),
             self.bystanders.len()
         )
     }
@@ -509,23 +550,54 @@ impl Before {
         }
     }
 
-    /// Fails when a PostgreSQL pod of a Database the suite did not create was
-    /// replaced or removed. The operator OLM deployed ran long enough to turn
-    /// the suite's own Database Ready, well after its first pass over every
+    /// Fails when a Database the suite did not create was disturbed: one of
+    /// its PostgreSQL pods replaced or removed, or, for one that was Ready, its
+    /// Ready condition no longer the one it had (it turned not Ready, perhaps
+    /// and back). The operator OLM deployed ran long enough to turn the
+    /// suite's own Database Ready, well after its first pass over every
     /// Database it watches: one that adopted other namespaces' Databases would
-    /// have rebuilt their pods by then.
+    /// have acted on them by then.
     async fn bystanders_untouched(&self, client: &Client) -> Result<()> {
         let mut disturbed = Vec::new();
         for (ns, name, uid) in &self.bystanders {
             let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
             match pods.get_opt(name).await? {
                 Some(pod) if pod.metadata.uid == *uid => {}
-                Some(_) => disturbed.push(format!("{ns}/{name} was replaced")),
-                None => disturbed.push(format!("{ns}/{name} is gone")),
+                Some(_) => disturbed.push(format!("pod {ns}/{name} was replaced")),
+                None => disturbed.push(format!("pod {ns}/{name} is gone")),
+            }
+        }
+        for (ns, name, uid, since) in &self.ready {
+            let databases: Api<Database> = Api::namespaced(client.clone(), ns);
+            let Some(db) = databases.get_opt(name).await? else {
+                disturbed.push(format!("Database {ns}/{name} is gone"));
+                continue;
+            };
+            if db.metadata.uid != *uid {
+                disturbed.push(format!("Database {ns}/{name} was replaced"));
+                continue;
+            }
+            match ready_condition(&db) {
+                Some(ready) if ready.last_transition_time == *since => {}
+                Some(ready) => disturbed.push(format!(
+                    "Database {ns}/{name} was Ready since {}, now since {}: it was not Ready meanwhile",
+                    since.0, ready.last_transition_time.0
+                )),
+                None => {
+                    let status = db.status.as_ref();
+                    let phase = status.and_then(|s| s.phase.as_ref());
+                    let ready = status
+                        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+                        .map(|c| format!("{} {}: {}", c.status, c.reason, c.message));
+                    disturbed.push(format!(
+                        "Database {ns}/{name} is no longer Ready: phase {phase:?}, Ready {ready:?}"
+                    ));
+                }
             }
         }
         eprintln!(
-            "[olm] {} PostgreSQL pods of other Databases checked",
+            "[olm] other Databases checked: {} Ready, {} PostgreSQL pods",
+            self.ready.len(),
             self.bystanders.len()
         );
         if disturbed.is_empty() {
