@@ -73,7 +73,11 @@ async fn a_cloned_replica_streams_from_the_primary(pg: Pg) {
     let status = replica.status().await;
     assert_eq!(status["role"], "replica", "{status}");
     assert_eq!(status["streaming"], true, "{status}");
-    assert_eq!(status["api_version"], tusk::contract::API_VERSION, "{status}");
+    assert_eq!(
+        status["api_version"],
+        tusk::contract::API_VERSION,
+        "{status}"
+    );
     assert!(
         status["received_lsn"]
             .as_str()
