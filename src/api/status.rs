@@ -42,9 +42,9 @@ pub struct DatabaseStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_backup: Option<LastBackup>,
 
-    /// What is observed to be running (version, volume size, image); a later
-    /// spec may not go below it, even if it reached the API server while the
-    /// webhook was down.
+    /// What is observed to be running (version, volume size, image), once a
+    /// primary has answered; a later spec may not go below it, even if it
+    /// reached the API server while the webhook was down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied: Option<AppliedSpec>,
 }
@@ -53,8 +53,7 @@ pub struct DatabaseStatus {
 #[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AppliedSpec {
-    /// The PostgreSQL version the primary runs (`major.minor`), or the spec's
-    /// until a primary has answered.
+    /// The PostgreSQL version the primary runs (`major.minor`).
     pub version: String,
     /// The smallest volume size requested among the instances' PVCs.
     pub storage_size: String,

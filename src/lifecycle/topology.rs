@@ -225,16 +225,21 @@ fn bootstrap(ctx: &Context, image: &str) -> Topology {
     }
 }
 
-/// The recorded primary's pod is absent, failed or terminating; its PVC remains.
-fn recover_primary(ctx: &Context, serial: u32, image: &str) -> Topology {
-    let name = ctx.name(serial);
-    let phase = if ctx.bootstrapping {
+/// The phase while the primary is not serving: still initialising on the way
+/// to the first Ready, degraded after it.
+fn primary_waiting_phase(ctx: &Context) -> DatabasePhase {
+    if ctx.bootstrapping {
         DatabasePhase::InitializingPrimary
     } else {
         DatabasePhase::Degraded
-    };
+    }
+}
+
+/// The recorded primary's pod is absent, failed or terminating; its PVC remains.
+fn recover_primary(ctx: &Context, serial: u32, image: &str) -> Topology {
+    let name = ctx.name(serial);
     let mut topology = Topology::wait(
-        phase,
+        primary_waiting_phase(ctx),
         "PrimaryDown",
         format!("primary {name} is not running; restarting it on its volume"),
     )
@@ -292,13 +297,8 @@ fn converge(ctx: &Context, primary: u32, status: ManagerStatus, image: &str) -> 
     let observed = ctx.observed;
     let primary_name = ctx.name(primary);
     if !status.ready {
-        let phase = if ctx.bootstrapping {
-            DatabasePhase::InitializingPrimary
-        } else {
-            DatabasePhase::Degraded
-        };
         let mut topology = Topology::wait(
-            phase,
+            primary_waiting_phase(ctx),
             "PrimaryNotReady",
             format!("waiting for primary {primary_name} to become ready"),
         )

@@ -131,7 +131,11 @@ pub fn conditions(
     };
     let (is_degraded, degraded_reason, degraded_message) = match degraded {
         Some((reason, message)) => (true, reason, message),
-        None => (false, "Healthy", "every instance is healthy".to_owned()),
+        None => (
+            false,
+            "Healthy",
+            "no instance is known to be unhealthy".to_owned(),
+        ),
     };
     vec![
         Desired::new(READY, ready, ready_reason, ready_message),

@@ -479,12 +479,16 @@ pub fn instance_statuses(db: &Database, snapshot: &Snapshot) -> Vec<InstanceStat
 
 /// `status.applied`: what is observed to be in effect. Each figure falls back
 /// to what was recorded before (an instance that does not answer now did
-/// not change), then to the spec (nothing runs yet to contradict it).
-pub fn applied(db: &Database, snapshot: &Snapshot) -> AppliedSpec {
+/// not change); `None` until a primary has answered once, since until then
+/// nothing is in effect.
+pub fn applied(db: &Database, snapshot: &Snapshot) -> Option<AppliedSpec> {
     let before = db.status.as_ref().and_then(|s| s.applied.as_ref());
     let primary = snapshot
         .understood()
         .find(|(_, s)| s.postgres.role == Role::Primary);
+    if primary.is_none() && before.is_none() {
+        return None;
+    }
     let version = primary
         .and_then(|(_, s)| s.postgres.major_minor())
         .map(|(major, minor)| format!("{major}.{minor}"))
@@ -516,9 +520,9 @@ pub fn applied(db: &Database, snapshot: &Snapshot) -> AppliedSpec {
         .map(postgres_image)
         .filter(|i| !i.is_empty())
         .or_else(|| before.and_then(|a| a.image.clone()));
-    AppliedSpec {
+    Some(AppliedSpec {
         version,
         storage_size,
         image,
-    }
+    })
 }

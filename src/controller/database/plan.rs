@@ -56,12 +56,12 @@ pub fn invalid(db: &Database, errors: &[FieldError]) -> Plan {
 pub fn accepted(
     decision: &lifecycle::Plan,
     instances: Vec<InstanceStatus>,
-    applied: AppliedSpec,
+    applied: Option<AppliedSpec>,
 ) -> Plan {
     Plan {
         phase: decision.phase,
         conditions: decision.conditions.clone(),
-        applied: Some(applied),
+        applied,
         current_primary: decision.current_primary.clone(),
         instances: Some(instances),
     }
@@ -116,7 +116,7 @@ mod tests {
 
     #[test]
     fn a_valid_new_database_starts_provisioning_and_records_what_is_observed() {
-        let plan = accepted(&sample_decision(), Vec::new(), applied("17", "1Gi"));
+        let plan = accepted(&sample_decision(), Vec::new(), Some(applied("17", "1Gi")));
         assert_eq!(plan.phase, DatabasePhase::Provisioning);
         assert_eq!(plan.conditions[0].type_, READY);
         assert!(!plan.conditions[0].status);
