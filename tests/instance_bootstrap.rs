@@ -213,7 +213,7 @@ async fn user_parameters_are_rendered_and_owned_ones_refused(pg: Pg) {
     assert!(!status.success());
     let logs = refused.logs();
     assert!(
-        logs.contains("parameter port is managed by Tusk"),
+        logs.contains("spec.postgresql.parameters.port is managed by Tusk"),
         "the error names the parameter:\n{logs}"
     );
     assert!(!refused.pgdata.exists(), "no data directory was created");
