@@ -498,8 +498,8 @@ pub async fn run_pod(
     Ok((phase, logs))
 }
 
-/// Runs `sql` with psql from a pod in the cluster against `host` and returns psql's
-/// unaligned, tuples-only output.
+/// Runs `sql` with psql from a pod in the cluster against `host` as the superuser
+/// and returns psql's unaligned, tuples-only output.
 pub async fn sql(
     client: &Client,
     namespace: &str,
@@ -508,8 +508,28 @@ pub async fn sql(
     database: &str,
     sql: &str,
 ) -> Result<String> {
+    sql_as(
+        client,
+        namespace,
+        host,
+        ("postgres", password),
+        database,
+        sql,
+    )
+    .await
+}
+
+/// [`sql`] as the role `user` with its `password`.
+pub async fn sql_as(
+    client: &Client,
+    namespace: &str,
+    host: &str,
+    (user, password): (&str, &str),
+    database: &str,
+    sql: &str,
+) -> Result<String> {
     let name = format!("psql-{:06x}", rand::random::<u32>() & 0xff_ffff);
-    let url = format!("postgresql://postgres:{password}@{host}:5432/{database}?connect_timeout=5");
+    let url = format!("postgresql://{user}:{password}@{host}:5432/{database}?connect_timeout=5");
     let (phase, logs) = run_pod(
         client,
         namespace,

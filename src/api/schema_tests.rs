@@ -65,7 +65,28 @@ fn owned_parameters_are_refused() {
         .insert("archive_command".into(), "/bin/true".into());
     let messages = cel_messages(db.validate_cel());
     assert!(
-        messages.contains("parameter that Tusk manages itself"),
+        messages.contains("spec.postgresql.parameters.archive_command is managed by Tusk"),
+        "{messages}"
+    );
+    db.spec.postgresql.parameters.remove("archive_command");
+    db.spec
+        .postgresql
+        .parameters
+        .insert("Include_Dir".into(), "conf.d".into());
+    db.spec
+        .postgresql
+        .parameters
+        .insert("work_mem".into(), "8MB\nport = 1".into());
+    let messages = cel_messages(db.validate_cel());
+    assert!(
+        messages
+            .contains("spec.postgresql.parameters.Include_Dir is a configuration-file directive"),
+        "{messages}"
+    );
+    db.spec.postgresql.parameters.remove("Include_Dir");
+    let messages = cel_messages(db.validate_cel());
+    assert!(
+        messages.contains("spec.postgresql.parameters.work_mem has a value with a newline"),
         "{messages}"
     );
 }

@@ -186,6 +186,7 @@ fn parameters_schema(_generator: &mut schemars::SchemaGenerator) -> schemars::Sc
         "maxProperties": 256,
         "x-kubernetes-validations": [{
             "rule": crate::postgres::params::cel_rule(),
+            "messageExpression": crate::postgres::params::cel_message_expression(),
             "message": crate::postgres::params::CEL_MESSAGE,
         }],
     })

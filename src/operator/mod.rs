@@ -10,7 +10,8 @@ use std::sync::Arc;
 use futures::future::{BoxFuture, join_all};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::Api;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -204,8 +205,10 @@ fn run_database(
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
 ) -> (Store<Database>, BoxFuture<'static, ()>) {
-    // Pods and PVCs wake their Database as they change (a pod becoming ready
-    // is the usual next step); only Tusk's own are watched.
+    // What Tusk creates wakes its Database as it changes: a pod becoming ready
+    // is the usual next step, and an edited Service or PDB or a deleted Secret
+    // is drift to correct now rather than at the next steady requeue. Only
+    // Tusk's own are watched.
     let owned = watcher::Config::default()
         .labels(&format!(
             "{}={}",
@@ -215,7 +218,13 @@ fn run_database(
         .any_semantic();
     let controller = Controller::new(api.clone(), watcher::Config::default().any_semantic())
         .owns(same_scope::<Pod>(&client, &api), owned.clone())
-        .owns(same_scope::<PersistentVolumeClaim>(&client, &api), owned);
+        .owns(
+            same_scope::<PersistentVolumeClaim>(&client, &api),
+            owned.clone(),
+        )
+        .owns(same_scope::<Service>(&client, &api), owned.clone())
+        .owns(same_scope::<Secret>(&client, &api), owned.clone())
+        .owns(same_scope::<PodDisruptionBudget>(&client, &api), owned);
     let store = controller.store();
     let run = controller
         .graceful_shutdown_on(stopped(shutdown))

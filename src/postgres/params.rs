@@ -146,22 +146,44 @@ fn unit_of(value: &str) -> Option<&str> {
     (!unit.is_empty() && unit.chars().all(|c| c.is_ascii_alphabetic())).then_some(unit)
 }
 
+/// A CEL list literal of `names`.
+fn cel_list(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// The CEL test for a refused key `k` of `self`, the parameters map.
+fn cel_refused() -> String {
+    format!(
+        "k.lowerAscii() in {} || k.lowerAscii() in {} || self[k].matches('[\\x00-\\x1f\\x7f]')",
+        cel_list(DIRECTIVES),
+        cel_list(OWNED)
+    )
+}
+
 /// The CEL rule of `spec.postgresql.parameters`, generated from the same
 /// constants [`check`] uses, so that the API server refuses what it can
 /// (names and control characters) before the webhook is even asked.
 pub fn cel_rule() -> String {
-    let names: Vec<String> = DIRECTIVES
-        .iter()
-        .chain(OWNED)
-        .map(|n| format!("'{n}'"))
-        .collect();
+    format!("!self.exists(k, {})", cel_refused())
+}
+
+/// The CEL message expression that goes with [`cel_rule`]: the first refused
+/// entry, by field and with [`check`]'s words for why.
+pub fn cel_message_expression() -> String {
     format!(
-        "self.all(k, !(k.lowerAscii() in [{}]) && !self[k].matches('[\\x00-\\x1f\\x7f]'))",
-        names.join(", ")
+        "self.filter(k, {refused}).map(k, 'spec.postgresql.parameters.' + k + ' ' + \
+         (k.lowerAscii() in {directives} ? '{directive}' : k.lowerAscii() in {owned} ? '{owned_error}' : '{control}'))[0]",
+        refused = cel_refused(),
+        directives = cel_list(DIRECTIVES),
+        owned = cel_list(OWNED),
+        directive = ParamError::Directive,
+        owned_error = ParamError::Owned,
+        control = ParamError::ControlCharacter,
     )
 }
 
-/// The message of [`cel_rule`].
+/// The message of [`cel_rule`] where its expression cannot be evaluated.
 pub const CEL_MESSAGE: &str = "spec.postgresql.parameters sets a directive (include, include_dir, include_if_exists, config_file) or a parameter that Tusk manages itself (archiving, recovery, replication, listening, TLS files), or a value with a control character";
 
 /// Parameters that only take effect when the postmaster starts (sorted, lower case).
@@ -325,8 +347,19 @@ mod tests {
     #[test]
     fn the_cel_rule_names_every_refused_name() {
         let rule = cel_rule();
+        let message = cel_message_expression();
         for name in DIRECTIVES.iter().chain(OWNED) {
             assert!(rule.contains(&format!("'{name}'")), "{name}");
+            assert!(message.contains(&format!("'{name}'")), "{name}");
+        }
+        for error in [
+            ParamError::Directive,
+            ParamError::Owned,
+            ParamError::ControlCharacter,
+        ] {
+            let words = error.to_string();
+            assert!(!words.contains('\''), "{words} would end the CEL string");
+            assert!(message.contains(&words), "{words}");
         }
         let mut sorted = OWNED.to_vec();
         sorted.sort_unstable();

@@ -2,17 +2,20 @@
 //! the builder sets has the same value in the observed object. Fields the
 //! builder leaves out (those the API server or other controllers fill in:
 //! a Service's `clusterIP`, defaults, status) are not compared, so a match
-//! means "as built", not "byte for byte".
+//! means "as built", not "byte for byte". The API server leaves out empty
+//! values of `omitempty` fields (`false`, `0`, `""`), so a built empty value
+//! matches an absent one.
 
 use serde::Serialize;
 use serde_json::Value;
 
 /// `built` is contained in `observed`: objects key by key, arrays element by
 /// element (same length), everything else equal. A `null` in `built` (an unset
-/// optional) asks for nothing.
+/// optional) asks for nothing, and an empty scalar is met by its absence.
 pub fn covers(built: &Value, observed: &Value) -> bool {
     match (built, observed) {
         (Value::Null, _) => true,
+        (want, Value::Null) => is_empty_scalar(want),
         (Value::Object(want), Value::Object(have)) => want
             .iter()
             .all(|(key, value)| covers(value, have.get(key).unwrap_or(&Value::Null))),
@@ -20,6 +23,16 @@ pub fn covers(built: &Value, observed: &Value) -> bool {
             want.len() == have.len() && want.iter().zip(have).all(|(w, h)| covers(w, h))
         }
         (want, have) => want == have,
+    }
+}
+
+/// What Go's `omitempty` leaves out of a scalar field.
+fn is_empty_scalar(value: &Value) -> bool {
+    match value {
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        _ => false,
     }
 }
 
@@ -47,5 +60,17 @@ mod tests {
         let more_ports = json!({"spec": {"selector": {"role": "primary"}, "ports": [{"port": 5432}, {"port": 1}]}});
         assert!(!covers(&built, &more_ports));
         assert!(!covers(&json!({"a": 1}), &json!({})));
+    }
+
+    #[test]
+    fn an_empty_value_the_server_leaves_out_is_as_built() {
+        let built = json!({"spec": {"publishNotReadyAddresses": false, "port": 0, "name": ""}});
+        assert!(covers(&built, &json!({"spec": {}})));
+        assert!(!covers(
+            &built,
+            &json!({"spec": {"publishNotReadyAddresses": true}})
+        ));
+        assert!(!covers(&json!({"a": true}), &json!({})));
+        assert!(!covers(&json!({"a": []}), &json!({})));
     }
 }

@@ -125,4 +125,23 @@ mod tests {
             );
         }
     }
+
+    /// As a kube-apiserver returns it: `omitempty` drops the `false`, and it
+    /// fills in its defaults. Otherwise every pass re-applies the Services and
+    /// a Ready Database reads as Progressing forever.
+    #[test]
+    fn a_service_as_served_is_as_built() {
+        let db = sample_database();
+        for built in services(&db) {
+            let mut served = serde_json::to_value(&built).expect("a Service serialises");
+            let spec = served["spec"].as_object_mut().expect("a spec");
+            spec.remove("publishNotReadyAddresses");
+            spec.insert("clusterIP".into(), "198.19.71.187".into());
+            spec.insert("ipFamilies".into(), serde_json::json!(["IPv4"]));
+            spec.insert("sessionAffinity".into(), "None".into());
+            served["metadata"]["resourceVersion"] = "20228".into();
+            let served: Service = serde_json::from_value(served).expect("still a Service");
+            assert!(crate::resources::compare::as_built(&built, &served));
+        }
+    }
 }

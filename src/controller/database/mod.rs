@@ -21,7 +21,7 @@ use kube::runtime::reflector::Store;
 use std::time::Duration;
 use tokio::sync::watch;
 
-use tracing::{Span, field, info, instrument, warn};
+use tracing::{Span, debug, field, info, instrument, warn};
 
 use super::{Change, Context, FINALIZER, conditions, key_of, namespace_of, reconciled};
 use crate::api::status::DatabasePhase;
@@ -96,6 +96,7 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     let snapshot = observe::snapshot(&ctx.client, ctx.instances.as_ref(), db, &namespace).await?;
     let observed = observe::reduce(db, &snapshot, &ctx.build);
     let mut decision = lifecycle::plan(&db.spec, db.status.as_ref(), &observed);
+    debug!(actions = ?decision.actions, "planned");
     let applier = apply::Applier {
         client: &ctx.client,
         instances: ctx.instances.as_ref(),
