@@ -73,17 +73,19 @@ fn owned_parameters_are_refused() {
         .postgresql
         .parameters
         .insert("Include_Dir".into(), "conf.d".into());
-    db.spec
-        .postgresql
-        .parameters
-        .insert("work_mem".into(), "8MB\nport = 1".into());
     let messages = cel_messages(db.validate_cel());
     assert!(
         messages
             .contains("spec.postgresql.parameters.Include_Dir is a configuration-file directive"),
         "{messages}"
     );
+    // One refused entry at a time: the message names the first the API
+    // server meets, in its own map order.
     db.spec.postgresql.parameters.remove("Include_Dir");
+    db.spec
+        .postgresql
+        .parameters
+        .insert("work_mem".into(), "8MB\nport = 1".into());
     let messages = cel_messages(db.validate_cel());
     assert!(
         messages.contains("spec.postgresql.parameters.work_mem has a value with a newline"),
