@@ -22,14 +22,14 @@ check:
 	cargo clippy --all-targets --locked --manifest-path e2e/Cargo.toml -- -D warnings
 
 ## Unit and component tests (no cluster; real PostgreSQL 15 and 17 on loopback,
-## real helm, operator-sdk and promtool).
+## real helm, operator-sdk, promtool and an S3 server, versitygw).
 unit: tools
 	scripts/install-test-deps
 	cargo test --locked
 
 ## Build (once, cached under $(TUSK_CACHE)/tools) the tools the tests drive.
 tools:
-	scripts/install-tools helm operator-sdk promtool prometheus
+	scripts/install-tools helm operator-sdk promtool prometheus versitygw
 
 ## Regenerate everything generated: the CRDs from the Rust types; config/
 ## and the chart's files from helm/tusk; the OLM bundle from both and

@@ -18,6 +18,9 @@ pub enum Error {
     #[error("instance manager: {0}")]
     Instance(#[from] crate::instance::Error),
 
+    #[error(transparent)]
+    Wal(#[from] crate::wal::Error),
+
     #[error("cannot merge the CRD versions: {0}")]
     Crd(#[source] kube::core::crd::MergeError),
 
@@ -44,6 +47,24 @@ pub enum Command {
     /// Copy this executable to a path with mode 0755 (for the init container that
     /// brings tusk into a stock Postgres image, which has no shell).
     CopyBinary { destination: PathBuf },
+    /// PostgreSQL's `archive_command` (`tusk wal-archive %p`): compress and
+    /// upload one WAL file to the object store, and the next ready ones with it.
+    WalArchive {
+        /// The file, relative to the data directory (`%p`).
+        path: PathBuf,
+        #[command(flatten)]
+        wal: WalArgs,
+    },
+    /// PostgreSQL's `restore_command` (`tusk wal-restore %f %p`): fetch one
+    /// WAL file from the object store (and the next segments ahead of need).
+    WalRestore {
+        /// The WAL file name (`%f`).
+        name: String,
+        /// Where PostgreSQL wants it, relative to the data directory (`%p`).
+        destination: PathBuf,
+        #[command(flatten)]
+        wal: WalArgs,
+    },
     /// Print the CustomResourceDefinitions (both kinds, both versions) as YAML.
     Crd {
         /// Namespace of the Service that serves the conversion webhook.
@@ -55,8 +76,55 @@ pub enum Command {
     },
 }
 
+/// What both WAL commands read from the pod's environment (which PostgreSQL
+/// passes on to them).
+#[derive(clap::Args, Debug)]
+pub struct WalArgs {
+    /// The data directory; PostgreSQL runs the commands in it.
+    #[arg(long, env = crate::contract::env::PGDATA)]
+    pgdata: Option<PathBuf>,
+    /// The Database's name, in the store's key layout.
+    #[arg(long, env = crate::contract::env::DATABASE)]
+    database: String,
+    /// Files moved at once (asked one included).
+    #[arg(long, env = crate::contract::env::WAL_PARALLEL, default_value_t = 4)]
+    parallel: usize,
+}
+
+impl WalArgs {
+    fn archive(self) -> Result<crate::wal::Archive, crate::wal::Error> {
+        use crate::objectstore::{Configured, Layout, Store};
+        let pgdata = match self.pgdata {
+            Some(dir) => dir,
+            None => std::env::current_dir().map_err(|source| crate::wal::Error::Io {
+                what: "finding",
+                path: PathBuf::from("."),
+                source,
+            })?,
+        };
+        let configured = Configured::from_env(|name| std::env::var(name).ok())?;
+        let system = crate::wal::system_identifier(&pgdata)?;
+        Ok(crate::wal::Archive {
+            spool: crate::wal::default_spool(&pgdata),
+            store: Store::new(&configured.store)?,
+            layout: Layout::new(configured.path.as_deref(), &self.database, system),
+            parallel: self.parallel.max(1),
+            pgdata,
+        })
+    }
+}
+
 pub async fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
+        Command::WalArchive { path, wal } => {
+            wal.archive()?.archive(&path).await?;
+            Ok(())
+        }
+        Command::WalRestore {
+            name,
+            destination,
+            wal,
+        } => Ok(wal.archive()?.restore(&name, &destination).await?),
         Command::Operator(config) => Ok(operator::run(*config).await?),
         Command::Instance(config) => Ok(crate::instance::run(*config).await?),
         Command::CopyBinary { destination } => Ok(crate::instance::copy_binary(&destination)?),

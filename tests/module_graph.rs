@@ -96,6 +96,35 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "cli",
         ],
     ),
+    (
+        "objectstore",
+        &[
+            "api",
+            "controller",
+            "operator",
+            "webhook",
+            "instance",
+            "lifecycle",
+            "resources",
+            "telemetry",
+            "wal",
+            "cli",
+        ],
+    ),
+    (
+        "wal",
+        &[
+            "api",
+            "controller",
+            "operator",
+            "webhook",
+            "instance",
+            "lifecycle",
+            "resources",
+            "telemetry",
+            "cli",
+        ],
+    ),
     ("webhook", &["controller", "operator", "instance", "cli"]),
     ("controller", &["operator", "webhook", "instance", "cli"]),
 ];
@@ -103,6 +132,8 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
 /// Modules that must not use kube's runtime (controllers, finalizers, watchers).
 const NO_KUBE_RUNTIME: &[&str] = &[
     "contract",
+    "objectstore",
+    "wal",
     "error",
     "postgres",
     "lifecycle",

@@ -37,6 +37,22 @@ pub const LISTEN_ADDRESSES: &str = "TUSK_LISTEN_ADDRESSES";
 pub const SOCKET_DIR: &str = "TUSK_SOCKET_DIR";
 pub const BINDIR: &str = "TUSK_BINDIR";
 
+/// The object store of `spec.backup.objectStore`, for `tusk wal-archive`,
+/// `tusk wal-restore` and base backups (children of PostgreSQL and the
+/// manager inherit them).
+pub const OBJECTSTORE_BUCKET: &str = "TUSK_OBJECTSTORE_BUCKET";
+pub const OBJECTSTORE_PATH: &str = "TUSK_OBJECTSTORE_PATH";
+pub const OBJECTSTORE_ENDPOINT: &str = "TUSK_OBJECTSTORE_ENDPOINT";
+pub const OBJECTSTORE_REGION: &str = "TUSK_OBJECTSTORE_REGION";
+/// A PEM file of CAs to trust for the endpoint.
+pub const OBJECTSTORE_CA_FILE: &str = "TUSK_OBJECTSTORE_CA_FILE";
+/// The store's credentials, from the Secret `credentialsSecret` names.
+pub const ACCESS_KEY_ID: &str = "AWS_ACCESS_KEY_ID";
+pub const SECRET_ACCESS_KEY: &str = "AWS_SECRET_ACCESS_KEY";
+/// WAL files uploaded at once by one `wal-archive` (the asked one and the
+/// next `.ready` ones), and segments `wal-restore` fetches ahead.
+pub const WAL_PARALLEL: &str = "TUSK_WAL_PARALLEL";
+
 /// Variables that hold secrets: redacted in logs, removed from every child
 /// process's environment.
 pub const SECRETS: &[&str] = &[

@@ -14,7 +14,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::contract::Credential;
-use crate::postgres::config::{self, Settings, Standby};
+use crate::postgres::config::{self, Archiving, Settings, Standby};
 use crate::postgres::identifiers::slot_name;
 use crate::postgres::{REPLICATION_USER, SUPERUSER, hba};
 
@@ -84,6 +84,19 @@ pub fn settings(shared: &Shared, standby: bool) -> Result<Settings, Error> {
         None
     };
     let sync = shared.sync();
+    let archiving = match config.objectstore_bucket {
+        Some(_) => {
+            let program = std::env::current_exe().map_err(|source| Error::Io {
+                action: "finding the tusk executable for archive_command",
+                path: PathBuf::from("/proc/self/exe"),
+                source,
+            })?;
+            Some(Archiving {
+                program: program.to_string_lossy().into_owned(),
+            })
+        }
+        None => None,
+    };
     Ok(Settings {
         listen_addresses: config.listen_addresses.clone(),
         port: config.port,
@@ -95,6 +108,7 @@ pub fn settings(shared: &Shared, standby: bool) -> Result<Settings, Error> {
             .into_owned(),
         standby,
         sync,
+        archiving,
         parameters: shared.parameters(),
     })
 }

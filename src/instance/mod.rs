@@ -161,6 +161,12 @@ pub struct InstanceConfig {
     /// put `/usr/lib/postgresql/NN/bin` there) or `pg_config --bindir` when unset.
     #[arg(long, env = env::BINDIR)]
     pub bindir: Option<PathBuf>,
+
+    /// The object store's bucket: when set, PostgreSQL archives its WAL there
+    /// through `tusk wal-archive` (which reads the rest of the store's
+    /// settings from the same environment) and can restore from it.
+    #[arg(long, env = env::OBJECTSTORE_BUCKET)]
+    pub objectstore_bucket: Option<String>,
 }
 
 /// What can go wrong in the instance manager.

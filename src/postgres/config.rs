@@ -34,6 +34,8 @@ pub struct Settings {
     pub standby: Option<Standby>,
     /// Set with `spec.replication.mode: sync`.
     pub sync: Option<SyncReplication>,
+    /// Set when the Database has an object store.
+    pub archiving: Option<Archiving>,
     /// `spec.postgresql.parameters`, validated by [`validate_parameters`].
     pub parameters: BTreeMap<String, String>,
 }
@@ -45,6 +47,14 @@ pub struct Standby {
     pub primary_conninfo: String,
     /// `primary_slot_name`: the physical slot the primary keeps for this instance.
     pub slot: String,
+}
+
+/// WAL to and from the object store, through `tusk wal-archive` and
+/// `tusk wal-restore`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Archiving {
+    /// The `tusk` executable, as PostgreSQL's children can run it.
+    pub program: String,
 }
 
 /// Quorum synchronous replication.
@@ -87,6 +97,11 @@ pub fn render(settings: &Settings) -> Result<String, ConfigError> {
         .iter()
         .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
         .collect();
+    if settings.archiving.is_some() {
+        // A segment is archived at least this often even when little is
+        // written, which bounds what a lost volume can take with it.
+        values.insert("archive_timeout".to_owned(), "5min".to_owned());
+    }
     for (name, value) in &settings.parameters {
         values.insert(name.to_ascii_lowercase(), value.clone());
     }
@@ -106,6 +121,17 @@ pub fn render(settings: &Settings) -> Result<String, ConfigError> {
             standby.primary_conninfo.clone(),
         );
         values.insert("primary_slot_name".to_owned(), standby.slot.clone());
+    }
+    if let Some(archiving) = &settings.archiving {
+        values.insert("archive_mode".to_owned(), "on".to_owned());
+        values.insert(
+            "archive_command".to_owned(),
+            format!("{} wal-archive %p", archiving.program),
+        );
+        values.insert(
+            "restore_command".to_owned(),
+            format!("{} wal-restore %f %p", archiving.program),
+        );
     }
     if let Some(sync) = &settings.sync {
         values.insert(
@@ -178,8 +204,38 @@ mod tests {
             hba_file: "/var/lib/postgresql/data/pgdata/pg_hba.conf".to_owned(),
             standby: None,
             sync: None,
+            archiving: None,
             parameters: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn with_a_store_wal_goes_through_tusk_and_the_timeout_is_tunable() {
+        let mut with_store = settings();
+        with_store.archiving = Some(Archiving {
+            program: "/tusk/bin/tusk".into(),
+        });
+        let text = render(&with_store).expect("renders");
+        let lines = lines(&text);
+        for line in [
+            "archive_mode = 'on'",
+            "archive_command = '/tusk/bin/tusk wal-archive %p'",
+            "restore_command = '/tusk/bin/tusk wal-restore %f %p'",
+            "archive_timeout = '5min'",
+        ] {
+            assert!(lines.contains(&line), "{line} missing from {lines:?}");
+        }
+        with_store
+            .parameters
+            .insert("archive_timeout".into(), "60s".into());
+        let text = render(&with_store).expect("renders");
+        assert!(lines_of(&text).contains(&"archive_timeout = '60s'".to_owned()));
+        let text = render(&settings()).expect("renders");
+        assert!(!text.contains("archive"), "{text}");
+    }
+
+    fn lines_of(text: &str) -> Vec<String> {
+        lines(text).into_iter().map(str::to_owned).collect()
     }
 
     fn lines(text: &str) -> Vec<&str> {

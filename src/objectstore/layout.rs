@@ -1,0 +1,257 @@
+//! Where things go in the bucket:
+//!
+//! ```text
+//! <path>/<database>/<system-id>/base/<backup-id>/{data.tar.zst, manifest.json}
+//! <path>/<database>/<system-id>/wal/<timeline>/<file>.zst
+//! ```
+//!
+//! The system identifier (from `pg_control`) keeps apart what must never mix:
+//! two clusters in one bucket path, or one cluster before and after a major
+//! upgrade or a restore that started a new system.
+
+use std::fmt;
+
+/// A WAL-directory file name PostgreSQL archives or asks back for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WalFile {
+    name: String,
+    timeline: u32,
+    kind: WalKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WalKind {
+    /// `000000010000000000000003`
+    Segment,
+    /// `000000010000000000000003.partial`: the last, incomplete segment of a
+    /// timeline a promotion left behind; kept, never overwritten.
+    Partial,
+    /// `00000002.history`: never overwritten, whatever else happens.
+    History,
+    /// `000000010000000000000003.00000028.backup`: a backup history file.
+    BackupHistory,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a WAL segment, .partial, .history or .backup file name")]
+pub struct NotAWalFile(pub String);
+
+fn is_hex(s: &str, len: usize) -> bool {
+    s.len() == len
+        && s.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_lowercase())
+}
+
+impl WalFile {
+    /// Parses a bare file name (no directory), as `%f` gives it.
+    pub fn parse(name: &str) -> Result<Self, NotAWalFile> {
+        let bad = || NotAWalFile(name.to_owned());
+        let (stem, kind) = match name.split_once('.') {
+            None => (name, WalKind::Segment),
+            Some((stem, "partial")) => (stem, WalKind::Partial),
+            Some((stem, "history")) if is_hex(stem, 8) => (stem, WalKind::History),
+            Some((stem, rest)) => match rest.strip_suffix(".backup") {
+                Some(offset) if is_hex(offset, 8) => (stem, WalKind::BackupHistory),
+                _ => return Err(bad()),
+            },
+        };
+        let segment_like = matches!(
+            kind,
+            WalKind::Segment | WalKind::Partial | WalKind::BackupHistory
+        );
+        if segment_like && !is_hex(stem, 24) {
+            return Err(bad());
+        }
+        let timeline = u32::from_str_radix(&stem[..8], 16).map_err(|_| bad())?;
+        Ok(Self {
+            name: name.to_owned(),
+            timeline,
+            kind,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn timeline(&self) -> u32 {
+        self.timeline
+    }
+
+    pub fn kind(&self) -> WalKind {
+        self.kind
+    }
+
+    /// The segment after this one, for restore's prefetch: `segments_per_id`
+    /// segments make one 4 GiB "log id" (256 with 16 MiB segments). `None` for
+    /// anything but a full segment.
+    pub fn next_segment(&self, segment_size: u64) -> Option<WalFile> {
+        if self.kind != WalKind::Segment || segment_size == 0 {
+            return None;
+        }
+        let per_id = 0x1_0000_0000_u64 / segment_size;
+        let log = u64::from_str_radix(&self.name[8..16], 16).ok()?;
+        let seg = u64::from_str_radix(&self.name[16..24], 16).ok()?;
+        let (log, seg) = if seg + 1 >= per_id {
+            (log.checked_add(1)?, 0)
+        } else {
+            (log, seg + 1)
+        };
+        if log > 0xFFFF_FFFF {
+            return None;
+        }
+        let name = format!("{:08X}{log:08X}{seg:08X}", self.timeline);
+        Some(Self {
+            name,
+            timeline: self.timeline,
+            kind: WalKind::Segment,
+        })
+    }
+}
+
+impl fmt::Display for WalFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// The keys of one database's system in the bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    root: String,
+}
+
+impl Layout {
+    /// `path` is the optional prefix of `spec.backup.objectStore.path`; slashes
+    /// around it are not significant.
+    pub fn new(path: Option<&str>, database: &str, system_id: u64) -> Self {
+        let mut parts: Vec<&str> = path
+            .unwrap_or("")
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .collect();
+        let system = system_id.to_string();
+        parts.push(database);
+        parts.push(&system);
+        Self {
+            root: parts.join("/"),
+        }
+    }
+
+    /// `<path>/<database>/<system-id>`, no trailing slash.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// Where every WAL file of this system lives, with a trailing slash.
+    pub fn wal_prefix(&self) -> String {
+        format!("{}/wal/", self.root)
+    }
+
+    /// The compressed object of one WAL file.
+    pub fn wal_key(&self, file: &WalFile) -> String {
+        format!(
+            "{}{:08X}/{}.zst",
+            self.wal_prefix(),
+            file.timeline,
+            file.name
+        )
+    }
+
+    /// Where every base backup of this system lives, with a trailing slash.
+    pub fn base_prefix(&self) -> String {
+        format!("{}/base/", self.root)
+    }
+
+    /// The data of one base backup: a zstd-compressed tar of the data directory.
+    pub fn backup_data_key(&self, backup_id: &str) -> String {
+        format!("{}{backup_id}/data.tar.zst", self.base_prefix())
+    }
+
+    /// The manifest of one base backup, written last: a backup without one
+    /// is not a backup.
+    pub fn backup_manifest_key(&self, backup_id: &str) -> String {
+        format!("{}{backup_id}/manifest.json", self.base_prefix())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_follow_the_design_layout() {
+        let layout = Layout::new(Some("/team/orders/"), "orders", 7_311_592_012_345_678_901);
+        assert_eq!(layout.root(), "team/orders/orders/7311592012345678901");
+        let segment = WalFile::parse("000000020000000A000000FF").expect("a segment");
+        assert_eq!(
+            layout.wal_key(&segment),
+            "team/orders/orders/7311592012345678901/wal/00000002/000000020000000A000000FF.zst"
+        );
+        assert_eq!(
+            layout.backup_manifest_key("orders-20261124020000"),
+            "team/orders/orders/7311592012345678901/base/orders-20261124020000/manifest.json"
+        );
+        assert_eq!(
+            Layout::new(None, "db", 1).backup_data_key("b"),
+            "db/1/base/b/data.tar.zst"
+        );
+    }
+
+    #[test]
+    fn every_kind_of_wal_file_is_recognised_with_its_timeline() {
+        let cases = [
+            ("000000010000000000000003", 1, WalKind::Segment),
+            ("0000000A0000000000000003.partial", 10, WalKind::Partial),
+            ("00000002.history", 2, WalKind::History),
+            (
+                "000000010000000000000003.00000028.backup",
+                1,
+                WalKind::BackupHistory,
+            ),
+        ];
+        for (name, timeline, kind) in cases {
+            let file = WalFile::parse(name).expect(name);
+            assert_eq!((file.timeline(), file.kind()), (timeline, kind), "{name}");
+            assert_eq!(file.to_string(), name);
+        }
+        for bad in [
+            "",
+            "00000001000000000000003",
+            "000000010000000000000003.done",
+            "../00000002.history",
+            "0000000g0000000000000003",
+            "000000010000000000000003.ready",
+            "0000000a0000000000000003",
+            "RECOVERYHISTORY",
+            "00000002.history.zst",
+        ] {
+            assert!(WalFile::parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn the_next_segment_crosses_log_ids_by_segment_size() {
+        let next = |name: &str, size: u64| {
+            WalFile::parse(name)
+                .expect(name)
+                .next_segment(size)
+                .map(|f| f.name().to_owned())
+        };
+        let mib = 1024 * 1024;
+        assert_eq!(
+            next("000000010000000000000003", 16 * mib).as_deref(),
+            Some("000000010000000000000004")
+        );
+        assert_eq!(
+            next("0000000100000000000000FF", 16 * mib).as_deref(),
+            Some("000000010000000100000000")
+        );
+        assert_eq!(
+            next("00000001000000000000003F", 64 * mib).as_deref(),
+            Some("000000010000000100000000")
+        );
+        assert_eq!(next("00000002.history", 16 * mib), None);
+        assert_eq!(next("000000010000000000000003.partial", 16 * mib), None);
+    }
+}
