@@ -325,32 +325,22 @@ async fn the_status_tells_the_truth_and_drift_is_put_back() {
                 "the recreated Secret reused the old password"
             );
             let rw = format!("pg-rw.{ns}.svc");
-            let mut last = String::new();
-            let mut logged_in = false;
-            for _ in 0..20 {
-                match sql_as(
-                    &client,
-                    &ns,
-                    &rw,
-                    (&user, &password),
-                    "app",
-                    "SELECT current_user",
-                )
-                .await
-                {
-                    Ok(who) if who == user => {
-                        logged_in = true;
-                        break;
-                    }
-                    Ok(who) => last = who,
-                    Err(e) => last = e.to_string(),
-                }
-                tokio::time::sleep(Duration::from_secs(2)).await;
-            }
-            assert!(
-                logged_in,
-                "{user} could not log in with the recreated Secret: {last}"
-            );
+            until(
+                "the application logging in with the recreated Secret",
+                || async {
+                    let who = sql_as(
+                        &client,
+                        &ns,
+                        &rw,
+                        (&user, &password),
+                        "app",
+                        "SELECT current_user",
+                    )
+                    .await?;
+                    Ok(who == user)
+                },
+            )
+            .await?;
             let db = wait_ready(&client, &ns, "pg", 2).await?;
 
             // A new major: named, nothing replaced (the last step: a major cannot go back).

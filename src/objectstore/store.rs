@@ -11,7 +11,7 @@ use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, Delete, ObjectIdentifier};
 use aws_smithy_http_client::tls::{self, TlsContext, TrustStore, rustls_provider::CryptoMode};
-use futures::stream::{self, StreamExt};
+use futures::stream::StreamExt;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Where a bucket is and how to reach it.
@@ -421,21 +421,6 @@ impl Store {
             .set_e_tag(answer.e_tag)
             .part_number(number)
             .build())
-    }
-
-    /// Uploads several small objects at once (`parallel` in flight); the
-    /// first failure is returned once all have finished.
-    pub async fn put_all(
-        &self,
-        objects: Vec<(String, Vec<u8>)>,
-        parallel: usize,
-    ) -> Result<(), Error> {
-        let results: Vec<Result<(), Error>> = stream::iter(objects)
-            .map(|(key, body)| async move { self.put(&key, body, &[]).await })
-            .buffer_unordered(parallel.max(1))
-            .collect()
-            .await;
-        results.into_iter().collect()
     }
 }
 
