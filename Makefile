@@ -8,6 +8,10 @@ export TUSK_CACHE ?= $(HOME)/.cache/tusk
 export TUSK_CLUSTER_DIR ?= $(HOME)/.local/state/tusk/cluster
 # The cargo target dir lives outside the clone so a fresh clone builds warm.
 export CARGO_TARGET_DIR ?= $(TUSK_CACHE)/target
+# CI builds each revision once: incremental state would only fill the disk.
+ifdef CI
+export CARGO_INCREMENTAL := 0
+endif
 KUBECONFIG_LOCAL := $(TUSK_CLUSTER_DIR)/kubeconfig
 
 .PHONY: test check unit tools generate crds cluster-up cluster-down images e2e demo bench

@@ -323,11 +323,16 @@ clusterDNS: [$DNS_IP]
 clusterDomain: $DOMAIN
 containerRuntimeEndpoint: unix://$SOCK
 resolvConf: $CONF/resolv.conf
+# Disk signals off ("0%" is ignored by the kubelet): the node's disk is the
+# host's, shared with the build cache and other tenants, and a percentage of
+# it says nothing about this cluster. A CI run once lost its operator pod to
+# DiskPressure eviction with 1 GiB still free; a truly full disk fails the
+# test that hits it, loudly, instead.
 evictionHard:
   memory.available: 100Mi
-  nodefs.available: "1%"
-  nodefs.inodesFree: "1%"
-  imagefs.available: "1%"
+  nodefs.available: "0%"
+  nodefs.inodesFree: "0%"
+  imagefs.available: "0%"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false

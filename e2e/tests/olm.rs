@@ -17,7 +17,8 @@
 //! webhook configuration, the replicas, the OLMConfig.
 //!
 //! Databases it did not create are left alone: the operator OLM deploys
-//! watches only the suite's namespace (the Subscription's `config.env`). It
+//! watches only the suite's namespace (the Subscription's `config.env`, and
+//! preset in the suite's copy of the bundle, see `bundle_watching`). It
 //! would otherwise adopt them, and as it names its images as the bundle does
 //! (`ghcr.io/tusk-dev/tusk:0.1.0`, `postgres`) where the Helm install names the
 //! local ones, rebuild their pods, and the Helm install would rebuild them
@@ -133,9 +134,39 @@ fn csv_resource() -> ApiResource {
     )
 }
 
-/// Runs e2e/olm/prepare (images, catalog, OLM CRDs) and returns its KEY=VALUE output.
-fn prepare() -> Result<BTreeMap<String, String>> {
+/// Writes into `dir` the bundle as generated, with one change: the operator's
+/// `TUSK_WATCH_NAMESPACES` preset to `namespace`. A Subscription's `config.env`
+/// does not reach the Deployment's first revision (OLM adds it in a second one,
+/// operator-lifecycle-manager#2100), and for those seconds an operator watching
+/// every namespace would reconcile Databases that are not the suite's with the
+/// bundle's default images.
+fn bundle_watching(namespace: &str, dir: &Path) -> Result<()> {
+    const UNSET: &str = "- name: TUSK_WATCH_NAMESPACES\n                  value: ''\n";
+    let source = repo_path("bundle");
+    for sub in ["", "manifests", "metadata"] {
+        std::fs::create_dir_all(dir.join(sub))?;
+        for entry in std::fs::read_dir(source.join(sub))? {
+            let entry = entry?;
+            if entry.file_type()?.is_file() {
+                std::fs::copy(entry.path(), dir.join(sub).join(entry.file_name()))?;
+            }
+        }
+    }
+    let csv = dir.join("manifests/tusk.clusterserviceversion.yaml");
+    let text = std::fs::read_to_string(&csv)?;
+    if text.matches(UNSET).count() != 1 {
+        return Err(format!("{} does not set TUSK_WATCH_NAMESPACES to '' exactly once", csv.display()).into());
+    }
+    let preset = UNSET.replace("''", namespace);
+    std::fs::write(&csv, text.replace(UNSET, &preset))?;
+    Ok(())
+}
+
+/// Runs e2e/olm/prepare (images, catalog, OLM CRDs) on `bundle` and returns
+/// its KEY=VALUE output.
+fn prepare(bundle: &Path) -> Result<BTreeMap<String, String>> {
     let output = Command::new(repo_path("e2e/olm/prepare"))
+        .env("TUSK_OLM_BUNDLE", bundle)
         .stderr(Stdio::inherit())
         .output()
         .map_err(|e| format!("cannot run e2e/olm/prepare: {e}"))?;
@@ -227,10 +258,14 @@ async fn olm_installs_the_bundle_and_its_operator_runs_a_database() {
         .unwrap_or_else(|e| panic!("cannot read what the cluster runs before the OLM suite: {e}"));
     eprintln!("[olm] before: {}", before.summary());
 
-    let env = tokio::task::spawn_blocking(prepare)
+    let bundle = std::env::temp_dir().join(format!("tusk-olm-bundle-{suffix}"));
+    bundle_watching(&setup.db_ns, &bundle).expect("the suite's bundle");
+    let prepared = bundle.clone();
+    let env = tokio::task::spawn_blocking(move || prepare(&prepared))
         .await
         .expect("prepare")
         .expect("e2e/olm/prepare");
+    let _ = std::fs::remove_dir_all(&bundle);
     let get = |key: &str| {
         env.get(key)
             .cloned()
