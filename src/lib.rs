@@ -1,6 +1,7 @@
 //! Tusk: a PostgreSQL operator for Kubernetes.
 
 pub mod api;
+pub mod backup;
 pub mod cli;
 pub mod contract;
 pub mod controller;

@@ -125,6 +125,22 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "cli",
         ],
     ),
+    // Backups are taken in the pod and planned by the operator: the pure
+    // parts and the taking serve both, so they depend on neither.
+    (
+        "backup",
+        &[
+            "api",
+            "controller",
+            "operator",
+            "webhook",
+            "instance",
+            "lifecycle",
+            "resources",
+            "telemetry",
+            "cli",
+        ],
+    ),
     ("webhook", &["controller", "operator", "instance", "cli"]),
     ("controller", &["operator", "webhook", "instance", "cli"]),
 ];
@@ -134,6 +150,7 @@ const NO_KUBE_RUNTIME: &[&str] = &[
     "contract",
     "objectstore",
     "wal",
+    "backup",
     "error",
     "postgres",
     "lifecycle",

@@ -155,7 +155,11 @@ fn bundle_watching(namespace: &str, dir: &Path) -> Result<()> {
     let csv = dir.join("manifests/tusk.clusterserviceversion.yaml");
     let text = std::fs::read_to_string(&csv)?;
     if text.matches(UNSET).count() != 1 {
-        return Err(format!("{} does not set TUSK_WATCH_NAMESPACES to '' exactly once", csv.display()).into());
+        return Err(format!(
+            "{} does not set TUSK_WATCH_NAMESPACES to '' exactly once",
+            csv.display()
+        )
+        .into());
     }
     let preset = UNSET.replace("''", namespace);
     std::fs::write(&csv, text.replace(UNSET, &preset))?;

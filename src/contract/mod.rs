@@ -46,6 +46,11 @@ pub mod path {
     pub const DROP_SLOT: &str = "/slots/drop";
     /// `POST` [`super::PasswordRequest`] → [`super::PasswordResponse`].
     pub const PASSWORD: &str = "/roles/password";
+    /// `POST` [`super::BackupRequest`] → [`super::BackupState`] (starts one,
+    /// or answers for the one of that name); `GET` → [`super::Backups`].
+    pub const BACKUPS: &str = "/backups";
+    /// `POST` (no body), on a primary → [`super::WalSwitchResponse`].
+    pub const WAL_SWITCH: &str = "/wal/switch";
 }
 
 /// Which role an instance plays. The same type is the API's `InstanceRole`.
@@ -287,6 +292,77 @@ pub struct PasswordResponse {
     pub credential: Credential,
     /// The role's password was set in PostgreSQL (only a primary does).
     pub role_updated: bool,
+}
+
+/// `POST /backups`: take a base backup to the pod's object store.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct BackupRequest {
+    /// The Backup object's name: one run per name, asked again it answers
+    /// for the same run.
+    pub backup: String,
+}
+
+/// Where a base backup run stands, as the instance that runs it knows.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum BackupRun {
+    Running,
+    Completed,
+    Failed,
+}
+
+/// What a Running backup is doing.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum BackupStage {
+    Starting,
+    Streaming,
+    /// The data is stored; the WAL it ends in is not archived yet (a standby's
+    /// backup needs the primary to switch segments: `POST /wal/switch`).
+    WaitingForWal,
+    Done,
+}
+
+/// One backup run on an instance.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BackupState {
+    pub backup: String,
+    pub run: BackupRun,
+    pub stage: BackupStage,
+    /// RFC 3339.
+    pub started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin_lsn: Option<Lsn>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_lsn: Option<Lsn>,
+    /// Bytes of the data directory to read; bytes read; bytes stored.
+    #[serde(default)]
+    pub estimated_bytes: u64,
+    #[serde(default)]
+    pub raw_bytes: u64,
+    #[serde(default)]
+    pub stored_bytes: u64,
+    /// `s3://<bucket>/<key of the backup's directory>/`, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `GET /backups`: the running backup and the last finished ones.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Backups {
+    pub backups: Vec<BackupState>,
+}
+
+/// `POST /wal/switch`'s answer: where the primary's WAL switched.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WalSwitchResponse {
+    pub lsn: Lsn,
 }
 
 /// Every error answer's body.

@@ -9,6 +9,7 @@
 //! Everything it needs comes from the environment the operator sets on the pod
 //! (see [`InstanceConfig`]); every setting is also a flag so tests can pass it.
 
+mod backup;
 mod bootstrap;
 mod files;
 pub mod metrics;
@@ -279,6 +280,8 @@ pub(crate) struct Shared {
     pub config_lock: tokio::sync::Mutex<()>,
     /// The last metrics sample and when it was taken: scrapes share it.
     pub metrics: metrics::SampleCache,
+    /// Base backups asked for through `POST /backups`.
+    pub backups: backup::Registry,
 }
 
 impl Shared {
@@ -375,6 +378,7 @@ pub async fn run(config: InstanceConfig) -> Result<(), Error> {
         setup_done: AtomicBool::new(false),
         config_lock: tokio::sync::Mutex::new(()),
         metrics: metrics::SampleCache::default(),
+        backups: backup::Registry::default(),
     });
 
     // As PID 1 the default action of SIGTERM is "ignore", so handlers come first.

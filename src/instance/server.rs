@@ -16,9 +16,9 @@ use tokio::sync::watch;
 use tracing::{Instrument, Level, Span};
 
 use crate::contract::{
-    API_VERSION, Change, Credential, DropSlotRequest, DropSlotResponse, ErrorBody, PasswordRequest,
-    PasswordResponse, ReloadRequest, ReloadResponse, RestartResponse, Role, Status, SyncResponse,
-    SyncSettings, path,
+    API_VERSION, BackupRequest, Backups, Change, Credential, DropSlotRequest, DropSlotResponse,
+    ErrorBody, PasswordRequest, PasswordResponse, ReloadRequest, ReloadResponse, RestartResponse,
+    Role, Status, SyncResponse, SyncSettings, WalSwitchResponse, path,
 };
 use crate::postgres::config::{self, SyncReplication};
 use crate::postgres::params;
@@ -54,6 +54,8 @@ fn router(shared: AppState) -> Router {
         .route(path::RESTART, post(restart))
         .route(path::DROP_SLOT, post(drop_slot))
         .route(path::PASSWORD, post(password))
+        .route(path::BACKUPS, post(start_backup).get(backups))
+        .route(path::WAL_SWITCH, post(wal_switch))
         .with_state(shared)
 }
 
@@ -483,6 +485,57 @@ async fn password(State(shared): State<AppState>, headers: HeaderMap, body: Byte
             role_updated: primary && role.is_some(),
         })
         .into_response()
+    })
+    .await
+}
+
+/// `POST /backups`: start a base backup (or answer for the one of that name).
+async fn start_backup(State(shared): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let span = operation_span!(Level::INFO, "instance.backup");
+    traced(span, &headers, async {
+        if let Err(refusal) = authorize(&shared, &headers) {
+            return refusal.into_response();
+        }
+        let request = match serde_json::from_slice::<BackupRequest>(&body) {
+            Ok(request) => request,
+            Err(err) => return error(StatusCode::BAD_REQUEST, format!("invalid body: {err}")),
+        };
+        if !is_set(&shared.running) {
+            return error(StatusCode::CONFLICT, "postgres is not running");
+        }
+        match super::backup::start(&shared, &request.backup) {
+            Ok(state) => (StatusCode::ACCEPTED, Json(state)).into_response(),
+            Err(refused) => error(StatusCode::CONFLICT, refused.to_string()),
+        }
+    })
+    .await
+}
+
+/// `GET /backups`: the running backup and the last finished ones.
+async fn backups(State(shared): State<AppState>) -> Response {
+    Json(Backups {
+        backups: shared.backups.states(),
+    })
+    .into_response()
+}
+
+/// `POST /wal/switch`: on a primary, close the current WAL segment so that it
+/// is archived now (a standby's backup ends in it).
+async fn wal_switch(State(shared): State<AppState>, headers: HeaderMap) -> Response {
+    let span = operation_span!(Level::INFO, "instance.wal_switch");
+    traced(span, &headers, async {
+        if let Err(refusal) = authorize(&shared, &headers) {
+            return refusal.into_response();
+        }
+        let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
+            Ok(client) => client,
+            Err(err) => return unavailable(err),
+        };
+        match sql::switch_wal(&client).await {
+            Ok(Some(lsn)) => Json(WalSwitchResponse { lsn }).into_response(),
+            Ok(None) => error(StatusCode::CONFLICT, "a standby cannot switch WAL"),
+            Err(err) => unavailable(err),
+        }
     })
     .await
 }

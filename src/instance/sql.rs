@@ -283,6 +283,18 @@ pub async fn drop_slot(client: &Client, slot: &str) -> Result<bool, tokio_postgr
     Ok(!dropped.is_empty())
 }
 
+/// `pg_switch_wal()` on a primary: where the WAL switched; `None` on a standby.
+pub async fn switch_wal(client: &Client) -> Result<Option<Lsn>, tokio_postgres::Error> {
+    let row = client
+        .query_one(
+            "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_switch_wal()::text END",
+            &[],
+        )
+        .await?;
+    let lsn: Option<String> = row.try_get(0)?;
+    Ok(lsn.and_then(|l| l.parse().ok()))
+}
+
 pub async fn reload(client: &Client) -> Result<(), tokio_postgres::Error> {
     client.execute("SELECT pg_reload_conf()", &[]).await?;
     Ok(())

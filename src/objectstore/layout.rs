@@ -82,6 +82,28 @@ impl WalFile {
         self.kind
     }
 
+    /// The segment that holds the byte just before `lsn` on `timeline`: the
+    /// last one a reader must have to reach `lsn` (PostgreSQL's
+    /// `XLByteToPrevSeg`, so an LSN on a segment boundary needs the segment
+    /// before it). `None` for LSN 0 or a zero segment size.
+    pub fn ending_at(timeline: u32, lsn: u64, segment_size: u64) -> Option<WalFile> {
+        if lsn == 0 || segment_size == 0 {
+            return None;
+        }
+        let number = (lsn - 1) / segment_size;
+        let per_id = 0x1_0000_0000_u64 / segment_size;
+        let name = format!(
+            "{timeline:08X}{:08X}{:08X}",
+            number / per_id,
+            number % per_id
+        );
+        Some(Self {
+            name,
+            timeline,
+            kind: WalKind::Segment,
+        })
+    }
+
     /// The segment after this one, for restore's prefetch: `segments_per_id`
     /// segments make one 4 GiB "log id" (256 with 16 MiB segments). `None` for
     /// anything but a full segment.
@@ -178,6 +200,21 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_segment_ending_at_an_lsn_is_the_one_before_a_boundary() {
+        const SIXTEEN_MIB: u64 = 16 << 20;
+        let inside = WalFile::ending_at(1, 0x3000120, SIXTEEN_MIB).expect("a segment");
+        assert_eq!(inside.name(), "000000010000000000000003");
+        let boundary = WalFile::ending_at(1, 0x4000000, SIXTEEN_MIB).expect("a segment");
+        assert_eq!(boundary.name(), "000000010000000000000003");
+        let high =
+            WalFile::ending_at(2, (0x1A << 32) | 0xFF00_0010, SIXTEEN_MIB).expect("a segment");
+        assert_eq!(high.name(), "000000020000001A000000FF");
+        let wide = WalFile::ending_at(1, 0x1_4000_0001, 1 << 30).expect("a segment");
+        assert_eq!(wide.name(), "000000010000000100000001");
+        assert_eq!(WalFile::ending_at(1, 0, SIXTEEN_MIB), None);
+    }
 
     #[test]
     fn keys_follow_the_design_layout() {

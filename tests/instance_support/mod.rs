@@ -100,7 +100,7 @@ pub fn free_port() -> u16 {
 }
 
 /// The uid/gid to run the manager as: `postgres` when the tests run as root.
-fn run_as() -> Option<(u32, u32)> {
+pub fn run_as() -> Option<(u32, u32)> {
     if !nix::unistd::geteuid().is_root() {
         return None;
     }
@@ -116,10 +116,37 @@ fn run_as() -> Option<(u32, u32)> {
 /// ETXTBSY ("text file busy").
 static EXEC_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn exec_lock() -> std::sync::MutexGuard<'static, ()> {
+pub fn exec_lock() -> std::sync::MutexGuard<'static, ()> {
     EXEC_LOCK
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Gives `path` and everything under it to the user the manager runs as.
+pub fn chown_tree(path: &Path) {
+    let Some((uid, gid)) = run_as() else {
+        return;
+    };
+    let owner = (
+        Some(nix::unistd::Uid::from_raw(uid)),
+        Some(nix::unistd::Gid::from_raw(gid)),
+    );
+    let mut pending = vec![path.to_owned()];
+    while let Some(next) = pending.pop() {
+        nix::unistd::fchownat(
+            nix::fcntl::AT_FDCWD,
+            &next,
+            owner.0,
+            owner.1,
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .expect("chown");
+        if next.is_dir() && !next.is_symlink() {
+            for entry in std::fs::read_dir(&next).expect("read_dir") {
+                pending.push(entry.expect("entry").path());
+            }
+        }
+    }
 }
 
 /// A temporary directory owned by the user the manager runs as, removed on drop.
