@@ -156,7 +156,7 @@ fn operator_exposition() -> String {
     metrics.set_databases([Some(DatabasePhase::Ready), None]);
     metrics.track_database("shop", "orders");
     metrics.failover("shop", "orders");
-    metrics.backup_finished(BackupResult::Unavailable);
+    metrics.backup_finished(BackupResult::Failed);
     metrics.set_last_backups([(
         DatabaseLabels {
             namespace: "shop".into(),

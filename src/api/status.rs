@@ -221,6 +221,9 @@ pub struct BackupStatus {
     /// Where the backup is stored (`s3://bucket/path/...`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
+    /// The instance (pod) taking or that took the backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
 }
 
 /// Phase of a Backup.

@@ -266,11 +266,13 @@ pub struct RecoverySpec {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct BackupConfig {
-    /// Cron schedule for base backups, in standard five-field form (`0 2 * * *`)
-    /// or with a leading seconds field.
+    /// Cron schedule for base backups, in UTC: crontab's five fields
+    /// (`0 2 * * *`; day of week 0-7, Sunday being 0 and 7), optionally with a
+    /// leading seconds field, or `@daily`, `@hourly`, `@weekly`, `@monthly`,
+    /// `@yearly`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
-        regex(pattern = r"^(@(yearly|annually|monthly|weekly|daily|hourly))|(\S+(\s+\S+){4,6})$"),
+        regex(pattern = r"^(@(yearly|annually|monthly|weekly|daily|hourly)|\S+(\s+\S+){4,6})$"),
         length(max = 128)
     )]
     pub schedule: Option<String>,

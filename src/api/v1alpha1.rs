@@ -54,7 +54,7 @@ pub struct DatabaseSpec {
     /// describe (`spec.backup.objectStore`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
-        regex(pattern = r"^(@(yearly|annually|monthly|weekly|daily|hourly))|(\S+(\s+\S+){4,6})$"),
+        regex(pattern = r"^(@(yearly|annually|monthly|weekly|daily|hourly)|\S+(\s+\S+){4,6})$"),
         length(max = 128)
     )]
     pub backup_schedule: Option<String>,

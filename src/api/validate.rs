@@ -71,17 +71,11 @@ impl FromStr for PgVersion {
     }
 }
 
-/// Parses a backup schedule in standard five-field cron form, or with a leading
-/// seconds field (the `cron` crate's native form).
-pub fn parse_schedule(expr: &str) -> Result<cron::Schedule, String> {
-    let fields = expr.split_whitespace().count();
-    let full = if fields == 5 {
-        format!("0 {expr}")
-    } else {
-        expr.to_owned()
-    };
-    cron::Schedule::from_str(&full)
-        .map_err(|e| format!("{expr:?} is not a valid cron schedule: {e}"))
+/// Parses a backup schedule the way the operator runs it
+/// ([`crate::backup::schedule`]: crontab's five fields, an optional leading
+/// seconds field, `@daily` and the rest, in UTC).
+pub fn parse_schedule(expr: &str) -> Result<crate::backup::schedule::Schedule, String> {
+    crate::backup::schedule::Schedule::parse(expr).map_err(|e| e.to_string())
 }
 
 /// Parses a retention such as `7d`, `12h` or `4w` into seconds.
@@ -415,6 +409,9 @@ mod tests {
         assert!(parse_schedule("30 0 2 * * *").is_ok());
         assert!(parse_schedule("@daily").is_ok());
         assert!(parse_schedule("61 * * * *").is_err());
+        // As crontab and CronJobs read them: Sunday is 0 (and 7).
+        assert!(parse_schedule("0 2 * * 0").is_ok());
+        assert!(parse_schedule("@annually").is_ok());
     }
 
     #[test]

@@ -304,7 +304,7 @@ pub struct BackupRequest {
 }
 
 /// Where a base backup run stands, as the instance that runs it knows.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum BackupRun {
     Running,

@@ -972,16 +972,44 @@ fn parameters_under_way_are_not_ready() {
 }
 
 #[test]
-fn backups_and_restores_are_refused_by_name() {
+fn schedules_retention_and_restores_are_refused_by_name() {
+    // An object store alone is in effect: archiving, Backup objects.
     let mut spec = async_spec(3);
-    spec.backup = Some(Default::default());
+    spec.backup = Some(crate::api::v1::BackupConfig {
+        object_store: Some(crate::api::v1::ObjectStore {
+            bucket: "backups".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
     let decided = plan(&spec, status(P::Ready, Some(1)).as_ref(), &healthy_three());
-    assert_eq!(condition(&decided, READY).reason, "BackupNotSupported");
+    assert!(condition(&decided, READY).status, "{decided:?}");
+
+    let mut scheduled = spec.clone();
+    if let Some(backup) = scheduled.backup.as_mut() {
+        backup.schedule = Some("0 2 * * *".into());
+    }
+    let decided = plan(
+        &scheduled,
+        status(P::Ready, Some(1)).as_ref(),
+        &healthy_three(),
+    );
+    assert_eq!(condition(&decided, READY).reason, "ScheduleNotSupported");
     assert!(
         condition(&decided, READY)
             .message
-            .starts_with("spec.backup: ")
+            .starts_with("spec.backup.schedule: ")
     );
+    let mut retained = spec.clone();
+    if let Some(backup) = retained.backup.as_mut() {
+        backup.retention = Some("7d".into());
+    }
+    let decided = plan(
+        &retained,
+        status(P::Ready, Some(1)).as_ref(),
+        &healthy_three(),
+    );
+    assert_eq!(condition(&decided, READY).reason, "RetentionNotSupported");
 
     // A new Database to be restored from a backup: nothing is created.
     let mut spec = async_spec(3);

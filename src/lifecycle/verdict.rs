@@ -202,12 +202,12 @@ mod tests {
             DatabasePhase::Scaling,
             &[
                 Verdict::progress("Scaling", "adding orders-4"),
-                Verdict::blocked("BackupNotSupported", "spec.backup: …"),
+                Verdict::blocked("ScheduleNotSupported", "spec.backup.schedule: …"),
             ],
             true,
             "",
         );
-        assert_eq!(by_type(&all, READY).reason, "BackupNotSupported");
+        assert_eq!(by_type(&all, READY).reason, "ScheduleNotSupported");
         assert!(by_type(&all, PROGRESSING).status);
         assert_eq!(by_type(&all, PROGRESSING).reason, "Scaling");
     }

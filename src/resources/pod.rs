@@ -20,7 +20,7 @@ use kube::ResourceExt;
 use super::secret::{PASSWORD_KEY, SecretKind};
 use super::{BuildConfig, hash, image, labels, names, object_meta};
 use crate::api::status::InstanceRole;
-use crate::api::v1::{Database, InitdbSpec, ReplicationMode};
+use crate::api::v1::{Database, InitdbSpec, ObjectStore, ReplicationMode};
 use crate::contract::{Bootstrap, env};
 
 /// Annotation holding [`spec_hash`] of the pod's spec as built. The controller
@@ -233,7 +233,7 @@ fn env(db: &Database, db_name: &str, instance: &str) -> Vec<EnvVar> {
             .collect(),
     )
     .to_string();
-    vec![
+    let mut vars = vec![
         field_env(env::POD_NAME, "metadata.name"),
         field_env(env::POD_NAMESPACE, "metadata.namespace"),
         field_env(
@@ -256,7 +256,50 @@ fn env(db: &Database, db_name: &str, instance: &str) -> Vec<EnvVar> {
             &db.spec.replication.min_sync_replicas.to_string(),
         ),
         value_env(env::PARAMETERS, &parameters),
-    ]
+    ];
+    if let Some(store) = db
+        .spec
+        .backup
+        .as_ref()
+        .and_then(|b| b.object_store.as_ref())
+    {
+        vars.extend(objectstore_env(store));
+    }
+    vars
+}
+
+/// `spec.backup.objectStore` for `tusk wal-archive`, `wal-restore` and base
+/// backups; its presence turns WAL archiving on. The credentials stay in
+/// their Secret: the kubelet resolves them.
+fn objectstore_env(store: &ObjectStore) -> Vec<EnvVar> {
+    let mut vars = vec![value_env(env::OBJECTSTORE_BUCKET, &store.bucket)];
+    let optional = [
+        (env::OBJECTSTORE_PATH, &store.path),
+        (env::OBJECTSTORE_ENDPOINT, &store.endpoint),
+        (env::OBJECTSTORE_REGION, &store.region),
+    ];
+    for (name, value) in optional {
+        if let Some(value) = value {
+            vars.push(value_env(name, value));
+        }
+    }
+    if let Some(secret) = &store.credentials_secret {
+        for key in [env::ACCESS_KEY_ID, env::SECRET_ACCESS_KEY] {
+            vars.push(EnvVar {
+                name: key.to_owned(),
+                value: None,
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: secret.clone(),
+                        key: key.to_owned(),
+                        optional: None,
+                    }),
+                    ..EnvVarSource::default()
+                }),
+            });
+        }
+    }
+    vars
 }
 
 fn value_env(name: &str, value: &str) -> EnvVar {
@@ -689,6 +732,49 @@ mod tests {
         assert_eq!(value(&env, "TUSK_SYNC_MODE"), "async");
         assert_eq!(value(&env, "TUSK_MIN_SYNC"), "1");
         assert_eq!(value(&env, "TUSK_PARAMETERS"), "{}");
+        assert!(
+            !env.keys()
+                .any(|k| k.starts_with("TUSK_OBJECTSTORE") || k.starts_with("AWS_")),
+            "no store, no store settings: {:?}",
+            env.keys()
+        );
+    }
+
+    #[test]
+    fn an_object_store_reaches_the_manager_with_credentials_from_their_secret() {
+        let mut db = sample_database();
+        db.spec.backup = Some(crate::api::v1::BackupConfig {
+            object_store: Some(ObjectStore {
+                bucket: "backups".into(),
+                path: Some("team".into()),
+                endpoint: Some("http://s3.store.svc:7070".into()),
+                region: None,
+                credentials_secret: Some("s3-creds".into()),
+            }),
+            ..Default::default()
+        });
+        let env = env_map(&postgres(&instance_pod(
+            &db,
+            1,
+            InstanceRole::Primary,
+            &config(),
+        )));
+        assert_eq!(value(&env, "TUSK_OBJECTSTORE_BUCKET"), "backups");
+        assert_eq!(value(&env, "TUSK_OBJECTSTORE_PATH"), "team");
+        assert_eq!(
+            value(&env, "TUSK_OBJECTSTORE_ENDPOINT"),
+            "http://s3.store.svc:7070"
+        );
+        assert!(!env.contains_key("TUSK_OBJECTSTORE_REGION"));
+        for key in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] {
+            let reference = env[key]
+                .value_from
+                .as_ref()
+                .and_then(|s| s.secret_key_ref.as_ref())
+                .map(|r| (r.name.as_str(), r.key.as_str()));
+            assert_eq!(reference, Some(("s3-creds", key)), "{key}");
+            assert_eq!(env[key].value, None, "{key} is written into the pod");
+        }
     }
 
     /// The checks of Pod Security "restricted" (v1.34) that a pod spec can fail.

@@ -54,26 +54,17 @@ pub enum BackupResult {
     Completed,
     /// Started and did not complete.
     Failed,
-    /// Valid, but this build cannot take backups (object storage support is
-    /// still to come), so it was never started.
-    Unavailable,
     /// Refused for an invalid spec.
     Invalid,
 }
 
 impl BackupResult {
-    pub const ALL: [BackupResult; 4] = [
-        Self::Completed,
-        Self::Failed,
-        Self::Unavailable,
-        Self::Invalid,
-    ];
+    pub const ALL: [BackupResult; 3] = [Self::Completed, Self::Failed, Self::Invalid];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Completed => "completed",
             Self::Failed => "failed",
-            Self::Unavailable => "unavailable",
             Self::Invalid => "invalid",
         }
     }
@@ -425,7 +416,7 @@ mod tests {
         metrics.set_leader(true);
         metrics.set_queue_depth("database", 3);
         metrics.failover("shop", "orders");
-        metrics.backup_finished(BackupResult::Unavailable);
+        metrics.backup_finished(BackupResult::Completed);
         metrics.set_last_backups([(database_labels("shop", "orders"), 1_700_000_000.5)]);
         let text = openmetrics(&registry);
         for line in [
@@ -435,8 +426,7 @@ mod tests {
             "tusk_leader 1",
             "tusk_work_queue_depth{controller=\"database\"} 3",
             "tusk_failovers_total{namespace=\"shop\",database=\"orders\"} 1",
-            "tusk_backups_total{result=\"unavailable\"} 1",
-            "tusk_backups_total{result=\"completed\"} 0",
+            "tusk_backups_total{result=\"completed\"} 1",
             "tusk_backups_total{result=\"failed\"} 0",
             "tusk_backups_total{result=\"invalid\"} 0",
             "tusk_backup_last_success_timestamp_seconds{namespace=\"shop\",database=\"orders\"} 1700000000.5",

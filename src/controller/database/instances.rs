@@ -18,8 +18,9 @@ use serde::de::DeserializeOwned;
 use tracing::{Instrument, Span, field, info_span};
 
 use crate::contract::{
-    DropSlotRequest, DropSlotResponse, ErrorBody, PORT, PasswordRequest, PasswordResponse,
-    ReloadRequest, ReloadResponse, RestartResponse, Status, SyncResponse, SyncSettings, path,
+    BackupRequest, BackupState, Backups, DropSlotRequest, DropSlotResponse, ErrorBody, PORT,
+    PasswordRequest, PasswordResponse, ReloadRequest, ReloadResponse, RestartResponse, Status,
+    SyncResponse, SyncSettings, WalSwitchResponse, path,
 };
 use crate::error::Category;
 use crate::telemetry;
@@ -38,6 +39,8 @@ pub enum Call {
     Restart,
     DropSlot(DropSlotRequest),
     Password(PasswordRequest),
+    Backup(BackupRequest),
+    WalSwitch,
 }
 
 impl Call {
@@ -48,6 +51,8 @@ impl Call {
             Call::Restart => path::RESTART,
             Call::DropSlot(_) => path::DROP_SLOT,
             Call::Password(_) => path::PASSWORD,
+            Call::Backup(_) => path::BACKUPS,
+            Call::WalSwitch => path::WAL_SWITCH,
         }
     }
 
@@ -57,7 +62,8 @@ impl Call {
             Call::Sync(request) => serde_json::to_vec(request)?,
             Call::DropSlot(request) => serde_json::to_vec(request)?,
             Call::Password(request) => serde_json::to_vec(request)?,
-            Call::Restart => b"{}".to_vec(),
+            Call::Backup(request) => serde_json::to_vec(request)?,
+            Call::Restart | Call::WalSwitch => b"{}".to_vec(),
         };
         Ok(Bytes::from(json))
     }
@@ -71,6 +77,8 @@ pub enum Answer {
     Restart(RestartResponse),
     DropSlot(DropSlotResponse),
     Password(PasswordResponse),
+    Backup(BackupState),
+    WalSwitch(WalSwitchResponse),
 }
 
 /// Why a call to an instance manager failed.
@@ -137,6 +145,9 @@ pub trait Instances: Send + Sync {
     /// `GET /status` of the manager at `pod_ip`.
     fn status<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Status, CallError>>;
 
+    /// `GET /backups`: the base backup runs the manager at `pod_ip` knows.
+    fn backups<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Backups, CallError>>;
+
     /// A mutating `call` with the bearer `token`.
     fn call<'a>(
         &'a self,
@@ -193,6 +204,23 @@ impl Instances for HttpInstances {
         )
     }
 
+    fn backups<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Backups, CallError>> {
+        let span = call_span("backups", pod_ip);
+        Box::pin(
+            async move {
+                let url = url(pod_ip, path::BACKUPS);
+                let answer = async {
+                    let body = self
+                        .send(Method::GET, &url, None, Bytes::new(), STATUS_TIMEOUT)
+                        .await?;
+                    decode(&url, &body)
+                };
+                recorded(answer.await)
+            }
+            .instrument(span),
+        )
+    }
+
     fn call<'a>(
         &'a self,
         pod_ip: &'a str,
@@ -217,6 +245,8 @@ impl Instances for HttpInstances {
                         Call::Restart => Answer::Restart(decode(&url, &reply)?),
                         Call::DropSlot(_) => Answer::DropSlot(decode(&url, &reply)?),
                         Call::Password(_) => Answer::Password(decode(&url, &reply)?),
+                        Call::Backup(_) => Answer::Backup(decode(&url, &reply)?),
+                        Call::WalSwitch => Answer::WalSwitch(decode(&url, &reply)?),
                     })
                 };
                 recorded(answer.await)
