@@ -481,16 +481,7 @@ fn add_dir(
     files: &mut u64,
     top: bool,
 ) -> Result<(), Error> {
-    let read = |source| Error::Read {
-        path: dir.to_owned(),
-        source,
-    };
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .map_err(read)?
-        .collect::<Result<_, _>>()
-        .map_err(read)?;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
+    for entry in sorted_entries(dir)? {
         let name = entry.file_name();
         let name_str = name.to_string_lossy();
         let path = entry.path();

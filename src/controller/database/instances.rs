@@ -188,37 +188,11 @@ fn call_span(op: &str, pod_ip: &str) -> Span {
 
 impl Instances for HttpInstances {
     fn status<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Status, CallError>> {
-        let span = call_span("status", pod_ip);
-        Box::pin(
-            async move {
-                let url = url(pod_ip, path::STATUS);
-                let answer = async {
-                    let body = self
-                        .send(Method::GET, &url, None, Bytes::new(), STATUS_TIMEOUT)
-                        .await?;
-                    decode(&url, &body)
-                };
-                recorded(answer.await)
-            }
-            .instrument(span),
-        )
+        Box::pin(self.read("status", pod_ip, path::STATUS))
     }
 
     fn backups<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Backups, CallError>> {
-        let span = call_span("backups", pod_ip);
-        Box::pin(
-            async move {
-                let url = url(pod_ip, path::BACKUPS);
-                let answer = async {
-                    let body = self
-                        .send(Method::GET, &url, None, Bytes::new(), STATUS_TIMEOUT)
-                        .await?;
-                    decode(&url, &body)
-                };
-                recorded(answer.await)
-            }
-            .instrument(span),
-        )
+        Box::pin(self.read("backups", pod_ip, path::BACKUPS))
     }
 
     fn call<'a>(
@@ -257,6 +231,28 @@ impl Instances for HttpInstances {
 }
 
 impl HttpInstances {
+    /// An open `GET` of `path`, bounded like a status poll.
+    async fn read<T: DeserializeOwned>(
+        &self,
+        op: &str,
+        pod_ip: &str,
+        path: &str,
+    ) -> Result<T, CallError> {
+        let url = url(pod_ip, path);
+        async {
+            let answer = async {
+                let body = self
+                    .send(Method::GET, &url, None, Bytes::new(), STATUS_TIMEOUT)
+                    .await?;
+                decode(&url, &body)
+            };
+            // Inside the span: a failure marks the call's span, not the reconcile's.
+            recorded(answer.await)
+        }
+        .instrument(call_span(op, pod_ip))
+        .await
+    }
+
     async fn send(
         &self,
         method: Method,
