@@ -52,7 +52,7 @@ use tusk::api::status::DatabasePhase;
 use tusk::api::v1::Database;
 use tusk_e2e::{
     ClusterAccess, MANAGER, OPERATOR_NAMESPACE, Result, apply_value, database, dump, lock_cluster,
-    panic_message, repo_path, wait_for, wait_ready,
+    panic_message, pod_finished, repo_path, wait_for, wait_ready,
 };
 
 const CSV: &str = "tusk.v0.1.0";
@@ -872,11 +872,14 @@ async fn run(
         let selector = ListParams::default().labels(&pod_selector(operator));
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
+            // A finished pod (an evicted one, one the node's restart ended)
+            // runs nothing; the ReplicaSet leaves it to garbage collection.
             let left: Vec<String> = pods
                 .list(&selector)
                 .await?
                 .items
                 .iter()
+                .filter(|p| !pod_finished(p))
                 .map(ResourceExt::name_any)
                 .collect();
             if left.is_empty() {
