@@ -393,6 +393,7 @@ fn the_pod_monitor_scrapes_the_instance_managers_port() {
         tusk_image: "tusk".into(),
         image_pull_policy: None,
         instance_env: Vec::new(),
+        default_store: None,
     };
     let monitor = yaml("config/monitoring/podmonitor.yaml");
     assert_eq!(monitor["kind"], "PodMonitor");

@@ -5,6 +5,7 @@ pub mod conversion;
 pub mod crd;
 pub mod quantity;
 pub mod status;
+pub mod store;
 pub mod v1;
 pub mod v1alpha1;
 pub mod validate;

@@ -42,8 +42,6 @@ pub use super::status::{
 )]
 #[x_kube(validation = Rule::new("!has(oldSelf.bootstrap) && !has(self.bootstrap) || has(oldSelf.bootstrap) && has(self.bootstrap) && self.bootstrap == oldSelf.bootstrap").message("spec.bootstrap is immutable: it only applies when the database is first created").field_path(".bootstrap"))]
 #[x_kube(validation = Rule::new("!has(self.replication) || self.replication.mode != 'sync' || self.replication.minSyncReplicas < self.instances").message("spec.replication.minSyncReplicas must be lower than spec.instances: sync replication needs that many standbys besides the primary").field_path(".replication.minSyncReplicas"))]
-#[x_kube(validation = Rule::new("!has(self.backup) || !has(self.backup.schedule) || has(self.backup.objectStore)").message("spec.backup.objectStore is required when spec.backup.schedule is set").field_path(".backup.objectStore"))]
-#[x_kube(validation = Rule::new("!has(self.backup) || !has(self.backup.retention) || has(self.backup.objectStore)").message("spec.backup.objectStore is required when spec.backup.retention is set").field_path(".backup.objectStore"))]
 #[serde(rename_all = "camelCase")]
 pub struct DatabaseSpec {
     /// PostgreSQL major version ("17") or major.minor ("17.2"). The image is derived

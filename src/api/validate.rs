@@ -185,7 +185,9 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
         {
             errors.push(FieldError::new(
                 "spec.backup.objectStore",
-                "is required when spec.backup.schedule or spec.backup.retention is set",
+                "is required when spec.backup.schedule or spec.backup.retention is set: \
+                 set spec.backup.objectStore, or install the operator with a default object store \
+                 (Helm value defaultObjectStore; TUSK_DEFAULT_OBJECTSTORE_BUCKET in the Subscription's config.env)",
             ));
         }
     }

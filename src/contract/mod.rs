@@ -170,6 +170,40 @@ pub struct PgStatus {
     /// A primary's physical replication slots that no walsender uses.
     #[serde(default)]
     pub inactive_slots: Vec<String>,
+    /// A primary's WAL archiving, when `archive_mode` is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archiver: Option<Archiver>,
+}
+
+/// `pg_stat_archiver`, and what `tusk wal-archive` last said when it failed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Archiver {
+    pub archived_count: i64,
+    pub failed_count: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_archived_wal: Option<String>,
+    /// Unix seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_archived_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_wal: Option<String>,
+    /// Unix seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_at: Option<i64>,
+    /// The error of the last `tusk wal-archive` that failed, until one succeeds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+impl Archiver {
+    /// The last attempt failed: a failure and no success since.
+    pub fn failing(&self) -> bool {
+        match (self.last_failed_at, self.last_archived_at) {
+            (Some(failed), Some(archived)) => failed >= archived,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
 }
 
 impl PgStatus {
@@ -393,6 +427,7 @@ mod tests {
                 version_num: 170_006,
                 pending_restart: false,
                 inactive_slots: Vec::new(),
+                archiver: None,
             },
             ready: true,
             parameters: BTreeMap::from([("work_mem".into(), "8MB".into())]),

@@ -26,6 +26,7 @@ use super::conditions::{self, Desired, READY};
 use super::database::instances::{Answer, Call};
 use super::{Change, Context, FIELD_MANAGER, FINALIZER, key_of, namespace_of, reconciled};
 use crate::api::status::{BackupPhase, BackupStatus};
+use crate::api::store;
 use crate::api::v1::{Backup, BackupTarget, Database};
 use crate::api::validate::{self, FieldError};
 use crate::contract::{BackupRequest, BackupRun, BackupStage, BackupState, Role};
@@ -395,7 +396,8 @@ async fn apply(
     let database = databases
         .get_opt(&backup.spec.database)
         .await
-        .map_err(Error::kube("reading the Backup's Database"))?;
+        .map_err(Error::kube("reading the Backup's Database"))?
+        .map(|db| store::with_default(&db, ctx.build.default_store.as_ref()));
     let errors = validate::backup(backup, database.as_ref());
     let now = Time(Timestamp::now());
     let generation = backup.metadata.generation;

@@ -348,6 +348,7 @@ mod tests {
             tusk_image: "tusk".into(),
             image_pull_policy: None,
             instance_env: Vec::new(),
+            default_store: None,
         };
         Context::new(
             Client::new(service, "default"),

@@ -139,7 +139,17 @@ async fn current_status(shared: &Shared) -> Result<Status, Response> {
     let client = sql::connect_local(&shared.config.socket_dir, shared.config.port)
         .await
         .map_err(unavailable)?;
-    let postgres = sql::status(&client).await.map_err(unavailable)?;
+    let mut postgres = sql::status(&client).await.map_err(unavailable)?;
+    if let Some(archiver) = &mut postgres.archiver
+        && archiver.failing()
+    {
+        archiver.last_error = std::fs::read_to_string(crate::wal::archive_error_file(
+            &shared.config.pgdata,
+        ))
+        .ok()
+        .map(|text| text.trim().to_owned())
+        .filter(|text| !text.is_empty());
+    }
     let ready =
         is_set(&shared.running) && (postgres.role == Role::Replica || is_set(&shared.setup_done));
     Ok(Status {

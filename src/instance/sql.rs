@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio_postgres::{Client, NoTls};
 
-use crate::contract::{Credential, Lsn, PgStatus, Role};
+use crate::contract::{Archiver, Credential, Lsn, PgStatus, Role};
 use crate::postgres::identifiers::{quote_ident, quote_literal};
 use crate::postgres::{REPLICATION_USER, SUPERUSER};
 
@@ -209,6 +209,7 @@ pub async fn status(client: &Client) -> Result<PgStatus, tokio_postgres::Error> 
         version_num: row.try_get(2)?,
         pending_restart: row.try_get(4)?,
         inactive_slots: Vec::new(),
+        archiver: None,
     };
     if in_recovery {
         let row = client
@@ -252,8 +253,34 @@ pub async fn status(client: &Client) -> Result<PgStatus, tokio_postgres::Error> 
             .iter()
             .map(|row| row.try_get(0))
             .collect::<Result<_, _>>()?;
+        status.archiver = archiver(client).await?;
     }
     Ok(status)
+}
+
+/// `pg_stat_archiver` when `archive_mode` is on.
+async fn archiver(client: &Client) -> Result<Option<Archiver>, tokio_postgres::Error> {
+    let row = client
+        .query_one(
+            "SELECT current_setting('archive_mode') <> 'off', archived_count, failed_count, \
+                    last_archived_wal, EXTRACT(EPOCH FROM last_archived_time)::bigint, \
+                    last_failed_wal, EXTRACT(EPOCH FROM last_failed_time)::bigint \
+             FROM pg_stat_archiver",
+            &[],
+        )
+        .await?;
+    if !row.try_get::<_, bool>(0)? {
+        return Ok(None);
+    }
+    Ok(Some(Archiver {
+        archived_count: row.try_get(1)?,
+        failed_count: row.try_get(2)?,
+        last_archived_wal: row.try_get(3)?,
+        last_archived_at: row.try_get(4)?,
+        last_failed_wal: row.try_get(5)?,
+        last_failed_at: row.try_get(6)?,
+        last_error: None,
+    }))
 }
 
 /// A WAL position as PostgreSQL prints it; `None` for NULL (nothing received

@@ -21,7 +21,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
-use crate::api::v1::{Backup, Database};
+use crate::api::v1::{Backup, Database, ObjectStore};
 use crate::controller::{self, Context, backup, database};
 use crate::resources::{BuildConfig, labels};
 use crate::telemetry::{self, metrics::Metrics};
@@ -107,6 +107,44 @@ pub struct OperatorConfig {
     /// `imagePullPolicy` of the containers Tusk creates; the cluster default when unset.
     #[arg(long, env = "TUSK_IMAGE_PULL_POLICY")]
     pub image_pull_policy: Option<String>,
+
+    #[command(flatten)]
+    pub default_store: DefaultStoreArgs,
+}
+
+/// The object store of Databases that set `spec.backup.schedule` or
+/// `retention` without `objectStore`; none when the bucket is empty.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct DefaultStoreArgs {
+    /// Bucket of the default object store.
+    #[arg(long = "default-store-bucket", env = "TUSK_DEFAULT_OBJECTSTORE_BUCKET", default_value = "")]
+    pub bucket: String,
+    /// Key prefix; each namespace's Databases go under `<prefix>/<namespace>`.
+    #[arg(long = "default-store-path", env = "TUSK_DEFAULT_OBJECTSTORE_PATH")]
+    pub path: Option<String>,
+    /// Endpoint URL (S3-compatible stores other than AWS).
+    #[arg(long = "default-store-endpoint", env = "TUSK_DEFAULT_OBJECTSTORE_ENDPOINT")]
+    pub endpoint: Option<String>,
+    /// Region of the bucket.
+    #[arg(long = "default-store-region", env = "TUSK_DEFAULT_OBJECTSTORE_REGION")]
+    pub region: Option<String>,
+    /// Secret with `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, looked up
+    /// in each Database's own namespace (pods read it there).
+    #[arg(long = "default-store-credentials-secret", env = "TUSK_DEFAULT_OBJECTSTORE_CREDENTIALS_SECRET")]
+    pub credentials_secret: Option<String>,
+}
+
+impl DefaultStoreArgs {
+    pub fn store(&self) -> Option<ObjectStore> {
+        let set = |value: &Option<String>| value.clone().filter(|v| !v.is_empty());
+        (!self.bucket.is_empty()).then(|| ObjectStore {
+            bucket: self.bucket.clone(),
+            path: set(&self.path),
+            endpoint: set(&self.endpoint),
+            region: set(&self.region),
+            credentials_secret: set(&self.credentials_secret),
+        })
+    }
 }
 
 impl OperatorConfig {
@@ -116,6 +154,7 @@ impl OperatorConfig {
             tusk_image: self.tusk_image.clone(),
             image_pull_policy: self.image_pull_policy.clone().filter(|p| !p.is_empty()),
             instance_env: instance_otel_env(|name| std::env::var(name).ok()),
+            default_store: self.default_store.store(),
         }
     }
 }
@@ -333,6 +372,7 @@ async fn start_webhooks(
     };
     let state = WebhookState {
         client: Some(client.clone()),
+        default_store: config.default_store.store(),
     };
     let addr = config.webhook_addr;
     tokio::spawn(async move {

@@ -47,7 +47,7 @@ pub use service::services;
 
 /// Operator-wide settings the builders need besides the Database itself (from the
 /// operator's command line or environment).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct BuildConfig {
     /// Repository of the PostgreSQL image when `spec.image` is unset, without a
     /// tag: `postgres`, `docker.io/library/postgres`, `localhost/postgres`. The
@@ -62,6 +62,8 @@ pub struct BuildConfig {
     /// Extra environment for every instance manager, in order: the operator's
     /// OpenTelemetry settings, so instance operations join the operator's traces.
     pub instance_env: Vec<(String, String)>,
+    /// The operator's default object store (see [`crate::api::store`]).
+    pub default_store: Option<crate::api::v1::ObjectStore>,
 }
 
 /// The controller owner reference every child of `db` carries. `blockOwnerDeletion`

@@ -461,6 +461,7 @@ mod tests {
             tusk_image: "localhost/tusk:dev".into(),
             image_pull_policy: Some("IfNotPresent".into()),
             instance_env: Vec::new(),
+            default_store: None,
         }
     }
 

@@ -15,6 +15,7 @@ fn config() -> BuildConfig {
         tusk_image: "localhost/tusk:dev".into(),
         image_pull_policy: Some("IfNotPresent".into()),
         instance_env: Vec::new(),
+        default_store: None,
     }
 }
 

@@ -87,6 +87,13 @@ pub fn default_spool(pgdata: &Path) -> PathBuf {
     pgdata.parent().unwrap_or(pgdata).join("tusk-wal-spool")
 }
 
+/// Where `tusk wal-archive` leaves the error of its last call while archiving
+/// fails, for the instance manager to report; beside the data directory, so
+/// base backups do not carry it.
+pub fn archive_error_file(pgdata: &Path) -> PathBuf {
+    pgdata.parent().unwrap_or(pgdata).join("tusk-wal-archive.error")
+}
+
 /// Compresses `data` for the store.
 pub fn compress(data: &[u8]) -> io::Result<Vec<u8>> {
     zstd::bulk::compress(data, ZSTD_LEVEL)
@@ -119,8 +126,26 @@ impl Archive {
     }
 
     /// `archive_command`: `path` as PostgreSQL gives it (`%p`, relative to
-    /// the data directory, or absolute).
+    /// the data directory, or absolute). A failure's message is left in
+    /// [`archive_error_file`] until a call succeeds.
     pub async fn archive(&self, path: &Path) -> Result<Archived, Error> {
+        let result = self.archive_files(path).await;
+        let record = archive_error_file(&self.pgdata);
+        // Best effort: the outcome for PostgreSQL is the result, not the note.
+        match &result {
+            Ok(_) => {
+                if record.exists() {
+                    let _ = std::fs::remove_file(&record);
+                }
+            }
+            Err(error) => {
+                let _ = std::fs::write(&record, error.to_string());
+            }
+        }
+        result
+    }
+
+    async fn archive_files(&self, path: &Path) -> Result<Archived, Error> {
         let path = self.pgdata.join(path);
         let name = path
             .file_name()

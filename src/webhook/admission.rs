@@ -7,7 +7,8 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use serde::de::DeserializeOwned;
 
-use crate::api::v1::{Backup, Database};
+use crate::api::store;
+use crate::api::v1::{Backup, Database, ObjectStore};
 use crate::api::validate::{self, FieldError};
 
 fn decode<T: DeserializeOwned>(object: Option<&DynamicObject>, what: &str) -> Result<T, String> {
@@ -58,13 +59,17 @@ pub fn database_warnings(old: &Database, new: &Database) -> Vec<String> {
     warnings
 }
 
-/// The decision for one Database request (pure).
-pub fn review_database(request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+/// The decision for one Database request (pure), `default_store` being the
+/// operator's default object store.
+pub fn review_database(
+    request: &AdmissionRequest<DynamicObject>,
+    default_store: Option<&ObjectStore>,
+) -> AdmissionResponse {
     let response = AdmissionResponse::from(request);
     match request.operation {
         Operation::Create => match decode::<Database>(request.object.as_ref(), "object") {
             Ok(db) => {
-                let errors = validate::database(&db);
+                let errors = validate::database(&store::with_default(&db, default_store));
                 if errors.is_empty() {
                     response
                 } else {
@@ -82,7 +87,10 @@ pub fn review_database(request: &AdmissionRequest<DynamicObject>) -> AdmissionRe
                     if request.sub_resource.is_some() || old.spec == new.spec {
                         return response;
                     }
-                    let errors = validate::database_update(&old, &new);
+                    let errors = validate::database_update(
+                        &store::with_default(&old, default_store),
+                        &store::with_default(&new, default_store),
+                    );
                     if errors.is_empty() {
                         with_warnings(response, database_warnings(&old, &new))
                     } else {
@@ -184,7 +192,7 @@ mod tests {
 
     #[test]
     fn a_valid_create_is_allowed() {
-        let response = review_database(&review("CREATE", db_json(|_| {}), None));
+        let response = review_database(&review("CREATE", db_json(|_| {}), None), None);
         assert!(response.allowed);
         assert_eq!(response.uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
     }
@@ -220,7 +228,7 @@ mod tests {
             db.spec.version = "15".into();
             db.spec.storage.size = "100Mi".into();
         });
-        let response = review_database(&review("UPDATE", new, Some(old)));
+        let response = review_database(&review("UPDATE", new, Some(old)), None);
         assert!(!response.allowed);
         assert!(
             response
@@ -244,7 +252,7 @@ mod tests {
     fn scaling_down_is_allowed_with_a_warning() {
         let old = db_json(|_| {});
         let new = db_json(|db| db.spec.instances = 1);
-        let response = review_database(&review("UPDATE", new, Some(old)));
+        let response = review_database(&review("UPDATE", new, Some(old)), None);
         assert!(response.allowed);
         let warnings = response.warnings.unwrap();
         assert!(
@@ -261,7 +269,7 @@ mod tests {
 
     #[test]
     fn deletes_are_always_allowed() {
-        assert!(review_database(&review("DELETE", Value::Null, Some(db_json(|_| {})))).allowed);
+        assert!(review_database(&review("DELETE", Value::Null, Some(db_json(|_| {}))), None).allowed);
     }
 
     #[test]
@@ -289,7 +297,7 @@ mod tests {
             "CREATE",
             json!({"apiVersion": "tusk.dev/v1", "kind": "Database", "metadata": {"name": "x"}, "spec": {"version": 17}}),
             None,
-        ));
+        ), None);
         assert!(!response.allowed);
         assert!(
             response

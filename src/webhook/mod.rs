@@ -23,13 +23,17 @@ use kube::core::conversion::ConversionReview;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::api::v1::Database;
+use crate::api::store;
+use crate::api::v1::{Database, ObjectStore};
 pub use error::Error;
 
 #[derive(Clone)]
 pub struct WebhookState {
     /// Reads the Database a Backup names; `None` in tests without an API server.
     pub client: Option<Client>,
+    /// The operator's default object store: a schedule or retention without
+    /// `objectStore` is valid when there is one.
+    pub default_store: Option<ObjectStore>,
 }
 
 pub fn router(state: WebhookState) -> Router {
@@ -45,10 +49,13 @@ async fn convert(Json(review): Json<ConversionReview>) -> Json<ConversionReview>
 }
 
 async fn validate_database(
+    State(state): State<WebhookState>,
     Json(review): Json<AdmissionReview<DynamicObject>>,
 ) -> Json<AdmissionReview<DynamicObject>> {
     Json(match admission::request_of(review) {
-        Ok(request) => admission::review_database(&request).into_review(),
+        Ok(request) => {
+            admission::review_database(&request, state.default_store.as_ref()).into_review()
+        }
         Err(message) => admission::unusable(message),
     })
 }
@@ -69,7 +76,7 @@ async fn validate_backup(
         (Some(client), Some(name), Some(namespace)) => {
             let api: Api<Database> = Api::namespaced(client.clone(), namespace);
             match api.get_opt(&name).await {
-                Ok(db) => db,
+                Ok(db) => db.map(|db| store::with_default(&db, state.default_store.as_ref())),
                 Err(e) => {
                     warn!(error = %e, "cannot read the Database a Backup names");
                     let response = kube::core::admission::AdmissionResponse::from(&request)
@@ -161,7 +168,7 @@ mod tests {
         let server = tokio::spawn(serve(
             addr,
             tls.clone(),
-            WebhookState { client: None },
+            WebhookState { client: None, default_store: None },
             shutdown,
         ));
         for _ in 0..100 {
@@ -302,7 +309,7 @@ mod fuzz {
             // Arbitrary JSON may not even be an object; the server answers those with a 4xx before any handler runs.
             let Ok(review) = serde_json::from_value::<AdmissionReview<DynamicObject>>(review) else { return Ok(()) };
             let Ok(request) = admission::request_of(review) else { return Ok(()) };
-            let response = admission::review_database(&request);
+            let response = admission::review_database(&request, None);
             prop_assert_eq!(&response.uid, "u");
             let _ = admission::review_backup(&request, None);
         }

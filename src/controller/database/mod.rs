@@ -25,6 +25,7 @@ use tracing::{Span, debug, field, info, instrument, warn};
 
 use super::{Change, Context, FINALIZER, conditions, key_of, namespace_of, reconciled};
 use crate::api::status::DatabasePhase;
+use crate::api::store;
 use crate::api::v1::Database;
 use crate::controller::Error;
 use crate::lifecycle::{self, Verdict};
@@ -80,6 +81,8 @@ async fn pass(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, Error> {
 }
 
 async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Action, Error> {
+    // Everything below (validation, pods, backups) sees the store in effect.
+    let db = &store::with_default(db, ctx.build.default_store.as_ref());
     let name = db.name_any();
     let namespace = namespace_of(db)?;
     ctx.metrics.track_database(&namespace, &name);

@@ -33,6 +33,7 @@ pub(super) fn context() -> (Arc<Context>, Handle) {
         tusk_image: "localhost/tusk:dev".into(),
         image_pull_policy: Some("IfNotPresent".into()),
         instance_env: Vec::new(),
+        default_store: None,
     };
     (Context::new(client, metrics, reporter, build), handle)
 }
