@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::arbitrary::sample_database;
-use super::v1::{self, BackupConfig, ObjectStore, ReplicationMode};
+use super::v1::{self, BackupConfig, ReplicationMode};
 
 fn cel_messages(result: Result<(), kube::core::cel::ValidationErrors>) -> String {
     match result {
@@ -45,9 +45,9 @@ fn a_schedule_without_a_store_is_left_to_the_webhook() {
     assert_eq!(cel_messages(db.validate_cel()), "");
     let errors = crate::api::validate::database(&db);
     assert!(
-        errors
-            .iter()
-            .any(|e| e.path == "spec.backup.objectStore" && e.message.contains("defaultObjectStore")),
+        errors.iter().any(
+            |e| e.path == "spec.backup.objectStore" && e.message.contains("defaultObjectStore")
+        ),
         "{errors:?}"
     );
 }

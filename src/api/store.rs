@@ -70,7 +70,11 @@ mod tests {
     #[test]
     fn the_default_serves_a_schedule_without_a_store_under_the_namespace() {
         let db = with_default(&scheduled(None), Some(&default_store()));
-        let store = db.spec.backup.and_then(|b| b.object_store).expect("a store");
+        let store = db
+            .spec
+            .backup
+            .and_then(|b| b.object_store)
+            .expect("a store");
         assert_eq!(store.bucket, "fleet");
         assert_eq!(store.path.as_deref(), Some("pg/shop"));
         assert_eq!(store.credentials_secret.as_deref(), Some("s3-creds"));

@@ -1,11 +1,12 @@
 //! Base backups: what one is ([`manifest`]), when the next is due
-//! ([`schedule`]), which ones and which WAL may go ([`retention`]), and taking
-//! one from a running PostgreSQL ([`take`]).
+//! ([`schedule`]), which ones and which WAL may go ([`retention`]), taking
+//! one from a running PostgreSQL ([`take`]) and pruning the store ([`prune`]).
 //!
-//! Everything but `take` is pure; `take` is the in-pod side the instance
-//! manager runs.
+//! Everything but `take` and `prune` is pure; those two are the in-pod side
+//! the instance manager runs.
 
 pub mod manifest;
+pub mod prune;
 pub mod retention;
 pub mod schedule;
 pub mod take;

@@ -51,6 +51,9 @@ pub mod path {
     pub const BACKUPS: &str = "/backups";
     /// `POST` (no body), on a primary → [`super::WalSwitchResponse`].
     pub const WAL_SWITCH: &str = "/wal/switch";
+    /// `POST` [`super::RetentionRequest`] → [`super::RetentionReport`]: prune
+    /// the object store by the recovery window.
+    pub const RETENTION: &str = "/retention";
 }
 
 /// Which role an instance plays. The same type is the API's `InstanceRole`.
@@ -397,6 +400,28 @@ pub struct Backups {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct WalSwitchResponse {
     pub lsn: Lsn,
+}
+
+/// `POST /retention`: keep every moment of the last `window_seconds`
+/// restorable and remove the rest of this system's backups and WAL.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RetentionRequest {
+    pub window_seconds: u64,
+}
+
+/// What a retention pass removed and kept (backup ids).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RetentionReport {
+    /// Completed backups removed, oldest first.
+    pub removed: Vec<String>,
+    /// Completed backups kept, oldest first; the last is the newest.
+    pub kept: Vec<String>,
+    /// Backups without a manifest (interrupted) that were removed.
+    pub interrupted_removed: Vec<String>,
+    /// WAL files removed.
+    pub wal_removed: usize,
+    /// Keys deleted in all.
+    pub deleted: usize,
 }
 
 /// Every error answer's body.

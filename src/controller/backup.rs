@@ -5,7 +5,6 @@
 //! ([`crate::backup::take`]); this controller chooses where, keeps one
 //! running per Database, and reports.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +32,7 @@ use crate::contract::{BackupRequest, BackupRun, BackupStage, BackupState, Role};
 use crate::controller::Error;
 use crate::resources::{PASSWORD_KEY, labels, names};
 use crate::telemetry;
-use crate::telemetry::metrics::{BackupResult, DatabaseLabels};
+use crate::telemetry::metrics::BackupResult;
 
 pub const CONTROLLER: &str = "backup";
 
@@ -304,34 +303,8 @@ pub fn outcome(status: &BackupStatus) -> Option<BackupResult> {
     }
 }
 
-/// The completion time (Unix seconds) of the newest Completed Backup of each
-/// Database among `backups`.
-pub fn last_successes(backups: &[Arc<Backup>]) -> BTreeMap<DatabaseLabels, f64> {
-    let mut latest = BTreeMap::new();
-    for backup in backups {
-        let Some(status) = &backup.status else {
-            continue;
-        };
-        let (Some(BackupPhase::Completed), Some(completed_at), Some(namespace)) =
-            (status.phase, &status.completed_at, backup.namespace())
-        else {
-            continue;
-        };
-        let seconds = completed_at.0.as_millisecond() as f64 / 1000.0;
-        let labels = DatabaseLabels {
-            namespace,
-            database: backup.spec.database.clone(),
-        };
-        latest
-            .entry(labels)
-            .and_modify(|newest: &mut f64| *newest = newest.max(seconds))
-            .or_insert(seconds);
-    }
-    latest
-}
-
-/// Keeps the gauges computed from the Backup cache current: the work-queue depth
-/// and the last successful backup of each Database. `stores` are the caches of
+/// Keeps the work-queue depth of the Backup cache current (the last successful
+/// backup of each Database comes from the Databases' `status.lastBackup`). `stores` are the caches of
 /// every Backup controller (one per watched namespace).
 pub async fn sample(
     stores: Vec<Store<Backup>>,
@@ -341,7 +314,6 @@ pub async fn sample(
     super::sample_every(stores, shutdown, |backups| {
         ctx.metrics
             .set_queue_depth(CONTROLLER, ctx.queue_depth(backups));
-        ctx.metrics.set_last_backups(last_successes(backups));
     })
     .await;
 }
@@ -558,7 +530,12 @@ async fn candidates(
         .collect())
 }
 
-async fn instance_token(ctx: &Context, namespace: &str, database: &str) -> Result<String, Error> {
+/// The token the managers of `database` take for their `POST`s.
+pub(crate) async fn instance_token(
+    ctx: &Context,
+    namespace: &str,
+    database: &str,
+) -> Result<String, Error> {
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let secret = secrets
         .get(&names::instance_token_secret(database))
@@ -803,47 +780,5 @@ mod tests {
         assert_eq!(lost.phase, Some(BackupPhase::Failed));
         assert_eq!(lost.conditions[0].reason, INSTANCE_LOST);
         assert!(lost.conditions[0].message.starts_with("orders-2 "));
-    }
-
-    fn stored(
-        name: &str,
-        database: &str,
-        phase: BackupPhase,
-        completed: Option<i64>,
-    ) -> Arc<Backup> {
-        let mut b = Backup::new(
-            name,
-            crate::api::v1::BackupSpec {
-                database: database.into(),
-                target: Default::default(),
-            },
-        );
-        b.metadata.namespace = Some("shop".into());
-        b.status = Some(BackupStatus {
-            phase: Some(phase),
-            completed_at: completed
-                .map(|s| Time(Timestamp::from_second(s).expect("a valid timestamp"))),
-            ..BackupStatus::default()
-        });
-        Arc::new(b)
-    }
-
-    #[test]
-    fn last_successes_take_the_newest_completed_backup_per_database() {
-        let latest = last_successes(&[
-            stored("a", "orders", BackupPhase::Completed, Some(100)),
-            stored("b", "orders", BackupPhase::Completed, Some(300)),
-            stored("c", "orders", BackupPhase::Failed, Some(500)),
-            stored("d", "users", BackupPhase::Completed, Some(200)),
-            stored("e", "users", BackupPhase::Running, None),
-            stored("f", "audit", BackupPhase::Pending, None),
-        ]);
-        let key = |database: &str| DatabaseLabels {
-            namespace: "shop".into(),
-            database: database.into(),
-        };
-        assert_eq!(latest.len(), 2, "{latest:?}");
-        assert_eq!(latest[&key("orders")], 300.0);
-        assert_eq!(latest[&key("users")], 200.0);
     }
 }

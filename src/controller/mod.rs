@@ -50,6 +50,8 @@ pub struct Context {
     /// Backup's outcome), so that a change is counted once even when a later
     /// pass gets an object from a cache that has not seen the status write yet.
     remembered: Mutex<HashMap<String, String>>,
+    /// When each Database's store was last pruned, and its `lastBackup` then.
+    pruned: Mutex<HashMap<String, (k8s_openapi::jiff::Timestamp, Option<String>)>>,
 }
 
 impl Context {
@@ -86,6 +88,7 @@ impl Context {
             status_writes: Mutex::default(),
             finished: Mutex::default(),
             remembered: Mutex::default(),
+            pruned: Mutex::default(),
         })
     }
 
@@ -154,6 +157,10 @@ impl Context {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(key);
+        self.pruned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
     }
 
     /// Publishes an Event about `obj`. Events are best effort: a failure is logged,
@@ -184,6 +191,22 @@ impl Context {
             Ok(writes) => writes.get(key).is_none_or(|at| at.elapsed() >= interval),
             Err(_) => true,
         }
+    }
+
+    /// The last retention pass of Database `key` by this operator.
+    pub fn last_prune(&self, key: &str) -> Option<(k8s_openapi::jiff::Timestamp, Option<String>)> {
+        self.pruned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .cloned()
+    }
+
+    pub fn pruned(&self, key: &str, at: k8s_openapi::jiff::Timestamp, last_backup: Option<String>) {
+        self.pruned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.to_owned(), (at, last_backup));
     }
 
     pub fn progress_written(&self, key: &str) {

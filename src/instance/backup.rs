@@ -88,6 +88,8 @@ pub(crate) enum Refused {
     Busy(String),
     #[error("{0}")]
     NotConfigured(String),
+    #[error("{0}")]
+    Failed(String),
 }
 
 impl Registry {
@@ -211,4 +213,34 @@ async fn run(
         id,
     };
     Ok(take::take(request, progress).await?)
+}
+
+/// `POST /retention`: prunes this system's backups and WAL to the recovery
+/// window. Runs on whichever instance is asked (the operator asks the
+/// primary); a pass beside another does no harm, both delete the same keys.
+pub(crate) async fn prune(
+    shared: &Shared,
+    window: Duration,
+) -> Result<crate::contract::RetentionReport, Refused> {
+    let configured = Configured::from_env(|name| std::env::var(name).ok())
+        .map_err(|e| Refused::NotConfigured(e.to_string()))?;
+    let database = shared
+        .config
+        .database
+        .clone()
+        .ok_or_else(|| Refused::NotConfigured("TUSK_DATABASE is not set".into()))?;
+    let system = wal::system_identifier(&shared.config.pgdata)
+        .map_err(|e| Refused::Failed(e.to_string()))?;
+    let store = Store::new(&configured.store).map_err(|e| Refused::Failed(e.to_string()))?;
+    let layout = Layout::new(configured.path.as_deref(), &database, system);
+    let plan = crate::backup::prune::prune(&store, &layout, system, window, Timestamp::now())
+        .await
+        .map_err(|e| Refused::Failed(e.to_string()))?;
+    Ok(crate::contract::RetentionReport {
+        deleted: plan.delete.len(),
+        removed: plan.removed,
+        kept: plan.kept,
+        interrupted_removed: plan.interrupted_removed,
+        wal_removed: plan.wal_removed,
+    })
 }

@@ -18,7 +18,7 @@ use tracing::{Instrument, Level, Span};
 use crate::contract::{
     API_VERSION, BackupRequest, Backups, Change, Credential, DropSlotRequest, DropSlotResponse,
     ErrorBody, PasswordRequest, PasswordResponse, ReloadRequest, ReloadResponse, RestartResponse,
-    Role, Status, SyncResponse, SyncSettings, WalSwitchResponse, path,
+    RetentionRequest, Role, Status, SyncResponse, SyncSettings, WalSwitchResponse, path,
 };
 use crate::postgres::config::{self, SyncReplication};
 use crate::postgres::params;
@@ -56,6 +56,7 @@ fn router(shared: AppState) -> Router {
         .route(path::PASSWORD, post(password))
         .route(path::BACKUPS, post(start_backup).get(backups))
         .route(path::WAL_SWITCH, post(wal_switch))
+        .route(path::RETENTION, post(retention))
         .with_state(shared)
 }
 
@@ -143,12 +144,11 @@ async fn current_status(shared: &Shared) -> Result<Status, Response> {
     if let Some(archiver) = &mut postgres.archiver
         && archiver.failing()
     {
-        archiver.last_error = std::fs::read_to_string(crate::wal::archive_error_file(
-            &shared.config.pgdata,
-        ))
-        .ok()
-        .map(|text| text.trim().to_owned())
-        .filter(|text| !text.is_empty());
+        archiver.last_error =
+            std::fs::read_to_string(crate::wal::archive_error_file(&shared.config.pgdata))
+                .ok()
+                .map(|text| text.trim().to_owned())
+                .filter(|text| !text.is_empty());
     }
     let ready =
         is_set(&shared.running) && (postgres.role == Role::Replica || is_set(&shared.setup_done));
@@ -545,6 +545,36 @@ async fn wal_switch(State(shared): State<AppState>, headers: HeaderMap) -> Respo
             Ok(Some(lsn)) => Json(WalSwitchResponse { lsn }).into_response(),
             Ok(None) => error(StatusCode::CONFLICT, "a standby cannot switch WAL"),
             Err(err) => unavailable(err),
+        }
+    })
+    .await
+}
+
+/// `POST /retention`: prune the object store by the recovery window.
+async fn retention(State(shared): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let span = operation_span!(Level::INFO, "instance.retention");
+    traced(span, &headers, async {
+        if let Err(refusal) = authorize(&shared, &headers) {
+            return refusal.into_response();
+        }
+        let request = match serde_json::from_slice::<RetentionRequest>(&body) {
+            Ok(request) => request,
+            Err(err) => return error(StatusCode::BAD_REQUEST, format!("invalid body: {err}")),
+        };
+        let window = std::time::Duration::from_secs(request.window_seconds);
+        match super::backup::prune(&shared, window).await {
+            Ok(report) => {
+                tracing::info!(
+                    removed = ?report.removed,
+                    wal_removed = report.wal_removed,
+                    "retention pass"
+                );
+                Json(report).into_response()
+            }
+            Err(super::backup::Refused::Failed(message)) => {
+                error(StatusCode::SERVICE_UNAVAILABLE, message)
+            }
+            Err(refused) => error(StatusCode::CONFLICT, refused.to_string()),
         }
     })
     .await

@@ -34,6 +34,7 @@ mod proptests;
 mod tests;
 
 pub use action::{Action, Bootstrap, DeleteReason};
+pub use backup::BACKUP_HEALTHY;
 pub use observed::{
     Instance, InstanceState, ManagerStatus, Observed, Pod, PodPhase, PvcState, Routing,
     SyncStandbys,

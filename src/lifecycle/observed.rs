@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::api::status::InstanceRole;
-use crate::contract::Credential;
+use crate::contract::{Archiver, Credential};
 use crate::postgres::params::Change;
 use crate::resources::names;
 
@@ -49,6 +49,8 @@ pub struct Observed {
     pub parameter_change: Change,
     /// Physical replication slots on the primary that no walsender uses.
     pub inactive_slots: Vec<String>,
+    /// The answering primary's WAL archiving, when `archive_mode` is on.
+    pub archiving: Option<Archiver>,
 }
 
 // By hand because `Change` has no `Default`: nothing observed means nothing
@@ -70,6 +72,7 @@ impl Default for Observed {
             sync: SyncStandbys::default(),
             parameter_change: Change::Nothing,
             inactive_slots: Vec::new(),
+            archiving: None,
         }
     }
 }

@@ -31,11 +31,14 @@ pub struct Plan {
     pub requeue_after_seconds: Option<u64>,
     /// What the sub-planners found; the conditions come from them.
     pub verdicts: Vec<Verdict>,
-    /// Ready, Progressing and Degraded, always all three.
+    /// Ready, Progressing and Degraded, always all three; BackupHealthy when
+    /// the Database has an object store.
     pub conditions: Vec<Desired>,
     /// What to record as `status.currentPrimary`: the next pass relies on it to
     /// recognise the primary's data when its pod is gone.
     pub current_primary: Option<String>,
+    /// `BackupHealthy`, beside the three the verdicts make.
+    backup: Option<Desired>,
     /// The phase the topology alone would show, before verdicts weigh in.
     topology_phase: DatabasePhase,
     ready_message: String,
@@ -69,6 +72,7 @@ impl Plan {
             !self.actions.is_empty(),
             &self.ready_message,
         );
+        self.conditions.extend(self.backup.clone());
     }
 }
 
@@ -89,6 +93,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
             conditions: verdict::conditions(DatabasePhase::Deleting, &verdicts, false, ""),
             verdicts,
             current_primary: previous.and_then(|s| s.current_primary.clone()),
+            backup: None,
             topology_phase: DatabasePhase::Deleting,
             ready_message: String::new(),
         };
@@ -124,7 +129,6 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     verdicts.extend(objects.verdicts.iter().cloned());
     verdicts.extend(serving::plan(&ctx, &topology));
     verdicts.extend(failover::plan(&ctx, &topology));
-    verdicts.extend(backup::plan(&ctx));
 
     // The order that keeps every step safe: credentials and Services first;
     // the primary's label before anything routes; budgets before pods come or
@@ -167,6 +171,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         verdicts,
         conditions: Vec::new(),
         current_primary: topology.primary.map(|s| observed.name(s)),
+        backup: backup::condition(&ctx),
         topology_phase: topology.phase,
         ready_message: topology.message,
     };

@@ -36,22 +36,6 @@ pub(super) fn plan(ctx: &Context) -> Requests {
             ));
         }
     }
-    // The object store itself is in effect (WAL archiving, Backup objects);
-    // what is run on a timer is not yet.
-    if let Some(backup) = &spec.backup {
-        if backup.schedule.is_some() {
-            verdicts.push(Verdict::blocked(
-                "ScheduleNotSupported",
-                "spec.backup.schedule: scheduled backups are not supported by this build; create Backup objects instead",
-            ));
-        }
-        if backup.retention.is_some() {
-            verdicts.push(Verdict::blocked(
-                "RetentionNotSupported",
-                "spec.backup.retention: pruning backups is not supported by this build; nothing is deleted",
-            ));
-        }
-    }
     if !ctx.observed.short_volumes.is_empty() {
         verdicts.push(Verdict::blocked(
             "VolumeExpansionNotSupported",

@@ -971,46 +971,95 @@ fn parameters_under_way_are_not_ready() {
     assert!(!condition(&decided, READY).status);
 }
 
-#[test]
-fn schedules_retention_and_restores_are_refused_by_name() {
-    // An object store alone is in effect: archiving, Backup objects.
-    let mut spec = async_spec(3);
+fn with_store(mut spec: DatabaseSpec) -> DatabaseSpec {
     spec.backup = Some(crate::api::v1::BackupConfig {
         object_store: Some(crate::api::v1::ObjectStore {
             bucket: "backups".into(),
             ..Default::default()
         }),
-        ..Default::default()
+        schedule: Some("0 2 * * *".into()),
+        retention: Some("7d".into()),
     });
-    let decided = plan(&spec, status(P::Ready, Some(1)).as_ref(), &healthy_three());
+    spec
+}
+
+fn archiver(archived_at: Option<i64>, failed_at: Option<i64>) -> crate::contract::Archiver {
+    crate::contract::Archiver {
+        archived_count: i64::from(archived_at.is_some()),
+        failed_count: i64::from(failed_at.is_some()),
+        last_archived_wal: archived_at.map(|_| "000000010000000000000003".into()),
+        last_archived_at: archived_at,
+        last_failed_wal: failed_at.map(|_| "000000010000000000000004".into()),
+        last_failed_at: failed_at,
+        last_error: failed_at.map(|_| "uploading: bucket tusk does not exist".into()),
+    }
+}
+
+fn backup_healthy(decided: &Plan) -> Option<&Desired> {
+    decided
+        .conditions
+        .iter()
+        .find(|c| c.type_ == BACKUP_HEALTHY)
+}
+
+#[test]
+fn schedules_and_retention_are_in_effect_and_archiving_is_reported() {
+    let spec = with_store(async_spec(3));
+    let mut observed = healthy_three();
+    observed.archiving = Some(archiver(Some(100), None));
+    let decided = plan(&spec, status(P::Ready, Some(1)).as_ref(), &observed);
     assert!(condition(&decided, READY).status, "{decided:?}");
+    let healthy = backup_healthy(&decided).expect("BackupHealthy");
+    assert!(healthy.status);
+    assert_eq!(healthy.reason, "Archiving");
+    assert!(healthy.message.contains("000000010000000000000003"));
 
-    let mut scheduled = spec.clone();
-    if let Some(backup) = scheduled.backup.as_mut() {
-        backup.schedule = Some("0 2 * * *".into());
-    }
-    let decided = plan(
-        &scheduled,
-        status(P::Ready, Some(1)).as_ref(),
-        &healthy_three(),
-    );
-    assert_eq!(condition(&decided, READY).reason, "ScheduleNotSupported");
+    // Failing after the last success: False with the cause, and Ready stays.
+    observed.archiving = Some(archiver(Some(100), Some(160)));
+    let decided = plan(&spec, status(P::Ready, Some(1)).as_ref(), &observed);
+    assert!(condition(&decided, READY).status);
+    let failing = backup_healthy(&decided).expect("BackupHealthy");
+    assert!(!failing.status);
+    assert_eq!(failing.reason, "ArchivingFailing");
     assert!(
-        condition(&decided, READY)
-            .message
-            .starts_with("spec.backup.schedule: ")
+        failing.message.contains("bucket tusk does not exist"),
+        "{}",
+        failing.message
     );
-    let mut retained = spec.clone();
-    if let Some(backup) = retained.backup.as_mut() {
-        backup.retention = Some("7d".into());
-    }
-    let decided = plan(
-        &retained,
-        status(P::Ready, Some(1)).as_ref(),
-        &healthy_three(),
-    );
-    assert_eq!(condition(&decided, READY).reason, "RetentionNotSupported");
 
+    // A success since the failure: healthy again.
+    observed.archiving = Some(archiver(Some(200), Some(160)));
+    let decided = plan(&spec, status(P::Ready, Some(1)).as_ref(), &observed);
+    assert!(backup_healthy(&decided).expect("BackupHealthy").status);
+}
+
+#[test]
+fn backup_health_keeps_its_last_word_while_no_primary_answers_and_needs_a_store() {
+    let spec = with_store(async_spec(3));
+    let mut previous = status(P::Ready, Some(1)).expect("a status");
+    previous.conditions = vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        type_: BACKUP_HEALTHY.into(),
+        status: "False".into(),
+        reason: "ArchivingFailing".into(),
+        message: "WAL archiving fails".into(),
+        last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::UNIX_EPOCH,
+        ),
+        observed_generation: None,
+    }];
+    let decided = plan(&spec, Some(&previous), &healthy_three());
+    let kept = backup_healthy(&decided).expect("the recorded word");
+    assert!(!kept.status);
+    assert_eq!(kept.message, "WAL archiving fails");
+
+    let mut observed = healthy_three();
+    observed.archiving = Some(archiver(Some(100), None));
+    let decided = plan(&async_spec(3), Some(&previous), &observed);
+    assert_eq!(backup_healthy(&decided), None, "no store, no condition");
+}
+
+#[test]
+fn restores_are_refused_by_name() {
     // A new Database to be restored from a backup: nothing is created.
     let mut spec = async_spec(3);
     spec.bootstrap = Some(crate::api::v1::BootstrapSpec {

@@ -202,12 +202,12 @@ mod tests {
             DatabasePhase::Scaling,
             &[
                 Verdict::progress("Scaling", "adding orders-4"),
-                Verdict::blocked("ScheduleNotSupported", "spec.backup.schedule: …"),
+                Verdict::blocked("RestoreNotSupported", "spec.bootstrap.recovery: …"),
             ],
             true,
             "",
         );
-        assert_eq!(by_type(&all, READY).reason, "ScheduleNotSupported");
+        assert_eq!(by_type(&all, READY).reason, "RestoreNotSupported");
         assert!(by_type(&all, PROGRESSING).status);
         assert_eq!(by_type(&all, PROGRESSING).reason, "Scaling");
     }

@@ -117,20 +117,30 @@ pub struct OperatorConfig {
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct DefaultStoreArgs {
     /// Bucket of the default object store.
-    #[arg(long = "default-store-bucket", env = "TUSK_DEFAULT_OBJECTSTORE_BUCKET", default_value = "")]
+    #[arg(
+        long = "default-store-bucket",
+        env = "TUSK_DEFAULT_OBJECTSTORE_BUCKET",
+        default_value = ""
+    )]
     pub bucket: String,
     /// Key prefix; each namespace's Databases go under `<prefix>/<namespace>`.
     #[arg(long = "default-store-path", env = "TUSK_DEFAULT_OBJECTSTORE_PATH")]
     pub path: Option<String>,
     /// Endpoint URL (S3-compatible stores other than AWS).
-    #[arg(long = "default-store-endpoint", env = "TUSK_DEFAULT_OBJECTSTORE_ENDPOINT")]
+    #[arg(
+        long = "default-store-endpoint",
+        env = "TUSK_DEFAULT_OBJECTSTORE_ENDPOINT"
+    )]
     pub endpoint: Option<String>,
     /// Region of the bucket.
     #[arg(long = "default-store-region", env = "TUSK_DEFAULT_OBJECTSTORE_REGION")]
     pub region: Option<String>,
     /// Secret with `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, looked up
     /// in each Database's own namespace (pods read it there).
-    #[arg(long = "default-store-credentials-secret", env = "TUSK_DEFAULT_OBJECTSTORE_CREDENTIALS_SECRET")]
+    #[arg(
+        long = "default-store-credentials-secret",
+        env = "TUSK_DEFAULT_OBJECTSTORE_CREDENTIALS_SECRET"
+    )]
     pub credentials_secret: Option<String>,
 }
 
@@ -263,7 +273,18 @@ fn run_database(
         )
         .owns(same_scope::<Service>(&client, &api), owned.clone())
         .owns(same_scope::<Secret>(&client, &api), owned.clone())
-        .owns(same_scope::<PodDisruptionBudget>(&client, &api), owned);
+        .owns(same_scope::<PodDisruptionBudget>(&client, &api), owned)
+        // Any Backup of a Database wakes it: `status.lastBackup`, the next
+        // scheduled run, retention after a backup, a final backup's end.
+        .watches(
+            same_scope::<Backup>(&client, &api),
+            watcher::Config::default().any_semantic(),
+            |backup: Backup| {
+                backup
+                    .namespace()
+                    .map(|namespace| ObjectRef::new(&backup.spec.database).within(&namespace))
+            },
+        );
     let store = controller.store();
     let run = controller
         .graceful_shutdown_on(stopped(shutdown))

@@ -91,7 +91,10 @@ pub fn default_spool(pgdata: &Path) -> PathBuf {
 /// fails, for the instance manager to report; beside the data directory, so
 /// base backups do not carry it.
 pub fn archive_error_file(pgdata: &Path) -> PathBuf {
-    pgdata.parent().unwrap_or(pgdata).join("tusk-wal-archive.error")
+    pgdata
+        .parent()
+        .unwrap_or(pgdata)
+        .join("tusk-wal-archive.error")
 }
 
 /// Compresses `data` for the store.

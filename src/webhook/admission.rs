@@ -199,16 +199,19 @@ mod tests {
 
     #[test]
     fn an_invalid_create_is_denied_naming_the_field() {
-        let response = review_database(&review(
-            "CREATE",
-            db_json(|db| {
-                db.spec
-                    .postgresql
-                    .parameters
-                    .insert("port".into(), "6543".into());
-            }),
+        let response = review_database(
+            &review(
+                "CREATE",
+                db_json(|db| {
+                    db.spec
+                        .postgresql
+                        .parameters
+                        .insert("port".into(), "6543".into());
+                }),
+                None,
+            ),
             None,
-        ));
+        );
         assert!(!response.allowed);
         assert_eq!(response.result.code, 422);
         assert!(
@@ -269,7 +272,9 @@ mod tests {
 
     #[test]
     fn deletes_are_always_allowed() {
-        assert!(review_database(&review("DELETE", Value::Null, Some(db_json(|_| {}))), None).allowed);
+        assert!(
+            review_database(&review("DELETE", Value::Null, Some(db_json(|_| {}))), None).allowed
+        );
     }
 
     #[test]
@@ -293,11 +298,14 @@ mod tests {
 
     #[test]
     fn an_object_of_the_wrong_shape_is_denied_not_panicked_on() {
-        let response = review_database(&review(
-            "CREATE",
-            json!({"apiVersion": "tusk.dev/v1", "kind": "Database", "metadata": {"name": "x"}, "spec": {"version": 17}}),
+        let response = review_database(
+            &review(
+                "CREATE",
+                json!({"apiVersion": "tusk.dev/v1", "kind": "Database", "metadata": {"name": "x"}, "spec": {"version": 17}}),
+                None,
+            ),
             None,
-        ), None);
+        );
         assert!(!response.allowed);
         assert!(
             response

@@ -159,7 +159,10 @@ mod tests {
         let server = tokio::spawn(serve(
             addr,
             tls.clone(),
-            WebhookState { client: None, default_store: None },
+            WebhookState {
+                client: None,
+                default_store: None,
+            },
             shutdown.clone(),
         ));
         tokio::spawn(watch(

@@ -168,7 +168,10 @@ mod tests {
         let server = tokio::spawn(serve(
             addr,
             tls.clone(),
-            WebhookState { client: None, default_store: None },
+            WebhookState {
+                client: None,
+                default_store: None,
+            },
             shutdown,
         ));
         for _ in 0..100 {

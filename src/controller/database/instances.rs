@@ -19,8 +19,8 @@ use tracing::{Instrument, Span, field, info_span};
 
 use crate::contract::{
     BackupRequest, BackupState, Backups, DropSlotRequest, DropSlotResponse, ErrorBody, PORT,
-    PasswordRequest, PasswordResponse, ReloadRequest, ReloadResponse, RestartResponse, Status,
-    SyncResponse, SyncSettings, WalSwitchResponse, path,
+    PasswordRequest, PasswordResponse, ReloadRequest, ReloadResponse, RestartResponse,
+    RetentionReport, RetentionRequest, Status, SyncResponse, SyncSettings, WalSwitchResponse, path,
 };
 use crate::error::Category;
 use crate::telemetry;
@@ -41,6 +41,7 @@ pub enum Call {
     Password(PasswordRequest),
     Backup(BackupRequest),
     WalSwitch,
+    Retention(RetentionRequest),
 }
 
 impl Call {
@@ -53,6 +54,7 @@ impl Call {
             Call::Password(_) => path::PASSWORD,
             Call::Backup(_) => path::BACKUPS,
             Call::WalSwitch => path::WAL_SWITCH,
+            Call::Retention(_) => path::RETENTION,
         }
     }
 
@@ -63,6 +65,7 @@ impl Call {
             Call::DropSlot(request) => serde_json::to_vec(request)?,
             Call::Password(request) => serde_json::to_vec(request)?,
             Call::Backup(request) => serde_json::to_vec(request)?,
+            Call::Retention(request) => serde_json::to_vec(request)?,
             Call::Restart | Call::WalSwitch => b"{}".to_vec(),
         };
         Ok(Bytes::from(json))
@@ -79,6 +82,7 @@ pub enum Answer {
     Password(PasswordResponse),
     Backup(BackupState),
     WalSwitch(WalSwitchResponse),
+    Retention(RetentionReport),
 }
 
 /// Why a call to an instance manager failed.
@@ -221,6 +225,7 @@ impl Instances for HttpInstances {
                         Call::Password(_) => Answer::Password(decode(&url, &reply)?),
                         Call::Backup(_) => Answer::Backup(decode(&url, &reply)?),
                         Call::WalSwitch => Answer::WalSwitch(decode(&url, &reply)?),
+                        Call::Retention(_) => Answer::Retention(decode(&url, &reply)?),
                     })
                 };
                 recorded(answer.await)

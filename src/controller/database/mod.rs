@@ -3,9 +3,12 @@
 //! order → status.
 
 mod apply;
+pub mod backups;
+mod finalize;
 pub mod instances;
 pub mod observe;
 pub mod plan;
+mod policy;
 pub mod status;
 
 use std::sync::Arc;
@@ -66,6 +69,10 @@ async fn pass(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, Error> {
         Span::current().record("generation", generation);
     }
     let api: Api<Database> = Api::namespaced(ctx.client.clone(), &namespace);
+    if let Some(action) = finalize::hold(&db, &api, &ctx).await? {
+        reconciled(db.as_ref(), &ctx);
+        return Ok(action);
+    }
     let action = finalizer(&api, FINALIZER, db, |event| async {
         match event {
             Finalizer::Apply(db) => apply(&db, &api, &ctx).await,
@@ -97,6 +104,13 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     }
 
     let snapshot = observe::snapshot(&ctx.client, ctx.instances.as_ref(), db, &namespace).await?;
+    // Backups need a store; a Database without one has none to look at.
+    let all_backups = match store::effective(db, None) {
+        Some(_) => policy::list(ctx, &namespace).await?,
+        None => Vec::new(),
+    };
+    let own_backups = backups::of_database(db, &all_backups);
+    let last_backup = backups::last_backup(&own_backups);
     let observed = observe::reduce(db, &snapshot, &ctx.build);
     let mut decision = lifecycle::plan(&db.spec, db.status.as_ref(), &observed);
     debug!(actions = ?decision.actions, "planned");
@@ -136,8 +150,19 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         &decision,
         observe::instance_statuses(db, &snapshot),
         observe::applied(db, &snapshot),
+        last_backup.clone(),
     );
     write_status(db, api, ctx, &plan).await?;
+    let next_run = policy::schedule(ctx, db, &namespace, &own_backups).await?;
+    policy::retention(
+        ctx,
+        db,
+        &namespace,
+        &snapshot,
+        &own_backups,
+        last_backup.as_ref(),
+    )
+    .await?;
     // Counted once the status holds the new primary, so a failed write is
     // counted when a later pass records it, not twice.
     if let Some(primary) = plan.current_primary.as_deref() {
@@ -160,8 +185,9 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         actions = decision.actions.len(),
         "reconciled"
     );
-    Ok(match decision.requeue_after_seconds {
-        Some(seconds) => Action::requeue(Duration::from_secs(seconds)),
+    let requeue = decision.requeue_after_seconds.map(Duration::from_secs);
+    Ok(match requeue.into_iter().chain(next_run).min() {
+        Some(after) => Action::requeue(after),
         None => Action::await_change(),
     })
 }
@@ -242,13 +268,18 @@ pub async fn sample(
                 .iter()
                 .map(|db| db.status.as_ref().and_then(|s| s.phase)),
         );
+        ctx.metrics.set_last_backups(backups::last_successes(
+            databases,
+            ctx.build.default_store.as_ref(),
+        ));
     })
     .await;
 }
 
 async fn cleanup(db: &Database, ctx: &Context) -> Result<Action, Error> {
-    // Everything Tusk creates carries an owner reference and is garbage-collected
-    // with the Database; the final backup joins this step with the backup feature.
+    // The final backup is done (or not wanted) by now: `finalize::hold` runs
+    // first. Everything Tusk creates carries an owner reference and is
+    // garbage-collected with the Database; the data in the store stays.
     ctx.publish(
         db,
         EventType::Normal,

@@ -302,6 +302,7 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
     Observed {
         database: name.clone(),
         inactive_slots,
+        archiving: primary.and_then(|p| p.postgres.archiver.clone()),
         deleting: db.meta().deletion_timestamp.is_some(),
         secrets,
         credentials_to_sync,

@@ -2,7 +2,7 @@
 //! touches nothing), then the lifecycle's plan turned into the status to show.
 //! No I/O.
 
-use crate::api::status::{AppliedSpec, DatabasePhase, InstanceStatus};
+use crate::api::status::{AppliedSpec, DatabasePhase, InstanceStatus, LastBackup};
 use crate::api::v1::Database;
 use crate::api::validate::{self, FieldError};
 use crate::controller::conditions::{DEGRADED, Desired, PROGRESSING, READY};
@@ -18,6 +18,8 @@ pub struct Plan {
     pub current_primary: Option<String>,
     /// `status.instances`; `None` keeps the recorded ones.
     pub instances: Option<Vec<InstanceStatus>>,
+    /// `status.lastBackup`; `None` keeps the recorded one.
+    pub last_backup: Option<LastBackup>,
 }
 
 /// Everything the reconciler checks before acting: the spec on its own, and the
@@ -49,6 +51,7 @@ pub fn invalid(db: &Database, errors: &[FieldError]) -> Plan {
         ],
         current_primary: None,
         instances: None,
+        last_backup: None,
     }
 }
 
@@ -57,6 +60,7 @@ pub fn accepted(
     decision: &lifecycle::Plan,
     instances: Vec<InstanceStatus>,
     applied: Option<AppliedSpec>,
+    last_backup: Option<LastBackup>,
 ) -> Plan {
     Plan {
         phase: decision.phase,
@@ -64,6 +68,7 @@ pub fn accepted(
         applied,
         current_primary: decision.current_primary.clone(),
         instances: Some(instances),
+        last_backup,
     }
 }
 
@@ -116,7 +121,12 @@ mod tests {
 
     #[test]
     fn a_valid_new_database_starts_provisioning_and_records_what_is_observed() {
-        let plan = accepted(&sample_decision(), Vec::new(), Some(applied("17", "1Gi")));
+        let plan = accepted(
+            &sample_decision(),
+            Vec::new(),
+            Some(applied("17", "1Gi")),
+            None,
+        );
         assert_eq!(plan.phase, DatabasePhase::Provisioning);
         assert_eq!(plan.conditions[0].type_, READY);
         assert!(!plan.conditions[0].status);

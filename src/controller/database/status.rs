@@ -30,6 +30,7 @@ pub fn build(db: &Database, plan: &Plan, now: &Time) -> DatabaseStatus {
             .or(previous.current_primary.clone()),
         ready_instances,
         instances,
+        last_backup: plan.last_backup.clone().or(previous.last_backup.clone()),
         ..previous
     }
 }
