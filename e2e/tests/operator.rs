@@ -48,7 +48,8 @@ async fn the_api_server_accepts_the_sample_and_refuses_malformed_databases() {
                     "replication": {"mode": "sync", "minSyncReplicas": 2}}), "spec.replication.minSyncReplicas"),
             (json!({"version": "17", "storage": {"size": "1Gi"},
                     "postgresql": {"parameters": {"archive_command": "/bin/true"}}}), "spec.postgresql.parameters"),
-            (json!({"version": "17", "storage": {"size": "1Gi"}, "backup": {"schedule": "0 2 * * *"}}), "spec.backup.objectStore"),
+            (json!({"version": "17", "storage": {"size": "1Gi"}, "backup": {"schedule": "0 2 * *"}}), "spec.backup.schedule"),
+            (json!({"version": "17", "storage": {"size": "1Gi"}, "backup": {"retention": "7y"}}), "spec.backup.retention"),
         ];
         for (i, (spec, field)) in cases.into_iter().enumerate() {
             let result = apply_value(&client, Some(&ns), database(&format!("bad-{i}"), spec.clone()), &strict).await;
