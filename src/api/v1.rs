@@ -337,7 +337,7 @@ pub struct FailoverSpec {
     shortname = "tbk",
     category = "tusk",
     cel,
-    doc = "A base backup of a Tusk Database to object storage.",
+    doc = "A base backup of a Tusk Database to object storage. Deleting a Backup object leaves its data in the store: the Database's spec.backup.retention removes backups.",
     printcolumn(
         name = "Database",
         type_ = "string",
