@@ -41,7 +41,26 @@ pub async fn hold(
     let namespace = db.namespace().unwrap_or_default();
     let all = policy::list(ctx, &namespace).await?;
     let own = backups::of_database(db, &all);
-    let (reason, message, wait) = match backups::finalize(db, None, &own) {
+    let decision = backups::finalize(db, None, &own);
+    if !matches!(decision, Final::Release { .. })
+        && let Some(built) = backups::final_backup(db)
+        && namespace_terminating(ctx, &namespace, &built).await
+    {
+        // The namespace goes with everything in it (pods, volumes, the
+        // store's Secret): no backup can be taken or recorded any more, and
+        // holding on would keep the namespace from going.
+        ctx.publish(
+            db,
+            EventType::Warning,
+            "FinalBackupSkipped",
+            "Delete",
+            "the namespace is being deleted: releasing the Database without a final backup"
+                .to_owned(),
+        )
+        .await;
+        return Ok(None);
+    }
+    let (reason, message, wait) = match decision {
         Final::Release { completed } => {
             if let Some(name) = completed {
                 ctx.publish(
@@ -117,4 +136,24 @@ pub async fn hold(
         }
     }
     Ok(Some(Action::requeue(wait)))
+}
+
+/// Whether `namespace` is being deleted, asked the way a namespaced operator
+/// can: a dry-run create there is refused for that reason alone.
+async fn namespace_terminating(
+    ctx: &Context,
+    namespace: &str,
+    probe: &crate::api::v1::Backup,
+) -> bool {
+    let api: Api<crate::api::v1::Backup> = Api::namespaced(ctx.client.clone(), namespace);
+    let params = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    match api.create(&params, probe).await {
+        Err(kube::Error::Api(status)) => {
+            status.code == 403 && status.message.contains("being terminated")
+        }
+        _ => false,
+    }
 }
