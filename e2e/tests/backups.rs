@@ -478,7 +478,8 @@ async fn a_store_outage_loses_no_wal_and_archiving_catches_up() {
             let segment = sql(&client, &ns, &host, &password, "postgres", &format!(
                 "INSERT INTO t (i) SELECT generate_series(1, 1000) + {i} * 1000; \
                  SELECT pg_walfile_name(pg_current_wal_lsn()); SELECT pg_switch_wal()")).await?;
-            written.extend(segment.lines().next().map(str::to_owned));
+            let is_segment = |l: &&str| l.len() == 24 && l.bytes().all(|b| b.is_ascii_hexdigit());
+            written.extend(segment.lines().find(is_segment).map(str::to_owned));
         }
         let failing = wait_for(&databases, "pg", Duration::from_secs(120), |db| {
             backup_healthy(db).is_some_and(|(status, reason, _)| status == "False" && reason == "ArchivingFailing")
@@ -487,6 +488,7 @@ async fn a_store_outage_loses_no_wal_and_archiving_catches_up() {
         assert!(message.contains(&bucket), "the condition does not name the store: {message}");
         let during = sql(&client, &ns, &host, &password, "postgres",
             "SELECT failed_count > 0, (SELECT count(*) FROM pg_ls_archive_statusdir() WHERE name LIKE '%.ready') > 0 FROM pg_stat_archiver").await?;
+        assert_eq!(written.len(), 4, "four segments closed during the outage: {written:?}");
         assert_eq!(during.trim(), "t|t", "PostgreSQL keeps the WAL it could not archive");
         let rest = Duration::from_secs(60).saturating_sub(outage.elapsed());
         tokio::time::sleep(rest).await;

@@ -274,3 +274,108 @@ async fn deletion_runs_cleanup_and_removes_the_finalizer() {
     reconcile(Arc::new(db), ctx).await.unwrap();
     server.await.unwrap();
 }
+
+/// [`expect`] answering with status `code`.
+async fn expect_code(handle: &mut Handle, method: Method, path: &str, code: u16, reply: Value) {
+    let (request, send) = handle
+        .next_request()
+        .await
+        .expect("the reconciler made no further request");
+    assert_eq!(request.method(), method, "{}", request.uri());
+    assert_eq!(request.uri().path(), path);
+    send.send_response(
+        Response::builder()
+            .status(code)
+            .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+            .unwrap(),
+    );
+}
+
+const BACKUPS_PATH: &str = "/apis/tusk.dev/v1/namespaces/shop/backups";
+const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/shop/events";
+
+fn deleted_with_a_store() -> Database {
+    let mut db = with_finalizer(sample_database());
+    db.metadata.uid = Some("uid-1".into());
+    db.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::now(),
+    ));
+    db.spec.backup = Some(crate::api::v1::BackupConfig {
+        object_store: Some(crate::api::v1::ObjectStore {
+            bucket: "backups".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    db
+}
+
+fn no_backups() -> Value {
+    json!({"apiVersion": "tusk.dev/v1", "kind": "BackupList", "metadata": {}, "items": []})
+}
+
+#[tokio::test]
+async fn deletion_with_a_store_takes_a_final_backup_and_keeps_the_finalizer() {
+    let (ctx, mut handle) = context();
+    let db = deleted_with_a_store();
+    let stored = serde_json::to_value(&db).unwrap();
+    let server = tokio::spawn(async move {
+        expect(&mut handle, Method::GET, BACKUPS_PATH, no_backups()).await;
+        // The namespace is not going: the dry run passes, the Backup is made.
+        let backup = json!({"apiVersion": "tusk.dev/v1", "kind": "Backup",
+            "metadata": {"name": "orders-final"}, "spec": {"database": "orders"}});
+        let probe = expect(&mut handle, Method::POST, BACKUPS_PATH, backup.clone()).await;
+        assert_eq!(
+            probe["metadata"]["annotations"]["tusk.dev/final-backup-for"],
+            "uid-1"
+        );
+        let created = expect(&mut handle, Method::POST, BACKUPS_PATH, backup).await;
+        assert_eq!(created["spec"]["database"], "orders");
+        assert!(
+            created["metadata"]["ownerReferences"].is_null(),
+            "{created}"
+        );
+        let event = expect(&mut handle, Method::POST, EVENTS_PATH, json!({})).await;
+        assert_eq!(event["reason"], "FinalBackup");
+        let status = expect(
+            &mut handle,
+            Method::PATCH,
+            &format!("{DB_PATH}/status"),
+            stored,
+        )
+        .await;
+        assert_eq!(status["status"]["phase"], "Deleting");
+        assert_eq!(
+            status["status"]["conditions"][0]["reason"],
+            "FinalBackupRunning"
+        );
+        expect(&mut handle, Method::POST, EVENTS_PATH, json!({})).await;
+        handle
+    });
+    reconcile(Arc::new(db), ctx).await.unwrap();
+    // No finalizer removal: the handle saw no PATCH of the Database itself.
+    drop(server.await.unwrap());
+}
+
+#[tokio::test]
+async fn deletion_in_a_terminating_namespace_releases_without_a_final_backup() {
+    let (ctx, mut handle) = context();
+    let db = deleted_with_a_store();
+    let reply = serde_json::to_value(&db).unwrap();
+    let server = tokio::spawn(async move {
+        expect(&mut handle, Method::GET, BACKUPS_PATH, no_backups()).await;
+        let refusal = json!({
+            "apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 403, "reason": "Forbidden",
+            "message": "backups.tusk.dev \"orders-final\" is forbidden: unable to create new content in namespace shop because it is being terminated"
+        });
+        expect_code(&mut handle, Method::POST, BACKUPS_PATH, 403, refusal).await;
+        let event = expect(&mut handle, Method::POST, EVENTS_PATH, json!({})).await;
+        assert_eq!(event["reason"], "FinalBackupSkipped");
+        let event = expect(&mut handle, Method::POST, EVENTS_PATH, json!({})).await;
+        assert_eq!(event["reason"], "Deleting");
+        let patch = expect(&mut handle, Method::PATCH, DB_PATH, reply).await;
+        assert!(patch.to_string().contains("remove"), "{patch}");
+    });
+    reconcile(Arc::new(db), ctx).await.unwrap();
+    server.await.unwrap();
+}
