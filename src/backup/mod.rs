@@ -1,6 +1,7 @@
 //! Base backups: what one is ([`manifest`]), when the next is due
 //! ([`schedule`]), which ones and which WAL may go ([`retention`]), taking
-//! one from a running PostgreSQL ([`take`]) and pruning the store ([`prune`]).
+//! one from a running PostgreSQL ([`take`]), pruning the store ([`prune`]), and
+//! which backup a recovery starts from ([`select`]).
 //!
 //! Everything but `take` and `prune` is pure; those two are the in-pod side
 //! the instance manager runs.
@@ -9,4 +10,5 @@ pub mod manifest;
 pub mod prune;
 pub mod retention;
 pub mod schedule;
+pub mod select;
 pub mod take;
