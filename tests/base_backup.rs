@@ -12,8 +12,8 @@ use std::time::Duration;
 use instance_support::*;
 use objectstore_support::S3Server;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use tusk::backup::manifest::Manifest;
+use tusk::backup::restore;
 use tusk::objectstore::{Layout, Store};
 
 const READY: Duration = Duration::from_secs(60);
@@ -73,27 +73,6 @@ async fn manifest_of(store: &Store, location: &str, bucket: &str) -> (String, Ma
         prefix.to_owned(),
         Manifest::from_json(&bytes).expect("a manifest"),
     )
-}
-
-/// Unpacks `data.tar.zst` into `into` after checking it against the manifest.
-async fn unpack(store: &Store, prefix: &str, manifest: &Manifest, into: &Path) {
-    let stored = store
-        .get(&format!("{prefix}data.tar.zst"))
-        .await
-        .expect("get")
-        .expect("the data is stored");
-    assert_eq!(stored.len() as u64, manifest.stored_bytes);
-    let digest: String = Sha256::digest(&stored)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    assert_eq!(digest, manifest.sha256, "the stored data's checksum");
-    let raw = zstd::decode_all(stored.as_slice()).expect("zstd");
-    assert_eq!(raw.len() as u64, manifest.raw_bytes);
-    std::fs::create_dir_all(into).expect("mkdir");
-    tar::Archive::new(raw.as_slice())
-        .unpack(into)
-        .expect("untar");
 }
 
 /// PostgreSQL on a restored data directory, replaying the archive through
@@ -223,8 +202,22 @@ async fn a_primary_backup_restores_with_every_row(pg: Pg) {
         manifest.stored_bytes
     );
 
+    // Unpacked as a restore does: streamed, checked against the manifest.
+    assert_eq!(
+        layout.backup_data_key(&manifest.id),
+        format!("{prefix}data.tar.zst")
+    );
     let restored = dir.path.join("restored");
-    unpack(&store, &prefix, &manifest, &restored).await;
+    let unpacked = restore::unpack(&store, &layout, &manifest, &restored)
+        .await
+        .expect("the backup unpacks");
+    assert_eq!(unpacked.raw_bytes, manifest.raw_bytes);
+    // Into a directory that is not empty, never.
+    let refused = restore::unpack(&store, &layout, &manifest, &restored).await;
+    assert!(
+        matches!(refused, Err(restore::Error::NotEmpty(_))),
+        "{refused:?}"
+    );
     let label = std::fs::read_to_string(restored.join("backup_label")).expect("backup_label");
     assert!(label.contains(&manifest.begin_wal), "{label}");
     for absent in ["postmaster.pid", "postmaster.opts"] {
@@ -267,6 +260,17 @@ async fn a_primary_backup_restores_with_every_row(pg: Pg) {
     );
     let _ = postgres.kill();
     let _ = postgres.wait();
+
+    // A stored backup that no longer matches its manifest is refused,
+    // naming its key.
+    let key = layout.backup_data_key(&manifest.id);
+    let mut data = store.get(&key).await.expect("get").expect("the data");
+    let middle = data.len() / 2;
+    data[middle] ^= 0xff;
+    store.put(&key, data, &[]).await.expect("put");
+    let corrupt = restore::unpack(&store, &layout, &manifest, &dir.path.join("corrupt")).await;
+    let message = corrupt.expect_err("a corrupt backup unpacks").to_string();
+    assert!(message.contains(&key), "{message}");
 }
 
 per_major!(a_primary_backup_restores_with_every_row);

@@ -1,13 +1,15 @@
 //! Base backups: what one is ([`manifest`]), when the next is due
 //! ([`schedule`]), which ones and which WAL may go ([`retention`]), taking
 //! one from a running PostgreSQL ([`take`]), pruning the store ([`prune`]), and
-//! which backup a recovery starts from ([`select`]).
+//! which backup a recovery starts from ([`select`]) and unpacking it
+//! ([`restore`]).
 //!
-//! Everything but `take` and `prune` is pure; those two are the in-pod side
-//! the instance manager runs.
+//! `schedule`, `retention` and `select` are pure; `take`, `prune` and
+//! `restore` are the in-pod side the instance manager runs.
 
 pub mod manifest;
 pub mod prune;
+pub mod restore;
 pub mod retention;
 pub mod schedule;
 pub mod select;

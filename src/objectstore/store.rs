@@ -210,6 +210,23 @@ impl Store {
         Ok(Some(bytes.to_vec()))
     }
 
+    /// The object's content as it arrives, or `None` when there is no such
+    /// key: for objects too large to hold in memory.
+    pub async fn get_stream(&self, key: &str) -> Result<Option<ByteStream>, Error> {
+        let answer = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await;
+        match answer {
+            Ok(object) => Ok(Some(object.body)),
+            Err(error) if error.as_service_error().is_some_and(|e| e.is_no_such_key()) => Ok(None),
+            Err(error) => Err(Error::request("GET", key)(error)),
+        }
+    }
+
     /// The object's user metadata, or `None` when there is no such key.
     pub async fn head(&self, key: &str) -> Result<Option<HashMap<String, String>>, Error> {
         match self

@@ -1,0 +1,190 @@
+//! Unpacking a base backup into an empty data directory: the stored
+//! `data.tar.zst` is streamed from the store, checked against its manifest
+//! (size and SHA-256 of what is stored, size of the tar), decompressed and
+//! unpacked as it arrives, with nothing staged on disk but the files
+//! themselves. A backup that does not match its manifest is an error naming
+//! the key; what was unpacked of it must not be started.
+
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+
+use super::manifest::Manifest;
+use crate::objectstore::{Layout, Store};
+
+/// Chunks in flight between the download and the unpacking thread.
+const IN_FLIGHT: usize = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Store(#[from] crate::objectstore::Error),
+    #[error("{key} is missing from the store")]
+    Missing { key: String },
+    #[error("downloading {key}: {message}")]
+    Download { key: String, message: String },
+    #[error("{key} does not match its manifest: {what}")]
+    Mismatch { key: String, what: String },
+    #[error("unpacking {key} into {}: {source}", .into.display())]
+    Unpack {
+        key: String,
+        into: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{into} is not empty: a backup is only unpacked into an empty directory", into = .0.display())]
+    NotEmpty(PathBuf),
+}
+
+/// What was unpacked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unpacked {
+    pub stored_bytes: u64,
+    pub raw_bytes: u64,
+}
+
+/// The bytes of the download, as a blocking reader for zstd and tar.
+struct Chunks {
+    receiver: Receiver<Bytes>,
+    current: Bytes,
+}
+
+impl Read for Chunks {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.current.is_empty() {
+            match self.receiver.recv() {
+                Ok(next) => self.current = next,
+                // The sender is gone: the end, or a download that failed
+                // (which the caller reports).
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current.split_to(n));
+        Ok(n)
+    }
+}
+
+/// Counts what passes through.
+struct Counted<R> {
+    inner: R,
+    bytes: u64,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+}
+
+/// Unpacks backup `manifest` of `layout` into `into`, which must be empty
+/// or absent.
+pub async fn unpack(
+    store: &Store,
+    layout: &Layout,
+    manifest: &Manifest,
+    into: &Path,
+) -> Result<Unpacked, Error> {
+    if std::fs::read_dir(into).is_ok_and(|mut entries| entries.next().is_some()) {
+        return Err(Error::NotEmpty(into.to_owned()));
+    }
+    let key = layout.backup_data_key(&manifest.id);
+    let mut body = store
+        .get_stream(&key)
+        .await?
+        .ok_or_else(|| Error::Missing { key: key.clone() })?;
+    let (sender, receiver): (SyncSender<Bytes>, _) = sync_channel(IN_FLIGHT);
+    let target = into.to_owned();
+    let unpack_key = key.clone();
+    let unpacking = tokio::task::spawn_blocking(move || -> Result<u64, Error> {
+        let failed = |source| Error::Unpack {
+            key: unpack_key.clone(),
+            into: target.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&target).map_err(failed)?;
+        let chunks = Chunks {
+            receiver,
+            current: Bytes::new(),
+        };
+        let decoder = zstd::stream::read::Decoder::new(chunks).map_err(failed)?;
+        let mut raw = Counted {
+            inner: decoder,
+            bytes: 0,
+        };
+        let mut archive = tar::Archive::new(&mut raw);
+        archive.set_preserve_permissions(true);
+        archive.unpack(&target).map_err(failed)?;
+        // Whatever follows the tar's end (zero padding) counts too.
+        io::copy(&mut raw, &mut io::sink()).map_err(failed)?;
+        Ok(raw.bytes)
+    });
+
+    let mut digest = Sha256::new();
+    let mut stored = 0u64;
+    let mut download = Ok(());
+    loop {
+        match body.try_next().await {
+            Ok(Some(chunk)) => {
+                digest.update(&chunk);
+                stored += chunk.len() as u64;
+                if sender.send(chunk).is_err() {
+                    // The unpacking stopped; its error says why.
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(error) => {
+                download = Err(Error::Download {
+                    key: key.clone(),
+                    message: error.to_string(),
+                });
+                break;
+            }
+        }
+    }
+    drop(sender);
+    let unpacked = unpacking.await.map_err(|join| Error::Unpack {
+        key: key.clone(),
+        into: into.to_owned(),
+        source: io::Error::other(join.to_string()),
+    });
+    download?;
+    let raw_bytes = unpacked??;
+    let sha256: String = digest
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mismatch = |what: String| Error::Mismatch {
+        key: key.clone(),
+        what,
+    };
+    if stored != manifest.stored_bytes {
+        return Err(mismatch(format!(
+            "{stored} bytes stored, the manifest says {}",
+            manifest.stored_bytes
+        )));
+    }
+    if sha256 != manifest.sha256 {
+        return Err(mismatch(format!(
+            "SHA-256 {sha256}, the manifest says {}",
+            manifest.sha256
+        )));
+    }
+    if raw_bytes != manifest.raw_bytes {
+        return Err(mismatch(format!(
+            "{raw_bytes} bytes of tar, the manifest says {}",
+            manifest.raw_bytes
+        )));
+    }
+    Ok(Unpacked {
+        stored_bytes: stored,
+        raw_bytes,
+    })
+}
