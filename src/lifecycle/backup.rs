@@ -10,7 +10,7 @@
 use jiff::Timestamp;
 
 use super::context::Context;
-use super::verdict::Desired;
+use super::verdict::{Desired, Verdict};
 
 pub const BACKUP_HEALTHY: &str = "BackupHealthy";
 
@@ -71,6 +71,22 @@ pub(super) fn condition(ctx: &Context) -> Option<Desired> {
             ),
         }
     })
+}
+
+/// A store whose credentials Secret is missing: the pods cannot start (the
+/// kubelet waits for it), which the Ready condition says by name.
+pub(super) fn verdicts(ctx: &Context) -> Vec<Verdict> {
+    let Some(secret) = &ctx.observed.missing_store_credentials else {
+        return Vec::new();
+    };
+    vec![Verdict::blocked(
+        "CredentialsSecretMissing",
+        format!(
+            "spec.backup.objectStore.credentialsSecret: Secret {secret} does not exist in this \
+             namespace; the instances cannot start until it does (keys AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY)"
+        ),
+    )]
 }
 
 /// The recorded `BackupHealthy`, when it is one this module wrote.

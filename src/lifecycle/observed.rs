@@ -51,6 +51,8 @@ pub struct Observed {
     pub inactive_slots: Vec<String>,
     /// The answering primary's WAL archiving, when `archive_mode` is on.
     pub archiving: Option<Archiver>,
+    /// `spec.backup.objectStore.credentialsSecret` when no such Secret exists.
+    pub missing_store_credentials: Option<String>,
 }
 
 // By hand because `Change` has no `Default`: nothing observed means nothing
@@ -73,6 +75,7 @@ impl Default for Observed {
             parameter_change: Change::Nothing,
             inactive_slots: Vec::new(),
             archiving: None,
+            missing_store_credentials: None,
         }
     }
 }

@@ -129,6 +129,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     verdicts.extend(objects.verdicts.iter().cloned());
     verdicts.extend(serving::plan(&ctx, &topology));
     verdicts.extend(failover::plan(&ctx, &topology));
+    verdicts.extend(backup::verdicts(&ctx));
 
     // The order that keeps every step safe: credentials and Services first;
     // the primary's label before anything routes; budgets before pods come or

@@ -1034,6 +1034,32 @@ fn schedules_and_retention_are_in_effect_and_archiving_is_reported() {
 }
 
 #[test]
+fn a_missing_credentials_secret_is_named() {
+    let spec = with_store(async_spec(3));
+    let mut seen = healthy_three();
+    seen.missing_store_credentials = Some("s3-creds".into());
+    let decided = plan(&spec, status(P::Ready, Some(1)).as_ref(), &seen);
+    let ready = condition(&decided, READY);
+    assert!(!ready.status);
+    assert_eq!(ready.reason, "CredentialsSecretMissing");
+    assert!(
+        ready
+            .message
+            .starts_with("spec.backup.objectStore.credentialsSecret: Secret s3-creds "),
+        "{}",
+        ready.message
+    );
+    // During the bootstrap too: the first instance waits for it.
+    let mut fresh = observed(vec![]);
+    fresh.missing_store_credentials = Some("s3-creds".into());
+    let decided = plan(&spec, None, &fresh);
+    assert_eq!(
+        condition(&decided, READY).reason,
+        "CredentialsSecretMissing"
+    );
+}
+
+#[test]
 fn backup_health_keeps_its_last_word_while_no_primary_answers_and_needs_a_store() {
     let spec = with_store(async_spec(3));
     let mut previous = status(P::Ready, Some(1)).expect("a status");

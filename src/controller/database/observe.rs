@@ -104,10 +104,12 @@ pub async fn snapshot(
         .collect();
     // By name, not label: a Secret whose labels a user removed must still be
     // found (and relabelled), not recreated over.
-    let secret_names: Vec<String> = SecretKind::ALL
+    let mut secret_names: Vec<String> = SecretKind::ALL
         .iter()
         .map(|k| k.secret_name(&name))
         .collect();
+    // The object store's credentials: the pods cannot start without them.
+    secret_names.extend(store_credentials(db));
     let secrets = Api::<Secret>::namespaced(client.clone(), namespace)
         .list_metadata(&ListParams::default())
         .await
@@ -299,9 +301,12 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
     let inactive_slots = primary
         .map(|p| p.postgres.inactive_slots.clone())
         .unwrap_or_default();
+    let missing_store_credentials =
+        store_credentials(db).filter(|secret| !snapshot.has_secret(secret));
     Observed {
         database: name.clone(),
         inactive_slots,
+        missing_store_credentials,
         archiving: primary.and_then(|p| p.postgres.archiver.clone()),
         deleting: db.meta().deletion_timestamp.is_some(),
         secrets,
@@ -316,6 +321,17 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
         sync,
         parameter_change,
     }
+}
+
+/// The Secret the object store's credentials come from, when one is named.
+fn store_credentials(db: &Database) -> Option<String> {
+    db.spec
+        .backup
+        .as_ref()?
+        .object_store
+        .as_ref()?
+        .credentials_secret
+        .clone()
 }
 
 /// Whether the pod was built from another spec than a fresh build for the
