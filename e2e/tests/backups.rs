@@ -77,18 +77,8 @@ async fn backups_complete_from_a_standby_and_the_primary_one_at_a_time() {
     install_operator(&client).await;
     in_namespace("e2e-backups", Duration::from_secs(900), |client, ns| async move {
         let apply = PatchParams::apply(tusk_e2e::MANAGER);
-        let (endpoint, bucket) = tokio::task::spawn_blocking({
-            let ns = ns.clone();
-            move || objectstore_up(&ns)
-        })
-        .await??;
-        let spec = json!({
-            "version": "17", "instances": 2, "storage": {"size": "1Gi"},
-            "backup": {"objectStore": {
-                "bucket": bucket, "endpoint": endpoint, "path": "e2e",
-                "credentialsSecret": "s3-creds"
-            }}
-        });
+        let (endpoint, bucket) = store_up(&ns).await?;
+        let spec = spec_with_store(2, &endpoint, &bucket);
         apply_value(&client, Some(&ns), database("pg", spec), &apply).await?;
         wait_ready(&client, &ns, "pg", 2).await?;
         let password = superuser_password(&client, &ns, "pg").await?;
@@ -156,6 +146,18 @@ async fn objectstore_async(args: &[&str]) -> Result<()> {
 async fn store_up(ns: &str) -> Result<(String, String)> {
     let ns = ns.to_owned();
     tokio::task::spawn_blocking(move || objectstore_up(&ns)).await?
+}
+
+/// A Database spec of `instances` whose backups go to the test's store,
+/// under prefix `e2e`.
+fn spec_with_store(instances: i32, endpoint: &str, bucket: &str) -> serde_json::Value {
+    json!({
+        "version": "17", "instances": instances, "storage": {"size": "1Gi"},
+        "backup": {"objectStore": {
+            "bucket": bucket, "endpoint": endpoint, "path": "e2e",
+            "credentialsSecret": "s3-creds"
+        }}
+    })
 }
 
 /// Runs `script` in the object store's pod of `ns` (busybox `sh`), whose
@@ -271,13 +273,9 @@ async fn a_schedule_creates_backups_and_retention_prunes_only_what_it_may() {
         |client, ns| async move {
             let apply = PatchParams::apply(tusk_e2e::MANAGER);
             let (endpoint, bucket) = store_up(&ns).await?;
-            let spec = json!({
-                "version": "17", "instances": 1, "storage": {"size": "1Gi"},
-                "backup": {"schedule": "* * * * *", "retention": "1h", "objectStore": {
-                    "bucket": bucket, "endpoint": endpoint, "path": "e2e",
-                    "credentialsSecret": "s3-creds"
-                }}
-            });
+            let mut spec = spec_with_store(1, &endpoint, &bucket);
+            spec["backup"]["schedule"] = json!("* * * * *");
+            spec["backup"]["retention"] = json!("1h");
             apply_value(&client, Some(&ns), database("pg", spec), &apply).await?;
             wait_ready(&client, &ns, "pg", 1).await?;
             let password = superuser_password(&client, &ns, "pg").await?;
@@ -450,13 +448,7 @@ async fn a_store_outage_loses_no_wal_and_archiving_catches_up() {
     in_namespace("e2e-outage", Duration::from_secs(900), |client, ns| async move {
         let apply = PatchParams::apply(tusk_e2e::MANAGER);
         let (endpoint, bucket) = store_up(&ns).await?;
-        let spec = json!({
-            "version": "17", "instances": 1, "storage": {"size": "1Gi"},
-            "backup": {"objectStore": {
-                "bucket": bucket, "endpoint": endpoint, "path": "e2e",
-                "credentialsSecret": "s3-creds"
-            }}
-        });
+        let spec = spec_with_store(1, &endpoint, &bucket);
         apply_value(&client, Some(&ns), database("pg", spec), &apply).await?;
         wait_ready(&client, &ns, "pg", 1).await?;
         let password = superuser_password(&client, &ns, "pg").await?;
@@ -522,63 +514,82 @@ async fn a_store_outage_loses_no_wal_and_archiving_catches_up() {
 async fn deleting_a_database_leaves_a_final_backup_or_waits_until_told_to_skip() {
     let client = tusk_e2e::client().await;
     install_operator(&client).await;
-    in_namespace("e2e-final", Duration::from_secs(900), |client, ns| async move {
-        let apply = PatchParams::apply(tusk_e2e::MANAGER);
-        let (endpoint, bucket) = store_up(&ns).await?;
-        let store = json!({"objectStore": {
-            "bucket": bucket, "endpoint": endpoint, "path": "e2e", "credentialsSecret": "s3-creds"
-        }});
-        for name in ["pg", "held"] {
-            let spec = json!({"version": "17", "instances": 1, "storage": {"size": "1Gi"}, "backup": store});
-            apply_value(&client, Some(&ns), database(name, spec), &apply).await?;
-        }
-        wait_ready(&client, &ns, "pg", 1).await?;
-        wait_ready(&client, &ns, "held", 1).await?;
-        let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
-        let backups: Api<Backup> = Api::namespaced(client.clone(), &ns);
-
-        // With the store up: the deletion takes a final backup, then goes.
-        databases.delete("pg", &DeleteParams::default()).await?;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
-        while databases.get_opt("pg").await?.is_some() {
-            if tokio::time::Instant::now() > deadline {
-                return Err("pg was not released within 5 minutes of its deletion".into());
+    in_namespace(
+        "e2e-final",
+        Duration::from_secs(900),
+        |client, ns| async move {
+            let apply = PatchParams::apply(tusk_e2e::MANAGER);
+            let (endpoint, bucket) = store_up(&ns).await?;
+            for name in ["pg", "held"] {
+                let spec = spec_with_store(1, &endpoint, &bucket);
+                apply_value(&client, Some(&ns), database(name, spec), &apply).await?;
             }
-            tokio::time::sleep(Duration::from_secs(2)).await;
-        }
-        let finals: Vec<Backup> = backups.list(&ListParams::default()).await?.items.into_iter()
-            .filter(|b| b.spec.database == "pg" && b.name_any().starts_with("pg-final-"))
-            .collect();
-        assert_eq!(finals.len(), 1, "{finals:?}");
-        let status = finals[0].status.clone().ok_or("no status")?;
-        assert_eq!(status.phase, Some(BackupPhase::Completed), "{status:?}");
-        let location = status.location.ok_or("no location")?;
-        let key = location.strip_prefix(&format!("s3://{bucket}/")).ok_or("another bucket")?;
-        assert!(stored(&client, &ns, &format!("{key}manifest.json")).await?, "no manifest at {location}");
+            wait_ready(&client, &ns, "pg", 1).await?;
+            wait_ready(&client, &ns, "held", 1).await?;
+            let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
+            let backups: Api<Backup> = Api::namespaced(client.clone(), &ns);
 
-        // With the store down, the deletion waits and says how to go on;
-        // the annotation lets it go without a final backup.
-        objectstore_async(&["stop", &ns]).await?;
-        databases.delete("held", &DeleteParams::default()).await?;
-        let waiting = wait_for(&databases, "held", Duration::from_secs(120), |db| {
-            db.status.as_ref().is_some_and(|s| {
-                s.phase == Some(tusk::api::status::DatabasePhase::Deleting)
-                    && s.conditions.iter().any(|c| c.type_ == "Ready" && c.reason.starts_with("FinalBackup"))
+            // With the store up: the deletion takes a final backup, then goes.
+            databases.delete("pg", &DeleteParams::default()).await?;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+            while databases.get_opt("pg").await?.is_some() {
+                if tokio::time::Instant::now() > deadline {
+                    return Err("pg was not released within 5 minutes of its deletion".into());
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            let finals: Vec<Backup> = backups
+                .list(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .filter(|b| b.spec.database == "pg" && b.name_any().starts_with("pg-final-"))
+                .collect();
+            assert_eq!(finals.len(), 1, "{finals:?}");
+            let status = finals[0].status.clone().ok_or("no status")?;
+            assert_eq!(status.phase, Some(BackupPhase::Completed), "{status:?}");
+            let location = status.location.ok_or("no location")?;
+            let key = location
+                .strip_prefix(&format!("s3://{bucket}/"))
+                .ok_or("another bucket")?;
+            assert!(
+                stored(&client, &ns, &format!("{key}manifest.json")).await?,
+                "no manifest at {location}"
+            );
+
+            // With the store down, the deletion waits and says how to go on;
+            // the annotation lets it go without a final backup.
+            objectstore_async(&["stop", &ns]).await?;
+            databases.delete("held", &DeleteParams::default()).await?;
+            let waiting = wait_for(&databases, "held", Duration::from_secs(120), |db| {
+                db.status.as_ref().is_some_and(|s| {
+                    s.phase == Some(tusk::api::status::DatabasePhase::Deleting)
+                        && s.conditions
+                            .iter()
+                            .any(|c| c.type_ == "Ready" && c.reason.starts_with("FinalBackup"))
+                })
             })
-        }).await?;
-        tokio::time::sleep(Duration::from_secs(10)).await;
-        assert!(databases.get_opt("held").await?.is_some(), "released without its final backup: {waiting:?}");
-        let patch = json!({"metadata": {"annotations": {"tusk.dev/skip-final-backup": "true"}}});
-        databases.patch("held", &PatchParams::default(), &Patch::Merge(&patch)).await?;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-        while databases.get_opt("held").await?.is_some() {
-            if tokio::time::Instant::now() > deadline {
-                return Err("held was not released after the skip annotation".into());
+            .await?;
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            assert!(
+                databases.get_opt("held").await?.is_some(),
+                "released without its final backup: {waiting:?}"
+            );
+            let patch =
+                json!({"metadata": {"annotations": {"tusk.dev/skip-final-backup": "true"}}});
+            databases
+                .patch("held", &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+            while databases.get_opt("held").await?.is_some() {
+                if tokio::time::Instant::now() > deadline {
+                    return Err("held was not released after the skip annotation".into());
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
             }
-            tokio::time::sleep(Duration::from_secs(2)).await;
-        }
-        Ok(())
-    })
+            Ok(())
+        },
+    )
     .await;
 }
 

@@ -109,9 +109,8 @@ impl Registry {
     }
 }
 
-/// Starts the backup `backup` unless it ran already (then its state is the
-/// answer) or another one is running.
-pub(crate) fn start(shared: &Arc<Shared>, backup: &str) -> Result<BackupState, Refused> {
+/// The object store this pod names, and the Database name of its key layout.
+fn store_settings(shared: &Shared) -> Result<(Configured, String), Refused> {
     let configured = Configured::from_env(|name| std::env::var(name).ok())
         .map_err(|e| Refused::NotConfigured(e.to_string()))?;
     let database = shared
@@ -119,6 +118,13 @@ pub(crate) fn start(shared: &Arc<Shared>, backup: &str) -> Result<BackupState, R
         .database
         .clone()
         .ok_or_else(|| Refused::NotConfigured("TUSK_DATABASE is not set".into()))?;
+    Ok((configured, database))
+}
+
+/// Starts the backup `backup` unless it ran already (then its state is the
+/// answer) or another one is running.
+pub(crate) fn start(shared: &Arc<Shared>, backup: &str) -> Result<BackupState, Refused> {
+    let (configured, database) = store_settings(shared)?;
     let mut runs = shared.backups.lock();
     if let Some(run) = runs.iter().find(|r| r.backup == backup) {
         return Ok(run.state());
@@ -222,13 +228,7 @@ pub(crate) async fn prune(
     shared: &Shared,
     window: Duration,
 ) -> Result<crate::contract::RetentionReport, Refused> {
-    let configured = Configured::from_env(|name| std::env::var(name).ok())
-        .map_err(|e| Refused::NotConfigured(e.to_string()))?;
-    let database = shared
-        .config
-        .database
-        .clone()
-        .ok_or_else(|| Refused::NotConfigured("TUSK_DATABASE is not set".into()))?;
+    let (configured, database) = store_settings(shared)?;
     let system = wal::system_identifier(&shared.config.pgdata)
         .map_err(|e| Refused::Failed(e.to_string()))?;
     let store = Store::new(&configured.store).map_err(|e| Refused::Failed(e.to_string()))?;

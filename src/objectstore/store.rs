@@ -187,21 +187,10 @@ impl Store {
 
     /// The object's content, or `None` when there is no such key.
     pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
-        let answer = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await;
-        let object = match answer {
-            Ok(object) => object,
-            Err(error) if error.as_service_error().is_some_and(|e| e.is_no_such_key()) => {
-                return Ok(None);
-            }
-            Err(error) => return Err(Error::request("GET", key)(error)),
+        let Some(body) = self.get_stream(key).await? else {
+            return Ok(None);
         };
-        let bytes = object.body.collect().await.map_err(|e| Error::Request {
+        let bytes = body.collect().await.map_err(|e| Error::Request {
             operation: "GET",
             key: key.to_owned(),
             message: e.to_string(),
