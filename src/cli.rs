@@ -89,6 +89,11 @@ pub struct WalArgs {
     /// Files moved at once (asked one included).
     #[arg(long, env = crate::contract::env::WAL_PARALLEL, default_value_t = 4)]
     parallel: usize,
+    /// Restore from the restore bootstrap's source (`TUSK_RESTORE_SOURCE` in
+    /// the store the `TUSK_RESTORE_*` variables describe), not this
+    /// Database's own archive.
+    #[arg(long)]
+    source: bool,
 }
 
 impl WalArgs {
@@ -102,12 +107,29 @@ impl WalArgs {
                 source,
             })?,
         };
-        let configured = Configured::from_env(|name| std::env::var(name).ok())?;
+        use crate::contract::env;
+        let (configured, database) = if self.source {
+            let configured = Configured::from_env(|name| std::env::var(env::restore(name)).ok())?;
+            let source = std::env::var(env::RESTORE_SOURCE)
+                .ok()
+                .filter(|s| !s.is_empty())
+                .ok_or(crate::objectstore::ConfigError::Missing(env::RESTORE_SOURCE))?;
+            (configured, source)
+        } else {
+            (
+                Configured::from_env(|name| std::env::var(name).ok())?,
+                self.database,
+            )
+        };
         let system = crate::wal::system_identifier(&pgdata)?;
         Ok(crate::wal::Archive {
-            spool: crate::wal::default_spool(&pgdata),
+            spool: if self.source {
+                crate::wal::source_spool(&pgdata)
+            } else {
+                crate::wal::default_spool(&pgdata)
+            },
             store: Store::new(&configured.store)?,
-            layout: Layout::new(configured.path.as_deref(), &self.database, system),
+            layout: Layout::new(configured.path.as_deref(), &database, system),
             parallel: self.parallel.max(1),
             pgdata,
         })

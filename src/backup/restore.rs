@@ -7,6 +7,7 @@
 
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use bytes::Bytes;
@@ -90,6 +91,18 @@ pub async fn unpack(
     manifest: &Manifest,
     into: &Path,
 ) -> Result<Unpacked, Error> {
+    unpack_counting(store, layout, manifest, into, &AtomicU64::new(0)).await
+}
+
+/// [`unpack`], adding the stored bytes downloaded to `downloaded` as they
+/// arrive (for progress reports).
+pub async fn unpack_counting(
+    store: &Store,
+    layout: &Layout,
+    manifest: &Manifest,
+    into: &Path,
+    downloaded: &AtomicU64,
+) -> Result<Unpacked, Error> {
     if std::fs::read_dir(into).is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(Error::NotEmpty(into.to_owned()));
     }
@@ -133,6 +146,7 @@ pub async fn unpack(
             Ok(Some(chunk)) => {
                 digest.update(&chunk);
                 stored += chunk.len() as u64;
+                downloaded.fetch_add(chunk.len() as u64, Ordering::Relaxed);
                 if sender.send(chunk).is_err() {
                     // The unpacking stopped; its error says why.
                     break;

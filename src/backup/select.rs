@@ -16,6 +16,7 @@ use jiff::Timestamp;
 
 use super::manifest::Manifest;
 use crate::contract::Lsn;
+use crate::objectstore::{Layout, Listed, WalKind};
 
 /// Where recovery stops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +60,43 @@ pub struct ArchiveEnd {
     pub stored_at: Option<Timestamp>,
 }
 
+/// The timeline a recovery to the end of the archive follows: the newest one
+/// with a `.history` file (a promotion wrote it), else the newest with
+/// segments, else 1.
+pub fn newest_timeline(layout: &Layout, wal: &[Listed]) -> u32 {
+    let files: Vec<_> = wal.iter().filter_map(|l| layout.wal_file_of(&l.key)).collect();
+    let newest = |kind: WalKind| {
+        files
+            .iter()
+            .filter(|f| f.kind() == kind)
+            .map(|f| f.timeline())
+            .max()
+    };
+    newest(WalKind::History)
+        .or_else(|| newest(WalKind::Segment))
+        .unwrap_or(1)
+}
+
+/// The end of the archive on `timeline`: the end of its last stored segment
+/// (segment names sort in WAL order), and when that was stored.
+pub fn archive_end(
+    layout: &Layout,
+    wal: &[Listed],
+    timeline: u32,
+    segment_size: u64,
+) -> Option<ArchiveEnd> {
+    wal.iter()
+        .filter_map(|l| Some((layout.wal_file_of(&l.key)?, l.modified)))
+        .filter(|(f, _)| f.kind() == WalKind::Segment && f.timeline() == timeline)
+        .max_by(|a, b| a.0.name().cmp(b.0.name()))
+        .and_then(|(file, modified)| {
+            Some(ArchiveEnd {
+                lsn: Lsn(file.end_lsn(segment_size)?),
+                stored_at: modified.and_then(|s| Timestamp::from_second(s).ok()),
+            })
+        })
+}
+
 /// What to restore.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Choice {
@@ -86,7 +124,8 @@ pub enum Refusal {
     AfterArchive { target: String, end: String },
 }
 
-fn describe(target: Target) -> String {
+/// The target, for people: `end of the archive`, `time …`, `LSN …`.
+pub fn describe(target: Target) -> String {
     match target {
         Target::Latest => "end of the archive".to_owned(),
         Target::Time(at) => format!("time {at}"),
@@ -186,6 +225,34 @@ mod tests {
 
     fn at(text: &str) -> Timestamp {
         text.parse().expect("a timestamp")
+    }
+
+    #[test]
+    fn the_archive_listing_gives_the_newest_timeline_and_its_end() {
+        let layout = Layout::new(None, "orders", 7);
+        let listed = |name: &str, modified: i64| Listed {
+            key: layout.wal_key(&crate::objectstore::WalFile::parse(name).expect("a name")),
+            size: 1,
+            modified: Some(modified),
+        };
+        let mut wal = vec![
+            listed("000000010000000000000001", 100),
+            listed("000000010000000000000002", 200),
+            listed("000000010000000000000003.partial", 250),
+        ];
+        assert_eq!(newest_timeline(&layout, &wal), 1);
+        let end = archive_end(&layout, &wal, 1, 16 << 20).expect("an end");
+        assert_eq!(end.lsn, Lsn(3 * (16 << 20)));
+        assert_eq!(end.stored_at, Timestamp::from_second(200).ok());
+        wal.push(listed("00000002.history", 260));
+        wal.push(listed("000000020000000000000003", 300));
+        assert_eq!(newest_timeline(&layout, &wal), 2);
+        assert_eq!(
+            archive_end(&layout, &wal, 2, 16 << 20).map(|e| e.lsn),
+            Some(Lsn(4 * (16 << 20)))
+        );
+        assert_eq!(archive_end(&layout, &wal, 3, 16 << 20), None);
+        assert_eq!(newest_timeline(&layout, &[]), 1);
     }
 
     fn three_on_timeline_one() -> Vec<Manifest> {

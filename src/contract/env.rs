@@ -53,6 +53,30 @@ pub const SECRET_ACCESS_KEY: &str = "AWS_SECRET_ACCESS_KEY";
 /// next `.ready` ones), and segments `wal-restore` fetches ahead.
 pub const WAL_PARALLEL: &str = "TUSK_WAL_PARALLEL";
 
+/// A restore bootstrap's source: the Database's name in the store's key
+/// layout, and optionally its system identifier and the backup id to start
+/// from (else found in the store).
+pub const RESTORE_SOURCE: &str = "TUSK_RESTORE_SOURCE";
+pub const RESTORE_SYSTEM: &str = "TUSK_RESTORE_SYSTEM";
+pub const RESTORE_BACKUP: &str = "TUSK_RESTORE_BACKUP";
+/// Where recovery stops (RFC 3339, or an LSN); neither: the end of the archive.
+pub const RESTORE_TARGET_TIME: &str = "TUSK_RESTORE_TARGET_TIME";
+pub const RESTORE_TARGET_LSN: &str = "TUSK_RESTORE_TARGET_LSN";
+
+/// The store a restore reads from has its own variables, the store's with
+/// this prefix (`TUSK_RESTORE_OBJECTSTORE_BUCKET`, `TUSK_RESTORE_AWS_ACCESS_KEY_ID`,
+/// ...): it may be another bucket, endpoint or account than the one the
+/// restored Database archives to, and is only ever read.
+pub const RESTORE_PREFIX: &str = "TUSK_RESTORE_";
+
+/// The restore store's name for one of the store's variables.
+pub fn restore(name: &str) -> String {
+    format!(
+        "{RESTORE_PREFIX}{}",
+        name.strip_prefix("TUSK_").unwrap_or(name)
+    )
+}
+
 /// Variables that hold secrets: redacted in logs, removed from every child
 /// process's environment.
 pub const SECRETS: &[&str] = &[

@@ -54,6 +54,9 @@ pub mod path {
     /// `POST` [`super::RetentionRequest`] → [`super::RetentionReport`]: prune
     /// the object store by the recovery window.
     pub const RETENTION: &str = "/retention";
+    /// `GET` → [`super::RestoreProgress`] while (or after) a restore bootstrap
+    /// runs; 404 for any other bootstrap.
+    pub const RESTORE: &str = "/restore";
 }
 
 /// Which role an instance plays. The same type is the API's `InstanceRole`.
@@ -94,6 +97,10 @@ pub enum Bootstrap {
     Initdb,
     /// `pg_basebackup` from the primary, then follow it.
     Clone,
+    /// A base backup from the object store, WAL replayed to the target, then
+    /// promoted; only for the first primary of a Database restored from a
+    /// backup (the `TUSK_RESTORE_*` variables say from where).
+    Restore,
 }
 
 impl Bootstrap {
@@ -101,8 +108,58 @@ impl Bootstrap {
         match self {
             Self::Initdb => "initdb",
             Self::Clone => "clone",
+            Self::Restore => "restore",
         }
     }
+}
+
+/// Where a restore bootstrap stands (`GET /restore`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RestoreProgress {
+    pub stage: RestoreStage,
+    /// The source, as `s3://bucket/path/<database>/<system>`, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The base backup chosen (its id, `YYYYMMDDTHHMMSSZ`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<String>,
+    /// Where recovery stops, for people: `end of the archive`, `time …`, `LSN …`.
+    #[serde(default)]
+    pub target: String,
+    /// The timeline recovery follows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<u32>,
+    /// Bytes of the stored backup downloaded so far, and in all.
+    #[serde(default)]
+    pub downloaded_bytes: u64,
+    #[serde(default)]
+    pub total_bytes: u64,
+    /// The last WAL location replayed, while replaying.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replayed_lsn: Option<Lsn>,
+    /// Why the last attempt failed; the manager tries again after a pause.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Attempts so far, the current one included.
+    #[serde(default)]
+    pub attempts: u32,
+}
+
+/// The steps of a restore bootstrap, in order.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RestoreStage {
+    /// Listing the store and choosing the backup.
+    #[default]
+    Choosing,
+    /// Streaming the base backup into the data directory.
+    Downloading,
+    /// PostgreSQL replays WAL from the archive towards the target.
+    Replaying,
+    /// Promoted on a new timeline; the instance starts as primary.
+    Done,
+    /// The last attempt failed (see `error`); waiting to try again.
+    Failed,
 }
 
 /// What applying a new set of parameters takes.

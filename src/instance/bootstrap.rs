@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::process::Command;
 use tokio::sync::watch;
 
-use crate::contract::Credential;
+use crate::contract::{Credential, RestoreStage};
 use crate::postgres::identifiers::slot_name;
 use crate::postgres::{REPLICATION_USER, SUPERUSER};
 
@@ -45,12 +45,53 @@ pub async fn ensure_data_directory(shared: &Shared) -> Result<(), Error> {
     match shared.config.bootstrap {
         BootstrapMode::Initdb => initdb(shared, &staging).await?,
         BootstrapMode::Clone => clone(shared, &staging).await?,
+        BootstrapMode::Restore => restore_patiently(shared, &staging).await?,
     }
     // rename(2) replaces an empty directory, so an empty PGDATA (a fresh mount
     // point's subdirectory created by someone else) is fine too.
     std::fs::rename(&staging, pgdata).map_err(Error::io("move the new cluster into", pgdata))?;
     tracing::info!(mode = ?shared.config.bootstrap, "bootstrap complete");
     Ok(())
+}
+
+/// A restore, tried again after a pause when it fails: a store that was
+/// unreachable, or a target past what the archive held, may come right. Each
+/// failure is in `GET /restore` for the operator to show; nothing of the
+/// source is ever written.
+async fn restore_patiently(shared: &Shared, staging: &Path) -> Result<(), Error> {
+    let source = super::restore::Source::from_env(|name| std::env::var(name).ok())
+        .map_err(|error| error.to_string());
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        shared.update_restore(|p| p.attempts = attempts);
+        let result = match &source {
+            Ok(source) => super::restore::restore(shared, source, staging).await,
+            Err(message) => Err(Error::Restore(message.clone())),
+        };
+        let error = match result {
+            Ok(()) => {
+                shared.update_restore(|p| {
+                    p.stage = RestoreStage::Done;
+                    p.error = None;
+                });
+                let spool = crate::wal::source_spool(&shared.config.pgdata);
+                let _ = std::fs::remove_dir_all(&spool);
+                return Ok(());
+            }
+            Err(error) => error,
+        };
+        let delay = super::restore::retry_delay(attempts);
+        tracing::error!(error = %error, retry_in = ?delay, "restore failed");
+        shared.update_restore(|p| {
+            p.stage = RestoreStage::Failed;
+            p.error = Some(error.to_string());
+        });
+        if staging.exists() {
+            std::fs::remove_dir_all(staging).map_err(Error::io("remove", staging))?;
+        }
+        tokio::time::sleep(delay).await;
+    }
 }
 
 fn staging_dir(pgdata: &Path) -> PathBuf {

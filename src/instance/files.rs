@@ -58,8 +58,9 @@ pub fn write_passfile(shared: &Shared) -> Result<(), Error> {
     )
 }
 
-/// The settings for this instance in its current role.
-pub fn settings(shared: &Shared, standby: bool) -> Result<Settings, Error> {
+/// The settings for this instance in its current role, for the data directory
+/// `pgdata` (PGDATA, or a bootstrap's staging directory).
+pub fn settings(shared: &Shared, pgdata: &Path, standby: bool) -> Result<Settings, Error> {
     let config = &shared.config;
     let standby = if standby {
         let host = config
@@ -85,32 +86,36 @@ pub fn settings(shared: &Shared, standby: bool) -> Result<Settings, Error> {
     };
     let sync = shared.sync();
     let archiving = match config.objectstore_bucket {
-        Some(_) => {
-            let program = std::env::current_exe().map_err(|source| Error::Io {
-                action: "finding the tusk executable for archive_command",
-                path: PathBuf::from("/proc/self/exe"),
-                source,
-            })?;
-            Some(Archiving {
-                program: program.to_string_lossy().into_owned(),
-            })
-        }
+        Some(_) => Some(Archiving {
+            program: tusk_program()?,
+        }),
         None => None,
     };
     Ok(Settings {
         listen_addresses: config.listen_addresses.clone(),
         port: config.port,
         socket_dir: config.socket_dir.to_string_lossy().into_owned(),
-        hba_file: config
-            .pgdata
+        hba_file: pgdata
             .join("pg_hba.conf")
             .to_string_lossy()
             .into_owned(),
         standby,
         sync,
         archiving,
+        recovery: None,
         parameters: shared.parameters(),
     })
+}
+
+/// This executable, as PostgreSQL's children can run it (`archive_command`,
+/// `restore_command`).
+pub fn tusk_program() -> Result<String, Error> {
+    let program = std::env::current_exe().map_err(|source| Error::Io {
+        action: "finding the tusk executable for archive_command",
+        path: PathBuf::from("/proc/self/exe"),
+        source,
+    })?;
+    Ok(program.to_string_lossy().into_owned())
 }
 
 /// Render and write everything PostgreSQL reads at start or reload, for the role
@@ -118,7 +123,12 @@ pub fn settings(shared: &Shared, standby: bool) -> Result<Settings, Error> {
 pub fn write_config(shared: &Shared) -> Result<(), Error> {
     let pgdata = &shared.config.pgdata;
     let standby = is_standby(pgdata);
-    let text = config::render(&settings(shared, standby)?)?;
+    write_settings(shared, pgdata, &settings(shared, pgdata, standby)?)
+}
+
+/// Write `settings` and the rest of what PostgreSQL reads into `pgdata`.
+pub fn write_settings(shared: &Shared, pgdata: &Path, settings: &Settings) -> Result<(), Error> {
+    let text = config::render(settings)?;
     write_if_changed(&pgdata.join(TUSK_CONF), &text)?;
     write_if_changed(
         &pgdata.join("pg_hba.conf"),

@@ -14,6 +14,7 @@ mod bootstrap;
 mod files;
 pub mod metrics;
 mod process;
+mod restore;
 mod server;
 mod sql;
 
@@ -241,6 +242,18 @@ pub enum Error {
 
     #[error("cannot find the running executable: {0}")]
     CurrentExe(#[source] std::io::Error),
+
+    #[error("the restore source is not usable: {0}")]
+    RestoreSource(String),
+
+    #[error("restoring from {location}: {why}")]
+    RestoreRefused { location: String, why: String },
+
+    #[error("restore failed: {0}")]
+    Restore(String),
+
+    #[error("recovery failed: {0}")]
+    RestoreReplay(String),
 }
 
 impl Error {
@@ -255,6 +268,10 @@ impl Error {
 
     fn sql(context: &'static str) -> impl FnOnce(tokio_postgres::Error) -> Error {
         move |source| Error::Sql { context, source }
+    }
+
+    fn restore(error: impl std::fmt::Display) -> Error {
+        Error::Restore(error.to_string())
     }
 }
 
@@ -282,6 +299,8 @@ pub(crate) struct Shared {
     pub metrics: metrics::SampleCache,
     /// Base backups asked for through `POST /backups`.
     pub backups: backup::Registry,
+    /// A restore bootstrap's progress (`GET /restore`).
+    restore: Mutex<Option<crate::contract::RestoreProgress>>,
 }
 
 impl Shared {
@@ -379,6 +398,7 @@ pub async fn run(config: InstanceConfig) -> Result<(), Error> {
         config_lock: tokio::sync::Mutex::new(()),
         metrics: metrics::SampleCache::default(),
         backups: backup::Registry::default(),
+        restore: Mutex::new(None),
     });
 
     // As PID 1 the default action of SIGTERM is "ignore", so handlers come first.

@@ -57,6 +57,7 @@ fn router(shared: AppState) -> Router {
         .route(path::BACKUPS, post(start_backup).get(backups))
         .route(path::WAL_SWITCH, post(wal_switch))
         .route(path::RETENTION, post(retention))
+        .route(path::RESTORE, get(restore_progress))
         .with_state(shared)
 }
 
@@ -522,6 +523,14 @@ async fn start_backup(State(shared): State<AppState>, headers: HeaderMap, body: 
 }
 
 /// `GET /backups`: the running backup and the last finished ones.
+/// `GET /restore`: a restore bootstrap's progress; read-only, like `/status`.
+async fn restore_progress(State(shared): State<AppState>) -> Response {
+    match shared.restore_progress() {
+        Some(progress) => Json(progress).into_response(),
+        None => error(StatusCode::NOT_FOUND, "this instance is not restoring"),
+    }
+}
+
 async fn backups(State(shared): State<AppState>) -> Response {
     Json(Backups {
         backups: shared.backups.states(),

@@ -104,6 +104,20 @@ impl WalFile {
         })
     }
 
+    /// The LSN just past this segment: the end of the WAL it holds. `None`
+    /// for anything but a full segment.
+    pub fn end_lsn(&self, segment_size: u64) -> Option<u64> {
+        if self.kind != WalKind::Segment || segment_size == 0 {
+            return None;
+        }
+        let per_id = 0x1_0000_0000_u64 / segment_size;
+        let log = u64::from_str_radix(&self.name[8..16], 16).ok()?;
+        let seg = u64::from_str_radix(&self.name[16..24], 16).ok()?;
+        log.checked_mul(per_id)?
+            .checked_add(seg + 1)?
+            .checked_mul(segment_size)
+    }
+
     /// The segment after this one, for restore's prefetch: `segments_per_id`
     /// segments make one 4 GiB "log id" (256 with 16 MiB segments). `None` for
     /// anything but a full segment.
@@ -144,6 +158,34 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// `<path>/<database>/`: where the systems of one Database name live,
+    /// each under its system identifier.
+    pub fn database_prefix(path: Option<&str>, database: &str) -> String {
+        let root = Self::new(path, database, 0).root;
+        format!("{}/", root.strip_suffix("/0").unwrap_or(&root))
+    }
+
+    /// The system identifiers under [`Layout::database_prefix`], from the keys
+    /// listed there, ascending.
+    pub fn systems(prefix: &str, keys: impl IntoIterator<Item = impl AsRef<str>>) -> Vec<u64> {
+        let mut systems: Vec<u64> = keys
+            .into_iter()
+            .filter_map(|key| {
+                let rest = key.as_ref().strip_prefix(prefix)?;
+                rest.split('/').next()?.parse().ok()
+            })
+            .collect();
+        systems.sort_unstable();
+        systems.dedup();
+        systems
+    }
+
+    /// The WAL file a key under [`Layout::wal_prefix`] holds.
+    pub fn wal_file_of(&self, key: &str) -> Option<WalFile> {
+        let name = key.strip_prefix(&self.wal_prefix())?.rsplit('/').next()?;
+        WalFile::parse(name.strip_suffix(".zst")?).ok()
+    }
+
     /// `path` is the optional prefix of `spec.backup.objectStore.path`; slashes
     /// around it are not significant.
     pub fn new(path: Option<&str>, database: &str, system_id: u64) -> Self {
@@ -200,6 +242,29 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn systems_and_wal_files_are_read_back_from_keys() {
+        let prefix = Layout::database_prefix(Some("/team/"), "orders");
+        assert_eq!(prefix, "team/orders/");
+        let layout = Layout::new(Some("team"), "orders", 42);
+        let file = WalFile::parse("000000020000000100000003").expect("a segment");
+        let key = layout.wal_key(&file);
+        let keys = [
+            key.clone(),
+            layout.backup_manifest_key("20261124T100000Z"),
+            "team/orders/7/wal/00000001/00000001.history.zst".to_owned(),
+            "team/orders-2/9/base/x".to_owned(),
+            "team/orders/not-a-system/x".to_owned(),
+        ];
+        assert_eq!(Layout::systems(&prefix, &keys), vec![7, 42]);
+        assert_eq!(layout.wal_file_of(&key), Some(file.clone()));
+        assert_eq!(layout.wal_file_of("team/orders/42/base/x"), None);
+        // Log 1, segment 3 of 16 MiB: 256 + 4 segments in.
+        assert_eq!(file.end_lsn(16 << 20), Some((256 + 4) * (16 << 20)));
+        let history = WalFile::parse("00000002.history").expect("history");
+        assert_eq!(history.end_lsn(16 << 20), None);
+    }
 
     #[test]
     fn the_segment_ending_at_an_lsn_is_the_one_before_a_boundary() {

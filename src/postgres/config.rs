@@ -36,6 +36,8 @@ pub struct Settings {
     pub sync: Option<SyncReplication>,
     /// Set when the Database has an object store.
     pub archiving: Option<Archiving>,
+    /// Set only while a restore bootstrap replays its source's archive.
+    pub recovery: Option<Recovery>,
     /// `spec.postgresql.parameters`, validated by [`validate_parameters`].
     pub parameters: BTreeMap<String, String>,
 }
@@ -55,6 +57,18 @@ pub struct Standby {
 pub struct Archiving {
     /// The `tusk` executable, as PostgreSQL's children can run it.
     pub program: String,
+}
+
+/// Targeted recovery from another Database's archive, then promotion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// `restore_command`: reads the source's archive, never this Database's.
+    pub restore_command: String,
+    /// `recovery_target_time` or `recovery_target_lsn` and its value; `None`:
+    /// to the end of the archive.
+    pub target: Option<(&'static str, String)>,
+    /// `recovery_target_timeline`.
+    pub timeline: u32,
 }
 
 /// Quorum synchronous replication.
@@ -133,6 +147,20 @@ pub fn render(settings: &Settings) -> Result<String, ConfigError> {
             format!("{} wal-restore %f %p", archiving.program),
         );
     }
+    if let Some(recovery) = &settings.recovery {
+        values.insert(
+            "restore_command".to_owned(),
+            recovery.restore_command.clone(),
+        );
+        values.insert(
+            "recovery_target_timeline".to_owned(),
+            recovery.timeline.to_string(),
+        );
+        if let Some((name, value)) = &recovery.target {
+            values.insert((*name).to_owned(), value.clone());
+            values.insert("recovery_target_action".to_owned(), "promote".to_owned());
+        }
+    }
     if let Some(sync) = &settings.sync {
         values.insert(
             "synchronous_standby_names".to_owned(),
@@ -205,6 +233,7 @@ mod tests {
             standby: None,
             sync: None,
             archiving: None,
+            recovery: None,
             parameters: BTreeMap::new(),
         }
     }
@@ -279,6 +308,33 @@ mod tests {
             "primary_conninfo = 'host=''orders-rw'' user=''tusk_replication'' application_name=''orders-2'''\n"
         ));
         assert!(text.contains("primary_slot_name = 'orders_2'\n"));
+    }
+
+    #[test]
+    fn a_targeted_restore_reads_the_source_and_promotes_at_the_target() {
+        let mut s = settings();
+        s.recovery = Some(Recovery {
+            restore_command: "/tusk/bin/tusk wal-restore --source %f %p".to_owned(),
+            target: Some(("recovery_target_time", "2026-11-24 10:01:00+00".to_owned())),
+            timeline: 2,
+        });
+        let lines = lines_of(&render(&s).expect("renders"));
+        for line in [
+            "restore_command = '/tusk/bin/tusk wal-restore --source %f %p'",
+            "recovery_target_time = '2026-11-24 10:01:00+00'",
+            "recovery_target_action = 'promote'",
+            "recovery_target_timeline = '2'",
+        ] {
+            assert!(lines.contains(&line.to_owned()), "{line} missing: {lines:?}");
+        }
+        // To the end of the archive: no target, PostgreSQL promotes by itself.
+        s.recovery = Some(Recovery {
+            restore_command: "x".to_owned(),
+            target: None,
+            timeline: 1,
+        });
+        let text = render(&s).expect("renders");
+        assert!(!text.contains("recovery_target_action"), "{text}");
     }
 
     #[test]

@@ -87,6 +87,13 @@ pub fn default_spool(pgdata: &Path) -> PathBuf {
     pgdata.parent().unwrap_or(pgdata).join("tusk-wal-spool")
 }
 
+/// The spool of `tusk wal-restore --source`: apart from [`default_spool`], so
+/// that a segment prefetched from a restore's source is never taken later for
+/// this Database's own segment of the same name.
+pub fn source_spool(pgdata: &Path) -> PathBuf {
+    pgdata.parent().unwrap_or(pgdata).join("tusk-wal-spool-source")
+}
+
 /// Where `tusk wal-archive` leaves the error of its last call while archiving
 /// fails, for the instance manager to report; beside the data directory, so
 /// base backups do not carry it.
@@ -107,6 +114,18 @@ fn decompress(key: &str, data: &[u8]) -> Result<Vec<u8>, Error> {
         key: key.to_owned(),
         source,
     })
+}
+
+/// A stored (compressed) `.history` file, parsed; the message says what is
+/// wrong with it.
+pub fn parse_history_file(
+    key: &str,
+    stored: &[u8],
+) -> Result<Vec<crate::backup::select::Switch>, String> {
+    let data = decompress(key, stored).map_err(|e| e.to_string())?;
+    let text = String::from_utf8(data).map_err(|e| format!("{key} is not text: {e}"))?;
+    crate::backup::select::parse_history(&text)
+        .ok_or_else(|| format!("{key} is not a timeline history file"))
 }
 
 /// What one `wal-archive` call did.
