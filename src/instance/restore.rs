@@ -251,7 +251,11 @@ async fn choose_in(
 fn target_setting(target: Target) -> Option<(&'static str, String)> {
     match target {
         Target::Latest => None,
-        Target::Time(at) => Some(("recovery_target_time", at.to_string())),
+        // PostgreSQL's own form: it refuses RFC 3339's `T` and `Z`.
+        Target::Time(at) => Some((
+            "recovery_target_time",
+            at.strftime("%Y-%m-%d %H:%M:%S%.f+00").to_string(),
+        )),
         Target::Lsn(lsn) => Some(("recovery_target_lsn", lsn.to_string())),
     }
 }
@@ -356,17 +360,13 @@ async fn stop(child: &mut tokio::process::Child) {
 /// The last error lines PostgreSQL logged, for the failure's message.
 fn log_tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    let important: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("FATAL") || l.contains("PANIC") || l.contains("ERROR"))
-        .collect();
-    let lines: Vec<&str> = if important.is_empty() {
-        text.lines().collect()
-    } else {
-        important
-    };
-    let start = lines.len().saturating_sub(3);
-    lines[start..].join(" | ")
+    let lines: Vec<&str> = text.lines().collect();
+    // The last fatal line and the one before it, which usually says why.
+    let end = lines
+        .iter()
+        .rposition(|l| l.contains("FATAL") || l.contains("PANIC"))
+        .map_or(lines.len(), |i| i + 1);
+    lines[end.saturating_sub(2)..end].join(" | ")
 }
 
 /// How long a failed attempt waits before the next: doubling from 15 s to 5 min.
@@ -429,7 +429,7 @@ mod tests {
         assert_eq!(source.location(7), "s3://backups/team/orders/7");
         assert_eq!(
             target_setting(source.target),
-            Some(("recovery_target_time", "2026-11-24T10:01:00Z".to_owned()))
+            Some(("recovery_target_time", "2026-11-24 10:01:00+00".to_owned()))
         );
 
         let v = vars(&[("TUSK_RESTORE_TARGET_LSN", "0/3000148")]);

@@ -1,0 +1,197 @@
+//! Component tests: `tusk instance` with `TUSK_BOOTSTRAP=restore` against a
+//! real S3 server (versitygw on loopback) and real PostgreSQL: a base backup
+//! and the WAL after it, restored to a time between two commits, to the end
+//! of the archive, and refused (naming why) for a target before the backup.
+
+mod instance_support;
+mod objectstore_support;
+
+use std::time::Duration;
+
+use instance_support::*;
+use objectstore_support::S3Server;
+use serde_json::Value;
+use tusk::contract::env;
+
+const READY: Duration = Duration::from_secs(60);
+const RESTORED: Duration = Duration::from_secs(180);
+
+async fn backup(manager: &Manager, name: &str) -> Value {
+    let body = format!(r#"{{"backup": "{name}"}}"#);
+    let (code, reply) = http(manager.http_port, "POST", "/backups", Some(TOKEN), Some(&body))
+        .await
+        .expect("POST /backups");
+    assert_eq!(code, 202, "{reply}");
+    eventually(&format!("backup {name} finished"), READY, || async {
+        let (_, body) = http(manager.http_port, "GET", "/backups", None, None)
+            .await
+            .ok()?;
+        let listed: Value = serde_json::from_str(&body).ok()?;
+        let run = listed["backups"]
+            .as_array()?
+            .iter()
+            .find(|b| b["backup"] == name)?
+            .clone();
+        (run["run"] != "running").then_some(run)
+    })
+    .await
+}
+
+async fn count(port: u16) -> i64 {
+    superuser(port)
+        .await
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .expect("count")
+        .get(0)
+}
+
+async fn restore_progress(manager: &Manager) -> Option<Value> {
+    let (code, body) = http(manager.http_port, "GET", "/restore", None, None)
+        .await
+        .ok()?;
+    (code == 200).then(|| serde_json::from_str(&body).ok())?
+}
+
+/// The environment of a restore of `orders` (path `team`) from `server`,
+/// archiving as `database` to the same bucket.
+fn restore_env(server: &S3Server, database: &str, target: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut vars = server.env("backups", "team");
+    let source: Vec<(String, String)> = vars
+        .iter()
+        .map(|(name, value)| (env::restore(name), value.clone()))
+        .collect();
+    vars.extend(source);
+    vars.push((env::DATABASE.to_owned(), database.to_owned()));
+    vars.push((env::RESTORE_SOURCE.to_owned(), "orders".to_owned()));
+    vars.extend(target.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    vars
+}
+
+fn restored(pg: &Pg, dir: &TestDir, server: &S3Server, name: &str, target: &[(&str, &str)]) -> Manager {
+    let mut options = Options::primary(pg, &format!("{name}-1"));
+    options.bootstrap = "restore";
+    options.env = restore_env(server, name, target);
+    Manager::start(dir, options)
+}
+
+/// Rows, a backup, rows, the time T, rows: restored to T, exactly the rows
+/// committed before T, on a new timeline that archives under the restored
+/// Database's name while the source's archive stays as it was; restored to
+/// the end of the archive, every row; restored to a time before the backup,
+/// refused with the reason, and nothing started.
+async fn restores_to_a_time_and_to_the_end_of_the_archive(pg: Pg) {
+    let dir = TestDir::new(&format!("restore{}", pg.major));
+    let server = S3Server::start(&dir.path);
+    let store = server.bucket("backups").await;
+    let mut options = Options::primary(&pg, "orders-1");
+    options.env = server.env("backups", "team");
+    let mut source = Manager::start(&dir, options);
+    source.wait_ready(READY).await;
+    let client = superuser(source.pg_port).await;
+    client
+        .batch_execute("CREATE TABLE t (i int); INSERT INTO t SELECT generate_series(1, 1000)")
+        .await
+        .expect("rows before the backup");
+    let before_backup: String = client
+        .query_one("SELECT to_json(clock_timestamp())#>>'{}'", &[])
+        .await
+        .expect("time")
+        .get(0);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let run = backup(&source, "b1").await;
+    assert_eq!(run["run"], "completed", "{run}");
+    client
+        .batch_execute("INSERT INTO t SELECT generate_series(1001, 2000)")
+        .await
+        .expect("rows after the backup");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let target: String = client
+        .query_one("SELECT to_json(clock_timestamp())#>>'{}'", &[])
+        .await
+        .expect("time")
+        .get(0);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    client
+        .batch_execute("INSERT INTO t SELECT generate_series(2001, 3000)")
+        .await
+        .expect("rows after the target");
+    client
+        .batch_execute("SELECT pg_switch_wal()")
+        .await
+        .expect("switch");
+    eventually("the last segment archived", READY, || async {
+        let row = client
+            .query_one(
+                "SELECT last_archived_wal >= pg_walfile_name(pg_current_wal_lsn() - 1) FROM pg_stat_archiver",
+                &[],
+            )
+            .await
+            .ok()?;
+        row.get::<_, Option<bool>>(0).unwrap_or(false).then_some(())
+    })
+    .await;
+    source.stop();
+    let source_keys = |listed: Vec<tusk::objectstore::Listed>| -> Vec<(String, u64)> {
+        listed.into_iter().map(|l| (l.key, l.size)).collect()
+    };
+    let before = source_keys(store.list("team/orders/").await.expect("list"));
+
+    // To T: the rows committed before it, none after.
+    let to_time = [(env::RESTORE_TARGET_TIME, target.as_str())];
+    let mut at_t = restored(&pg, &dir, &server, "copy", &to_time);
+    at_t.wait_ready(RESTORED).await;
+    assert_eq!(count(at_t.pg_port).await, 2000, "rows at {target}");
+    let progress = restore_progress(&at_t).await.expect("restore progress");
+    assert_eq!(progress["stage"], "done", "{progress}");
+    assert!(progress["backup"].is_string(), "{progress}");
+    assert!(
+        progress["downloaded_bytes"].as_u64() == progress["total_bytes"].as_u64()
+            && progress["total_bytes"].as_u64() > Some(0),
+        "{progress}"
+    );
+    let status = at_t.status().await;
+    assert_eq!(status["role"], "primary", "{status}");
+    assert!(status["timeline"].as_u64() >= Some(2), "{status}");
+    // It writes, and archives under its own name, its new timeline first.
+    superuser(at_t.pg_port)
+        .await
+        .batch_execute("INSERT INTO t VALUES (-1); SELECT pg_switch_wal()")
+        .await
+        .expect("writes after the restore");
+    eventually("the restored Database archives its own WAL", READY, || async {
+        let listed = store.list("team/copy/").await.ok()?;
+        listed
+            .iter()
+            .any(|l| l.key.ends_with(".history.zst"))
+            .then_some(())
+    })
+    .await;
+    at_t.stop();
+
+    // To the end of the archive: every row.
+    let mut at_end = restored(&pg, &dir, &server, "all", &[]);
+    at_end.wait_ready(RESTORED).await;
+    assert_eq!(count(at_end.pg_port).await, 3000, "rows at the end of the archive");
+    at_end.stop();
+
+    // Before the backup: refused before any download, naming the backup.
+    let too_early = [(env::RESTORE_TARGET_TIME, before_backup.as_str())];
+    let early = restored(&pg, &dir, &server, "early", &too_early);
+    let refused = eventually("the early restore refused", READY, || async {
+        let progress = restore_progress(&early).await?;
+        (progress["stage"] == "failed").then_some(progress)
+    })
+    .await;
+    let error = refused["error"].as_str().unwrap_or_default();
+    assert!(error.contains("before the oldest usable backup"), "{refused}");
+    assert_eq!(refused["downloaded_bytes"], 0, "{refused}");
+    assert!(!early.pgdata.join("PG_VERSION").exists());
+    drop(early);
+
+    // The source's archive was only read.
+    let after = source_keys(store.list("team/orders/").await.expect("list"));
+    assert_eq!(before, after, "the source's objects changed");
+}
+
+per_major!(restores_to_a_time_and_to_the_end_of_the_archive);
