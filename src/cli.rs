@@ -113,7 +113,9 @@ impl WalArgs {
             let source = std::env::var(env::RESTORE_SOURCE)
                 .ok()
                 .filter(|s| !s.is_empty())
-                .ok_or(crate::objectstore::ConfigError::Missing(env::RESTORE_SOURCE))?;
+                .ok_or(crate::objectstore::ConfigError::Missing(
+                    env::RESTORE_SOURCE,
+                ))?;
             (configured, source)
         } else {
             (

@@ -18,9 +18,15 @@ const RESTORED: Duration = Duration::from_secs(180);
 
 async fn backup(manager: &Manager, name: &str) -> Value {
     let body = format!(r#"{{"backup": "{name}"}}"#);
-    let (code, reply) = http(manager.http_port, "POST", "/backups", Some(TOKEN), Some(&body))
-        .await
-        .expect("POST /backups");
+    let (code, reply) = http(
+        manager.http_port,
+        "POST",
+        "/backups",
+        Some(TOKEN),
+        Some(&body),
+    )
+    .await
+    .expect("POST /backups");
     assert_eq!(code, 202, "{reply}");
     eventually(&format!("backup {name} finished"), READY, || async {
         let (_, body) = http(manager.http_port, "GET", "/backups", None, None)
@@ -55,7 +61,11 @@ async fn restore_progress(manager: &Manager) -> Option<Value> {
 
 /// The environment of a restore of `orders` (path `team`) from `server`,
 /// archiving as `database` to the same bucket.
-fn restore_env(server: &S3Server, database: &str, target: &[(&str, &str)]) -> Vec<(String, String)> {
+fn restore_env(
+    server: &S3Server,
+    database: &str,
+    target: &[(&str, &str)],
+) -> Vec<(String, String)> {
     let mut vars = server.env("backups", "team");
     let source: Vec<(String, String)> = vars
         .iter()
@@ -64,11 +74,21 @@ fn restore_env(server: &S3Server, database: &str, target: &[(&str, &str)]) -> Ve
     vars.extend(source);
     vars.push((env::DATABASE.to_owned(), database.to_owned()));
     vars.push((env::RESTORE_SOURCE.to_owned(), "orders".to_owned()));
-    vars.extend(target.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    vars.extend(
+        target
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
     vars
 }
 
-fn restored(pg: &Pg, dir: &TestDir, server: &S3Server, name: &str, target: &[(&str, &str)]) -> Manager {
+fn restored(
+    pg: &Pg,
+    dir: &TestDir,
+    server: &S3Server,
+    name: &str,
+    target: &[(&str, &str)],
+) -> Manager {
     let mut options = Options::primary(pg, &format!("{name}-1"));
     options.bootstrap = "restore";
     options.env = restore_env(server, name, target);
@@ -159,20 +179,28 @@ async fn restores_to_a_time_and_to_the_end_of_the_archive(pg: Pg) {
         .batch_execute("INSERT INTO t VALUES (-1); SELECT pg_switch_wal()")
         .await
         .expect("writes after the restore");
-    eventually("the restored Database archives its own WAL", READY, || async {
-        let listed = store.list("team/copy/").await.ok()?;
-        listed
-            .iter()
-            .any(|l| l.key.ends_with(".history.zst"))
-            .then_some(())
-    })
+    eventually(
+        "the restored Database archives its own WAL",
+        READY,
+        || async {
+            let listed = store.list("team/copy/").await.ok()?;
+            listed
+                .iter()
+                .any(|l| l.key.ends_with(".history.zst"))
+                .then_some(())
+        },
+    )
     .await;
     at_t.stop();
 
     // To the end of the archive: every row.
     let mut at_end = restored(&pg, &dir, &server, "all", &[]);
     at_end.wait_ready(RESTORED).await;
-    assert_eq!(count(at_end.pg_port).await, 3000, "rows at the end of the archive");
+    assert_eq!(
+        count(at_end.pg_port).await,
+        3000,
+        "rows at the end of the archive"
+    );
     at_end.stop();
 
     // Before the backup: refused before any download, naming the backup.
@@ -184,7 +212,10 @@ async fn restores_to_a_time_and_to_the_end_of_the_archive(pg: Pg) {
     })
     .await;
     let error = refused["error"].as_str().unwrap_or_default();
-    assert!(error.contains("before the oldest usable backup"), "{refused}");
+    assert!(
+        error.contains("before the oldest usable backup"),
+        "{refused}"
+    );
     assert_eq!(refused["downloaded_bytes"], 0, "{refused}");
     assert!(!early.pgdata.join("PG_VERSION").exists());
     drop(early);

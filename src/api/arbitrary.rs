@@ -135,8 +135,8 @@ fn quantity() -> impl Strategy<Value = String> {
     "[1-9][0-9]{0,3}(Mi|Gi|Ti)?"
 }
 
-fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
-    let object_store = (
+fn object_store() -> impl Strategy<Value = v1::ObjectStore> {
+    (
         "[a-z0-9]{3,10}",
         option::of(small_string()),
         option::of("https?://[a-z]{1,8}"),
@@ -151,11 +151,14 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
                 region,
                 credentials_secret,
             },
-        );
+        )
+}
+
+fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
     let backup = (
         option::of("[0-9] [0-9] \\* \\* \\*"),
         option::of("[1-9][dhw]"),
-        option::of(object_store),
+        option::of(object_store()),
     )
         .prop_map(|(schedule, retention, object_store)| v1::BackupConfig {
             schedule,
@@ -168,18 +171,24 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
             recovery: None,
         }),
         (
-            option::of(small_string()),
-            option::of(small_string()),
+            0usize..3,
+            small_string(),
+            option::of(object_store()),
             option::of(Just("2026-11-22T10:00:00Z".to_owned()))
         )
-            .prop_map(|(backup, source, target_time)| v1::BootstrapSpec {
-                initdb: None,
-                recovery: Some(v1::RecoverySpec {
-                    backup,
-                    source,
-                    target_time,
-                    target_lsn: None,
-                }),
+            .prop_map(|(which, name, store, target_time)| {
+                let named = |n: usize| (which == n).then(|| name.clone());
+                v1::BootstrapSpec {
+                    initdb: None,
+                    recovery: Some(v1::RecoverySpec {
+                        backup: named(0),
+                        source: named(1),
+                        source_name: named(2),
+                        object_store: store.filter(|_| which != 1),
+                        target_time,
+                        target_lsn: None,
+                    }),
+                }
             }),
     ];
     (

@@ -15,6 +15,13 @@ pub fn effective(db: &Database, default: Option<&ObjectStore>) -> Option<ObjectS
     if backup.schedule.is_none() && backup.retention.is_none() {
         return None;
     }
+    namespaced_default(db, default)
+}
+
+/// The operator's default store as `db`'s namespace sees it (under a prefix
+/// per namespace), whether or not `db` asks for backups: where a restore
+/// reads when nothing else is named.
+pub fn namespaced_default(db: &Database, default: Option<&ObjectStore>) -> Option<ObjectStore> {
     let default = default?;
     let namespace = db.metadata.namespace.as_deref().unwrap_or("default");
     let path = match default.path.as_deref().map(|p| p.trim_matches('/')) {

@@ -232,24 +232,46 @@ fn default_app() -> String {
     "app".to_owned()
 }
 
-/// Restore the first instance from a base backup and WAL.
+/// Restore the first instance from a base backup and WAL: name exactly one of
+/// `backup`, `source` or `sourceName`. The restored Database archives under its
+/// own name; the source's objects are only read.
+///
+/// Examples: `{backup: orders-20261124020000}`;
+/// `{source: orders, targetTime: "2026-11-24T10:01:00Z"}` (just before a
+/// mistake at 10:02); `{sourceName: orders}` (a deleted Database, from its
+/// final backup in this Database's store).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!(has(self.targetTime) && has(self.targetLsn))").message("spec.bootstrap.recovery may set targetTime or targetLsn, not both"))]
+#[x_kube(validation = Rule::new("(has(self.backup) ? 1 : 0) + (has(self.source) ? 1 : 0) + (has(self.sourceName) ? 1 : 0) == 1").message("spec.bootstrap.recovery must name exactly one of backup, source or sourceName"))]
+#[x_kube(validation = Rule::new("!(has(self.source) && has(self.objectStore))").message("spec.bootstrap.recovery.objectStore is not used with source: the source Database's store is read"))]
 pub struct RecoverySpec {
-    /// Name of a Backup in this namespace to restore. When unset, the latest
-    /// backup before the target is used.
+    /// A completed Backup in this namespace to start from, for example
+    /// `orders-20261124020000`. WAL is replayed from its archive to the target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub backup: Option<String>,
 
-    /// Database whose backups to restore from (its object store and path), when
-    /// different from this one.
+    /// A Database in this namespace, for example `orders`: its object store and
+    /// system, and its newest backup that precedes the target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63))]
     pub source: Option<String>,
 
-    /// Recover up to this time (RFC 3339), then promote.
+    /// The name a Database had in the object store, for example `orders`, read
+    /// without that Database: the way back to one that was deleted (from its
+    /// final backup). The store is `objectStore`, else this Database's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub source_name: Option<String>,
+
+    /// Where to read with `sourceName` or `backup`, when not this Database's
+    /// (or the operator's default) store. Only ever read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_store: Option<ObjectStore>,
+
+    /// Recover up to this time (RFC 3339, for example `2026-11-24T10:01:00Z`),
+    /// then promote: every transaction committed until then, none after.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
     pub target_time: Option<String>,

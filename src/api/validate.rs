@@ -159,6 +159,23 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
                         format!("{time:?} is not an RFC 3339 time such as 2026-11-22T10:00:00Z"),
                     ));
                 }
+                let named = [
+                    recovery.backup.is_some(),
+                    recovery.source.is_some(),
+                    recovery.source_name.is_some(),
+                ];
+                if named.iter().filter(|n| **n).count() != 1 {
+                    errors.push(FieldError::new(
+                        "spec.bootstrap.recovery",
+                        "must name exactly one of backup, source or sourceName",
+                    ));
+                }
+                if recovery.source.is_some() && recovery.object_store.is_some() {
+                    errors.push(FieldError::new(
+                        "spec.bootstrap.recovery.objectStore",
+                        "is not used with source: the source Database's store is read",
+                    ));
+                }
                 if recovery.target_time.is_some() && recovery.target_lsn.is_some() {
                     errors.push(FieldError::new(
                         "spec.bootstrap.recovery",

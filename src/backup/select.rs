@@ -64,7 +64,10 @@ pub struct ArchiveEnd {
 /// with a `.history` file (a promotion wrote it), else the newest with
 /// segments, else 1.
 pub fn newest_timeline(layout: &Layout, wal: &[Listed]) -> u32 {
-    let files: Vec<_> = wal.iter().filter_map(|l| layout.wal_file_of(&l.key)).collect();
+    let files: Vec<_> = wal
+        .iter()
+        .filter_map(|l| layout.wal_file_of(&l.key))
+        .collect();
     let newest = |kind: WalKind| {
         files
             .iter()

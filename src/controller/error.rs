@@ -39,6 +39,9 @@ pub enum Error {
 
     #[error("instance {instance}: {reason}")]
     InstanceUnreachable { instance: String, reason: String },
+
+    #[error("{0}")]
+    Restore(String),
 }
 
 impl Error {
@@ -56,7 +59,9 @@ impl Error {
                 | kube::runtime::finalizer::Error::RemoveFinalizer(e) => Category::of_kube(e),
                 _ => Category::Internal,
             },
-            Error::MissingField(_) | Error::Serialize { .. } => Category::Internal,
+            Error::MissingField(_) | Error::Serialize { .. } | Error::Restore(_) => {
+                Category::Internal
+            }
             Error::Instance { source, .. } => source.category(),
             // An instance manager that cannot be reached now may be on the next pass.
             Error::InstanceUnreachable { .. } => Category::Api,

@@ -95,10 +95,7 @@ pub fn settings(shared: &Shared, pgdata: &Path, standby: bool) -> Result<Setting
         listen_addresses: config.listen_addresses.clone(),
         port: config.port,
         socket_dir: config.socket_dir.to_string_lossy().into_owned(),
-        hba_file: pgdata
-            .join("pg_hba.conf")
-            .to_string_lossy()
-            .into_owned(),
+        hba_file: pgdata.join("pg_hba.conf").to_string_lossy().into_owned(),
         standby,
         sync,
         archiving,

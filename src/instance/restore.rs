@@ -47,7 +47,8 @@ pub struct Source {
 impl Source {
     pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, Error> {
         let get = |name: &str| lookup(name).filter(|v| !v.is_empty());
-        let invalid = |name: &'static str, why: String| Error::RestoreSource(format!("{name}: {why}"));
+        let invalid =
+            |name: &'static str, why: String| Error::RestoreSource(format!("{name}: {why}"));
         let configured = Configured::from_env(|name| get(&env::restore(name)))
             .map_err(|e| Error::RestoreSource(e.to_string()))?;
         let database = get(env::RESTORE_SOURCE)
@@ -123,7 +124,13 @@ pub async fn restore(shared: &Shared, source: &Source, staging: &Path) -> Result
     });
 
     let downloaded = AtomicU64::new(0);
-    let unpacking = unpack_counting(&store, &chosen.layout, &chosen.manifest, staging, &downloaded);
+    let unpacking = unpack_counting(
+        &store,
+        &chosen.layout,
+        &chosen.manifest,
+        staging,
+        &downloaded,
+    );
     tokio::pin!(unpacking);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let unpacked = loop {
@@ -222,12 +229,17 @@ async fn choose_in(
         .map_err(Error::restore)?;
     let timeline = select::newest_timeline(layout, &wal);
     let history = if timeline > 1 {
-        let key = format!("{}{timeline:08X}/{timeline:08X}.history.zst", layout.wal_prefix());
+        let key = format!(
+            "{}{timeline:08X}/{timeline:08X}.history.zst",
+            layout.wal_prefix()
+        );
         match store.get(&key).await.map_err(Error::restore)? {
-            Some(bytes) => parse_history_file(&key, &bytes).map_err(|why| Error::RestoreRefused {
-                location: key.clone(),
-                why,
-            })?,
+            Some(bytes) => {
+                parse_history_file(&key, &bytes).map_err(|why| Error::RestoreRefused {
+                    location: key.clone(),
+                    why,
+                })?
+            }
             None => Vec::new(),
         }
     } else {
@@ -267,7 +279,12 @@ fn log_file(pgdata: &Path) -> PathBuf {
 
 /// Runs PostgreSQL on `staging` until it has replayed to the target and
 /// promoted, then stops it with a fast shutdown.
-async fn replay(shared: &Shared, source: &Source, chosen: &Chosen, staging: &Path) -> Result<(), Error> {
+async fn replay(
+    shared: &Shared,
+    source: &Source,
+    chosen: &Chosen,
+    staging: &Path,
+) -> Result<(), Error> {
     use std::os::unix::fs::PermissionsExt;
     // PostgreSQL refuses a data directory others can read.
     std::fs::set_permissions(staging, std::fs::Permissions::from_mode(0o700))
@@ -411,7 +428,11 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
-        vars.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        vars.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
         vars
     }
 
@@ -437,7 +458,9 @@ mod tests {
         assert_eq!(source.target, Target::Lsn(Lsn(0x0300_0148)));
         let v = vars(&[]);
         assert_eq!(
-            Source::from_env(|n| v.get(n).cloned()).expect("a source").target,
+            Source::from_env(|n| v.get(n).cloned())
+                .expect("a source")
+                .target,
             Target::Latest
         );
     }

@@ -36,8 +36,8 @@ mod tests;
 pub use action::{Action, Bootstrap, DeleteReason};
 pub use backup::BACKUP_HEALTHY;
 pub use observed::{
-    Instance, InstanceState, ManagerStatus, Observed, Pod, PodPhase, PvcState, Routing,
-    SyncStandbys,
+    Instance, InstanceState, ManagerStatus, Observed, Pod, PodPhase, PvcState, RestoreView,
+    Routing, SyncStandbys,
 };
 pub use plan::{Plan, REQUEUE_SOON_SECONDS, REQUEUE_STEADY_SECONDS, plan};
 pub use verdict::{DEGRADED, Desired, PROGRESSING, READY, Verdict};

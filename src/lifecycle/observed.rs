@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::api::status::InstanceRole;
-use crate::contract::{Archiver, Credential};
+use crate::contract::{Archiver, Credential, RestoreProgress};
 use crate::postgres::params::Change;
 use crate::resources::names;
 
@@ -53,6 +53,17 @@ pub struct Observed {
     pub archiving: Option<Archiver>,
     /// `spec.backup.objectStore.credentialsSecret` when no such Secret exists.
     pub missing_store_credentials: Option<String>,
+    /// A restore bootstrap, while the first primary is being made.
+    pub restore: RestoreView,
+}
+
+/// What is known of a restore bootstrap.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RestoreView {
+    /// Why `spec.bootstrap.recovery` cannot be carried out (names the field).
+    pub unresolved: Option<String>,
+    /// The restoring instance's progress (`GET /restore`).
+    pub progress: Option<RestoreProgress>,
 }
 
 // By hand because `Change` has no `Default`: nothing observed means nothing
@@ -76,6 +87,7 @@ impl Default for Observed {
             inactive_slots: Vec::new(),
             archiving: None,
             missing_store_credentials: None,
+            restore: RestoreView::default(),
         }
     }
 }

@@ -1,12 +1,12 @@
-//! Requests this build cannot carry out yet. Each is a `Blocked` verdict that
-//! names the field; nothing is done for it (a bootstrap from a backup creates
-//! nothing at all), and the rest of the spec still is.
+//! Requests this build cannot carry out (yet). Each is a `Blocked` verdict that
+//! names the field; nothing is done for it, and the rest of the spec still is.
+//! A restore whose source cannot be resolved creates nothing at all.
 
 use super::context::Context;
 use super::verdict::Verdict;
 
 pub(super) struct Requests {
-    /// A new cluster must not be created: its bootstrap cannot be carried out.
+    /// A new cluster must not be created: its restore source cannot be resolved.
     pub hold_bootstrap: bool,
     pub verdicts: Vec<Verdict>,
 }
@@ -14,16 +14,12 @@ pub(super) struct Requests {
 pub(super) fn plan(ctx: &Context) -> Requests {
     let spec = ctx.spec;
     let mut verdicts = Vec::new();
+    // The topology says why (the message names the field) while it holds.
     let recovery = spec
         .bootstrap
         .as_ref()
         .is_some_and(|b| b.recovery.is_some());
-    if recovery {
-        verdicts.push(Verdict::blocked(
-            "RestoreNotSupported",
-            "spec.bootstrap.recovery: restoring from a backup is not supported by this build; nothing is created",
-        ));
-    }
+    let unrestorable = recovery && ctx.observed.restore.unresolved.is_some();
     if let Some(primary) = &spec.primary {
         let current = ctx.previous.and_then(|s| s.current_primary.as_deref());
         if current != Some(primary.as_str()) {
@@ -47,7 +43,7 @@ pub(super) fn plan(ctx: &Context) -> Requests {
         ));
     }
     Requests {
-        hold_bootstrap: recovery,
+        hold_bootstrap: unrestorable,
         verdicts,
     }
 }

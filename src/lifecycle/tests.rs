@@ -1084,22 +1084,91 @@ fn backup_health_keeps_its_last_word_while_no_primary_answers_and_needs_a_store(
     assert_eq!(backup_healthy(&decided), None, "no store, no condition");
 }
 
-#[test]
-fn restores_are_refused_by_name() {
-    // A new Database to be restored from a backup: nothing is created.
+fn restoring_spec() -> DatabaseSpec {
     let mut spec = async_spec(3);
     spec.bootstrap = Some(crate::api::v1::BootstrapSpec {
         initdb: None,
-        recovery: Some(Default::default()),
+        recovery: Some(crate::api::v1::RecoverySpec {
+            backup: Some("nightly".into()),
+            ..Default::default()
+        }),
     });
-    let decided = plan(&spec, None, &observed(vec![]));
-    assert_eq!(decided.phase, P::Blocked);
-    assert_eq!(decided.actions, [], "no volume, no pod");
-    assert_eq!(condition(&decided, READY).reason, "RestoreNotSupported");
+    spec
+}
+
+#[test]
+fn a_restore_whose_source_is_unresolved_creates_nothing_and_names_the_field() {
+    let mut unresolved = observed(vec![]);
+    unresolved.restore.unresolved =
+        Some("spec.bootstrap.recovery.backup: Backup nightly does not exist".into());
+    let decided = plan(&restoring_spec(), None, &unresolved);
+    assert_eq!(decided.phase, P::Failed);
     assert!(
-        condition(&decided, READY)
+        decided
+            .actions
+            .iter()
+            .all(|a| !matches!(a, Action::CreatePvc { .. } | Action::CreatePod { .. })),
+        "{:?}",
+        decided.actions
+    );
+    let ready = condition(&decided, READY);
+    assert_eq!(ready.reason, "RestoreSourceInvalid");
+    assert!(
+        ready
             .message
-            .starts_with("spec.bootstrap.recovery: ")
+            .starts_with("spec.bootstrap.recovery.backup: ")
+    );
+}
+
+#[test]
+fn the_first_primary_of_a_restore_restores_and_reports_its_progress() {
+    let decided = plan(&restoring_spec(), None, &observed(vec![(1, survivor())]));
+    assert_eq!(decided.phase, P::Restoring);
+    assert!(decided.actions.contains(&Action::CreatePod {
+        serial: 1,
+        bootstrap: Bootstrap::Restore,
+        role: Primary,
+        image: String::new(),
+    }));
+
+    let mut restoring = observed(vec![(1, unknown(Primary))]);
+    restoring.restore.progress = Some(crate::contract::RestoreProgress {
+        stage: crate::contract::RestoreStage::Downloading,
+        source: Some("s3://b/orders/7441".into()),
+        backup: Some("20261124T100000Z".into()),
+        downloaded_bytes: 3 << 20,
+        total_bytes: 12 << 20,
+        ..Default::default()
+    });
+    let decided = plan(&restoring_spec(), None, &restoring);
+    assert_eq!(decided.phase, P::Restoring);
+    let message = &condition(&decided, READY).message;
+    assert!(
+        message.contains(
+            "downloading backup 20261124T100000Z from s3://b/orders/7441: 3.0 of 12.0 MiB"
+        ),
+        "{message}"
+    );
+    assert!(
+        !decided
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::CreatePod { .. }))
+    );
+
+    // A failed attempt: phase Failed, the cause in the condition.
+    let progress = restoring.restore.progress.as_mut().expect("progress");
+    progress.stage = crate::contract::RestoreStage::Failed;
+    progress.error = Some("data.tar.zst does not match its manifest".into());
+    progress.attempts = 2;
+    let decided = plan(&restoring_spec(), None, &restoring);
+    assert_eq!(decided.phase, P::Failed);
+    let ready = condition(&decided, READY);
+    assert_eq!(ready.reason, "RestoreFailed");
+    assert!(
+        ready.message.contains("does not match its manifest"),
+        "{}",
+        ready.message
     );
 }
 

@@ -9,6 +9,7 @@
 //! primary that holds everything that data holds.
 
 use crate::api::status::{DatabasePhase, InstanceRole};
+use crate::contract::RestoreStage;
 use crate::postgres::identifiers::slot_name;
 
 use super::action::{Action, Bootstrap, DeleteReason};
@@ -95,6 +96,10 @@ pub(super) fn plan(ctx: &Context, hold_bootstrap: bool, image: &str) -> Topology
             "MultiplePrimaries",
             "more than one instance reports itself primary; Tusk changes nothing until one steps down",
         ),
+        // A restoring first primary's manager answers /restore, not /status.
+        PrimaryView::Unreachable(serial) if ctx.observed.restore.progress.is_some() => {
+            restore_progress(ctx, &ctx.name(serial)).primary(serial)
+        }
         PrimaryView::Unreachable(serial) => Topology::wait(
             ctx.keep_phase(),
             "PrimaryUnreachable",
@@ -106,10 +111,14 @@ pub(super) fn plan(ctx: &Context, hold_bootstrap: bool, image: &str) -> Topology
         .primary(serial),
         PrimaryView::Down(serial) => recover_primary(ctx, serial, image),
         PrimaryView::Gone(serial) => primary_gone(ctx, serial),
-        PrimaryView::None if hold_bootstrap && ctx.members.is_empty() => Topology::wait(
-            DatabasePhase::Blocked,
-            "BootstrapHeld",
-            "nothing is created until spec.bootstrap can be carried out",
+        PrimaryView::None if hold_bootstrap => Topology::wait(
+            DatabasePhase::Failed,
+            "RestoreSourceInvalid",
+            ctx.observed
+                .restore
+                .unresolved
+                .clone()
+                .unwrap_or_else(|| "spec.bootstrap.recovery cannot be carried out".to_owned()),
         ),
         PrimaryView::None => bootstrap(ctx, image),
     };
@@ -171,19 +180,33 @@ fn bootstrap(ctx: &Context, image: &str) -> Topology {
             "waiting for the first instance",
         );
     };
+    let restoring = ctx
+        .spec
+        .bootstrap
+        .as_ref()
+        .is_some_and(|b| b.recovery.is_some());
+    let (mode, how) = if restoring {
+        (Bootstrap::Restore, "by restoring from a backup")
+    } else {
+        (Bootstrap::Initdb, "with initdb")
+    };
     match instance.state() {
         InstanceState::NoPod => {
             let mut topology = Topology::wait(
-                DatabasePhase::InitializingPrimary,
+                if restoring {
+                    DatabasePhase::Restoring
+                } else {
+                    DatabasePhase::InitializingPrimary
+                },
                 "InitializingPrimary",
-                format!("creating the first primary {name} with initdb"),
+                format!("creating the first primary {name} {how}"),
             );
             // With a `WaitForFirstConsumer` storage class the PVC only binds once a
             // pod uses it, so the pod does not wait for `Bound`.
             if ctx.no_other_primary(first) {
                 topology.first.push(Action::CreatePod {
                     serial: first,
-                    bootstrap: Bootstrap::Initdb,
+                    bootstrap: mode,
                     role: InstanceRole::Primary,
                     image: image.to_owned(),
                 });
@@ -222,6 +245,59 @@ fn bootstrap(ctx: &Context, image: &str) -> Topology {
                 format!("{name} runs as a replica and no instance is primary"),
             )
         }
+    }
+}
+
+/// The first primary restores: its progress, or why its last attempt failed.
+fn restore_progress(ctx: &Context, name: &str) -> Topology {
+    let Some(progress) = &ctx.observed.restore.progress else {
+        return Topology::wait(
+            DatabasePhase::Restoring,
+            "Restoring",
+            format!("waiting for the instance manager of {name} to start restoring"),
+        );
+    };
+    let from = progress.source.as_deref().unwrap_or("the object store");
+    let backup = progress.backup.as_deref().unwrap_or("a backup");
+    let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
+    match progress.stage {
+        RestoreStage::Failed => Topology::wait(
+            DatabasePhase::Failed,
+            "RestoreFailed",
+            format!(
+                "{name}: {} (attempt {}; retried with backoff, nothing of the source is changed)",
+                progress.error.as_deref().unwrap_or("the restore failed"),
+                progress.attempts
+            ),
+        ),
+        RestoreStage::Choosing => Topology::wait(
+            DatabasePhase::Restoring,
+            "Restoring",
+            format!(
+                "{name}: choosing the backup to restore for {}",
+                progress.target
+            ),
+        ),
+        RestoreStage::Downloading => Topology::wait(
+            DatabasePhase::Restoring,
+            "Restoring",
+            format!(
+                "{name}: downloading backup {backup} from {from}: {:.1} of {:.1} MiB",
+                mib(progress.downloaded_bytes),
+                mib(progress.total_bytes)
+            ),
+        ),
+        RestoreStage::Replaying | RestoreStage::Done => Topology::wait(
+            DatabasePhase::Restoring,
+            "Restoring",
+            format!(
+                "{name}: replaying WAL from {from} towards the {}; replayed up to {}",
+                progress.target,
+                progress
+                    .replayed_lsn
+                    .map_or_else(|| "the backup's start".to_owned(), |l| l.to_string())
+            ),
+        ),
     }
 }
 

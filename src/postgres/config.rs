@@ -325,7 +325,10 @@ mod tests {
             "recovery_target_action = 'promote'",
             "recovery_target_timeline = '2'",
         ] {
-            assert!(lines.contains(&line.to_owned()), "{line} missing: {lines:?}");
+            assert!(
+                lines.contains(&line.to_owned()),
+                "{line} missing: {lines:?}"
+            );
         }
         // To the end of the archive: no target, PostgreSQL promotes by itself.
         s.recovery = Some(Recovery {

@@ -18,6 +18,7 @@ pub mod names;
 mod pdb;
 mod pod;
 mod pvc;
+mod restore;
 mod secret;
 mod service;
 
@@ -39,6 +40,7 @@ pub use pod::{
     TUSK_BIN, instance_pod, instance_pod_with, spec_hash,
 };
 pub use pvc::pvc;
+pub use restore::{RestoreSource, with_restore};
 pub use secret::{
     APP_USERNAME_DEFAULT, INSTANCE_TOKEN_USERNAME, PASSWORD_KEY, REPLICATION_USERNAME,
     SUPERUSER_USERNAME, SecretKind, secret,

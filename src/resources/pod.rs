@@ -41,6 +41,9 @@ pub const PGDATA: &str = "/var/lib/postgresql/data/pgdata";
 pub const TUSK_BIN: &str = "/tusk/bin";
 /// PostgreSQL's port (container port `postgresql`).
 pub const POSTGRES_PORT: i32 = 5432;
+/// The container that runs the instance manager and PostgreSQL.
+pub const POSTGRES_CONTAINER: &str = "postgres";
+
 /// The instance manager's HTTP port (container port `tusk`): probes, API, metrics.
 pub const HEALTH_PORT: i32 = crate::contract::PORT as i32;
 pub use crate::contract::env::{
@@ -167,7 +170,7 @@ fn postgres_container(
     config: &BuildConfig,
 ) -> Container {
     Container {
-        name: "postgres".to_owned(),
+        name: POSTGRES_CONTAINER.to_owned(),
         image: Some(image(db, config)),
         image_pull_policy: config.image_pull_policy.clone(),
         command: Some(vec![format!("{TUSK_BIN}/tusk"), "instance".to_owned()]),
@@ -271,7 +274,7 @@ fn env(db: &Database, db_name: &str, instance: &str) -> Vec<EnvVar> {
 /// `spec.backup.objectStore` for `tusk wal-archive`, `wal-restore` and base
 /// backups; its presence turns WAL archiving on. The credentials stay in
 /// their Secret: the kubelet resolves them.
-fn objectstore_env(store: &ObjectStore) -> Vec<EnvVar> {
+pub(super) fn objectstore_env(store: &ObjectStore) -> Vec<EnvVar> {
     let mut vars = vec![value_env(env::OBJECTSTORE_BUCKET, &store.bucket)];
     let optional = [
         (env::OBJECTSTORE_PATH, &store.path),

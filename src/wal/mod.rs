@@ -91,7 +91,10 @@ pub fn default_spool(pgdata: &Path) -> PathBuf {
 /// that a segment prefetched from a restore's source is never taken later for
 /// this Database's own segment of the same name.
 pub fn source_spool(pgdata: &Path) -> PathBuf {
-    pgdata.parent().unwrap_or(pgdata).join("tusk-wal-spool-source")
+    pgdata
+        .parent()
+        .unwrap_or(pgdata)
+        .join("tusk-wal-spool-source")
 }
 
 /// Where `tusk wal-archive` leaves the error of its last call while archiving

@@ -23,7 +23,7 @@ use super::observe::{PASSWORD_SYNCED_ANNOTATION, Snapshot};
 use crate::api::v1::Database;
 use crate::contract::{Credential, DropSlotRequest, PasswordRequest, ReloadRequest, SyncSettings};
 use crate::controller::{Error, FIELD_MANAGER};
-use crate::lifecycle::Action;
+use crate::lifecycle::{Action, Bootstrap};
 use crate::resources::{self, BuildConfig, PASSWORD_KEY, SecretKind, labels, names};
 
 /// Length of generated passwords and tokens: 32 alphanumerics, about 190 bits.
@@ -111,7 +111,18 @@ impl Applier<'_> {
                 // run while a new one cannot be rolled out).
                 let mut db = self.db.clone();
                 db.spec.image = Some(image.clone()).filter(|i| !i.is_empty());
-                let pod = resources::instance_pod_with(&db, *serial, *role, *bootstrap, self.build);
+                let mut pod =
+                    resources::instance_pod_with(&db, *serial, *role, *bootstrap, self.build);
+                if *bootstrap == Bootstrap::Restore {
+                    // The plan creates it only once the source resolved.
+                    let Some(Ok(source)) = &self.snapshot.restore else {
+                        return Err(Error::Restore(
+                            "spec.bootstrap.recovery: the restore source is not resolved"
+                                .to_owned(),
+                        ));
+                    };
+                    pod = resources::with_restore(pod, source);
+                }
                 let name = pod.name_any();
                 match self.api::<Pod>().create(&PostParams::default(), &pod).await {
                     Ok(_) => {}

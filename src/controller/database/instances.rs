@@ -20,7 +20,8 @@ use tracing::{Instrument, Span, field, info_span};
 use crate::contract::{
     BackupRequest, BackupState, Backups, DropSlotRequest, DropSlotResponse, ErrorBody, PORT,
     PasswordRequest, PasswordResponse, ReloadRequest, ReloadResponse, RestartResponse,
-    RetentionReport, RetentionRequest, Status, SyncResponse, SyncSettings, WalSwitchResponse, path,
+    RestoreProgress, RetentionReport, RetentionRequest, Status, SyncResponse, SyncSettings,
+    WalSwitchResponse, path,
 };
 use crate::error::Category;
 use crate::telemetry;
@@ -152,6 +153,9 @@ pub trait Instances: Send + Sync {
     /// `GET /backups`: the base backup runs the manager at `pod_ip` knows.
     fn backups<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Backups, CallError>>;
 
+    /// `GET /restore`: where the restore bootstrap at `pod_ip` stands.
+    fn restore<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<RestoreProgress, CallError>>;
+
     /// A mutating `call` with the bearer `token`.
     fn call<'a>(
         &'a self,
@@ -197,6 +201,10 @@ impl Instances for HttpInstances {
 
     fn backups<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Backups, CallError>> {
         Box::pin(self.read("backups", pod_ip, path::BACKUPS))
+    }
+
+    fn restore<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<RestoreProgress, CallError>> {
+        Box::pin(self.read("restore", pod_ip, path::RESTORE))
     }
 
     fn call<'a>(

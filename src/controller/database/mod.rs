@@ -9,6 +9,7 @@ pub mod instances;
 pub mod observe;
 pub mod plan;
 mod policy;
+pub mod restore;
 pub mod status;
 
 use std::sync::Arc;
@@ -103,7 +104,14 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         return Ok(Action::await_change());
     }
 
-    let snapshot = observe::snapshot(&ctx.client, ctx.instances.as_ref(), db, &namespace).await?;
+    let snapshot = observe::snapshot(
+        &ctx.client,
+        ctx.instances.as_ref(),
+        db,
+        &namespace,
+        ctx.build.default_store.as_ref(),
+    )
+    .await?;
     // Backups need a store; a Database without one has none to look at.
     let all_backups = match store::effective(db, None) {
         Some(_) => policy::list(ctx, &namespace).await?,

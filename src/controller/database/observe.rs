@@ -15,13 +15,15 @@ use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
 use super::instances::Instances;
+use super::restore::{self, Resolved};
 use crate::api::quantity;
 use crate::api::status::{AppliedSpec, InstanceRole, InstanceStatus};
-use crate::api::v1::Database;
-use crate::contract::{API_VERSION, Bootstrap, Credential, Lsn, Role, Status};
+use crate::api::v1::{Database, ObjectStore};
+use crate::contract::env::BOOTSTRAP_ANNOTATION;
+use crate::contract::{API_VERSION, Bootstrap, Credential, Lsn, RestoreProgress, Role, Status};
 use crate::controller::Error;
 use crate::lifecycle::{
-    Instance, ManagerStatus, Observed, Pod, PodPhase, PvcState, Routing, SyncStandbys,
+    Instance, ManagerStatus, Observed, Pod, PodPhase, PvcState, RestoreView, Routing, SyncStandbys,
 };
 use crate::postgres::params::{self, Change};
 use crate::resources::{
@@ -39,6 +41,11 @@ const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// The raw inputs of one pass, as listed and polled.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
+    /// `spec.bootstrap.recovery` resolved, while no primary is recorded.
+    pub restore: Option<Resolved>,
+    /// `/restore` of pods bootstrapping by restore whose `/status` does not
+    /// answer yet, by pod name.
+    pub restoring: BTreeMap<String, RestoreProgress>,
     pub pvcs: Vec<PersistentVolumeClaim>,
     pub pods: Vec<KubePod>,
     /// The Secrets' metadata (their data is never needed to observe).
@@ -79,6 +86,7 @@ pub async fn snapshot(
     api: &dyn Instances,
     db: &Database,
     namespace: &str,
+    default_store: Option<&ObjectStore>,
 ) -> Result<Snapshot, Error> {
     let name = db.name_any();
     let uid = db.meta().uid.clone();
@@ -160,8 +168,37 @@ pub async fn snapshot(
             }
         })
     });
-    let managers = join_all(polls).await.into_iter().flatten().collect();
+    let managers: BTreeMap<String, Status> = join_all(polls).await.into_iter().flatten().collect();
+    let restoring_pods = pods.iter().filter_map(|pod| {
+        let name = pod.name_any();
+        let restoring = pod
+            .annotations()
+            .get(BOOTSTRAP_ANNOTATION)
+            .is_some_and(|b| b == Bootstrap::Restore.as_str());
+        if !restoring || managers.contains_key(&name) {
+            return None;
+        }
+        let ip = pod.status.as_ref()?.pod_ip.clone()?;
+        Some(async move { api.restore(&ip).await.ok().map(|p| (name, p)) })
+    });
+    let restoring = join_all(restoring_pods)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    let unrecorded = db
+        .status
+        .as_ref()
+        .is_none_or(|s| s.current_primary.is_none());
+    let restore = if unrecorded {
+        let named = restore::fetch(client, db, namespace).await?;
+        restore::resolve(db, &named, default_store)
+    } else {
+        None
+    };
     Ok(Snapshot {
+        restore,
+        restoring,
         pvcs: pvcs
             .into_iter()
             .filter(|p| owned(p.owner_references()))
@@ -305,6 +342,10 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
         store_credentials(db).filter(|secret| !snapshot.has_secret(secret));
     Observed {
         database: name.clone(),
+        restore: RestoreView {
+            unresolved: snapshot.restore.clone().and_then(Result::err),
+            progress: snapshot.restoring.values().next().cloned(),
+        },
         inactive_slots,
         missing_store_credentials,
         archiving: primary.and_then(|p| p.postgres.archiver.clone()),
