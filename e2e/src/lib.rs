@@ -10,6 +10,8 @@
 //! other test relies on (the operator's install, its webhook certificate, the
 //! CRDs' conversion).
 
+pub mod store;
+
 use std::fmt::Write as _;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;

@@ -4,57 +4,21 @@
 //! when asked, one at a time; schedules and retention, a store outage, the
 //! final backup of a deletion, and the operator's default store.
 
-use std::process::Command;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
-use kube::api::{Api, AttachParams, DeleteParams, ListParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use tokio::io::AsyncReadExt;
 use tusk::api::status::BackupPhase;
 use tusk::api::v1::{Backup, Database};
 use tusk::backup::manifest::{Manifest, backup_id};
 use tusk::contract::Lsn;
 use tusk::objectstore::Layout;
+use tusk_e2e::store::{in_store, objectstore_async, spec_with_store, store_up, superuser_password};
 use tusk_e2e::{
-    Result, apply_value, database, in_namespace, install_operator, repo_path, sql, wait_for,
-    wait_ready,
+    Result, apply_value, database, in_namespace, install_operator, sql, wait_for, wait_ready,
 };
-
-/// `e2e/objectstore up <ns>`: the endpoint and bucket it prints.
-fn objectstore_up(ns: &str) -> Result<(String, String)> {
-    let output = Command::new(repo_path("e2e/objectstore"))
-        .args(["up", ns])
-        .output()?;
-    if !output.status.success() {
-        return Err(format!(
-            "e2e/objectstore up {ns} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-        .into());
-    }
-    let line = String::from_utf8(output.stdout)?;
-    let field = |key: &str| {
-        line.split_whitespace()
-            .find_map(|f| f.strip_prefix(&format!("{key}=")))
-            .map(str::to_owned)
-            .ok_or_else(|| format!("e2e/objectstore printed no {key}: {line}"))
-    };
-    Ok((field("endpoint")?, field("bucket")?))
-}
-
-async fn superuser_password(client: &Client, ns: &str, db: &str) -> Result<String> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let secret = secrets.get(&format!("{db}-superuser")).await?;
-    secret
-        .data
-        .and_then(|d| {
-            d.get("password")
-                .map(|v| String::from_utf8_lossy(&v.0).into_owned())
-        })
-        .ok_or_else(|| "no password in the superuser Secret".into())
-}
 
 fn backup(name: &str, target: Option<&str>) -> serde_json::Value {
     let mut spec = json!({"database": "pg"});
@@ -117,74 +81,6 @@ async fn backups_complete_from_a_standby_and_the_primary_one_at_a_time() {
         Ok(())
     })
     .await;
-}
-
-/// `e2e/objectstore <args>`, failing with its stderr.
-fn objectstore(args: &[&str]) -> Result<()> {
-    let output = Command::new(repo_path("e2e/objectstore"))
-        .args(args)
-        .output()?;
-    if !output.status.success() {
-        return Err(format!(
-            "e2e/objectstore {args:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-        .into());
-    }
-    Ok(())
-}
-
-async fn objectstore_async(args: &[&str]) -> Result<()> {
-    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        objectstore(&args)
-    })
-    .await?
-}
-
-async fn store_up(ns: &str) -> Result<(String, String)> {
-    let ns = ns.to_owned();
-    tokio::task::spawn_blocking(move || objectstore_up(&ns)).await?
-}
-
-/// A Database spec of `instances` whose backups go to the test's store,
-/// under prefix `e2e`.
-fn spec_with_store(instances: i32, endpoint: &str, bucket: &str) -> serde_json::Value {
-    json!({
-        "version": "17", "instances": instances, "storage": {"size": "1Gi"},
-        "backup": {"objectStore": {
-            "bucket": bucket, "endpoint": endpoint, "path": "e2e",
-            "credentialsSecret": "s3-creds"
-        }}
-    })
-}
-
-/// Runs `script` in the object store's pod of `ns` (busybox `sh`), whose
-/// posix backend keeps bucket `tusk` as files under `/data/buckets/tusk`.
-async fn in_store(client: &Client, ns: &str, script: &str) -> Result<String> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let listed = pods
-        .list(&ListParams::default().labels("app.kubernetes.io/name=tusk-objectstore"))
-        .await?;
-    let pod = listed
-        .items
-        .iter()
-        .find(|p| tusk_e2e::pod_ready(p))
-        .ok_or("no ready object store pod")?;
-    let mut attached = pods
-        .exec(
-            &pod.name_any(),
-            vec!["sh", "-c", script],
-            &AttachParams::default().stderr(false),
-        )
-        .await?;
-    let mut out = String::new();
-    if let Some(mut stdout) = attached.stdout() {
-        stdout.read_to_string(&mut out).await?;
-    }
-    attached.join().await?;
-    Ok(out)
 }
 
 /// Writes `bytes` at `key` of bucket `tusk` in the store of `ns`.

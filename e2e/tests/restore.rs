@@ -1,0 +1,370 @@
+//! Restores on the cluster: Databases made from another's backups and WAL in
+//! the test namespace's S3 server: to a point in time, to the end of the
+//! archive, from a deleted Database's final backup by name; and the failures
+//! (a corrupt backup, a Backup that does not exist) that name their cause
+//! and leave the source's objects as they were.
+
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, DeleteParams, PatchParams};
+use serde_json::json;
+use tusk::api::status::{BackupPhase, DatabasePhase};
+use tusk::api::v1::{Backup, Database};
+use tusk_e2e::store::{in_store, spec_with_store, store_up, superuser_password};
+use tusk_e2e::{
+    Result, apply_value, database, in_namespace, install_operator, sql, wait_for, wait_ready,
+};
+
+const BACKUP_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Runs `query` on the primary of `db` as the superuser.
+async fn on(client: &Client, ns: &str, db: &str, service: &str, query: &str) -> Result<String> {
+    let password = superuser_password(client, ns, db).await?;
+    sql(
+        client,
+        ns,
+        &format!("{db}-{service}.{ns}.svc"),
+        &password,
+        "postgres",
+        query,
+    )
+    .await
+}
+
+/// Takes Backup `name` of `db` and waits until it completed.
+async fn take_backup(client: &Client, ns: &str, db: &str, name: &str) -> Result<Backup> {
+    let manifest = json!({
+        "apiVersion": "tusk.dev/v1", "kind": "Backup", "metadata": {"name": name},
+        "spec": {"database": db, "target": "primary"}
+    });
+    apply_value(
+        client,
+        Some(ns),
+        manifest,
+        &PatchParams::apply(tusk_e2e::MANAGER),
+    )
+    .await?;
+    let backups: Api<Backup> = Api::namespaced(client.clone(), ns);
+    let done = wait_for(&backups, name, BACKUP_TIMEOUT, |b| {
+        matches!(
+            b.status.as_ref().and_then(|s| s.phase),
+            Some(BackupPhase::Completed | BackupPhase::Failed)
+        )
+    })
+    .await?;
+    let phase = done.status.as_ref().and_then(|s| s.phase);
+    if phase != Some(BackupPhase::Completed) {
+        return Err(format!("Backup {name} did not complete: {:?}", done.status).into());
+    }
+    Ok(done)
+}
+
+/// Closes the primary's WAL segment and waits until the archive holds it:
+/// what a recovery can reach.
+async fn archive_all(client: &Client, ns: &str, db: &str) -> Result<()> {
+    on(client, ns, db, "rw", "SELECT pg_switch_wal()").await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let archived = on(
+            client,
+            ns,
+            db,
+            "rw",
+            "SELECT last_archived_wal >= pg_walfile_name(pg_current_wal_lsn() - 1) FROM pg_stat_archiver",
+        )
+        .await?;
+        if archived.trim() == "t" {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!("{db}'s last segment is not archived").into());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn count(client: &Client, ns: &str, db: &str, service: &str) -> Result<i64> {
+    Ok(on(client, ns, db, service, "SELECT count(*) FROM t")
+        .await?
+        .trim()
+        .parse()?)
+}
+
+/// The source's objects: every file of its prefix in the store, with a checksum.
+async fn source_objects(client: &Client, ns: &str, db: &str) -> Result<String> {
+    in_store(
+        client,
+        ns,
+        &format!("cd /data/buckets/tusk && find e2e/{db} -type f | sort | xargs md5sum"),
+    )
+    .await
+}
+
+fn restored(
+    instances: i32,
+    endpoint: &str,
+    bucket: &str,
+    recovery: serde_json::Value,
+) -> serde_json::Value {
+    let mut spec = spec_with_store(instances, endpoint, bucket);
+    spec["bootstrap"] = json!({"recovery": recovery});
+    spec
+}
+
+/// (a) rows, a Backup, rows, the time T, rows: a Database recovered from the
+/// Backup to T has exactly the rows committed before T, and its streaming
+/// replica too; (b) one recovered from the source Database to the end of
+/// the archive has every row, those after the base backup included.
+#[tokio::test]
+async fn a_database_recovers_to_a_time_and_to_the_end_of_the_archive() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    in_namespace(
+        "e2e-restore",
+        Duration::from_secs(900),
+        |client, ns| async move {
+            let apply = PatchParams::apply(tusk_e2e::MANAGER);
+            let (endpoint, bucket) = store_up(&ns).await?;
+            apply_value(
+                &client,
+                Some(&ns),
+                database("pg", spec_with_store(1, &endpoint, &bucket)),
+                &apply,
+            )
+            .await?;
+            wait_ready(&client, &ns, "pg", 1).await?;
+            on(
+                &client,
+                &ns,
+                "pg",
+                "rw",
+                "CREATE TABLE t (i int); INSERT INTO t SELECT generate_series(1, 1000)",
+            )
+            .await?;
+            take_backup(&client, &ns, "pg", "b1").await?;
+            on(
+                &client,
+                &ns,
+                "pg",
+                "rw",
+                "INSERT INTO t SELECT generate_series(1001, 2000)",
+            )
+            .await?;
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let target = on(
+                &client,
+                &ns,
+                "pg",
+                "rw",
+                "SELECT to_json(clock_timestamp())#>>'{}'",
+            )
+            .await?;
+            let target = target.trim().to_owned();
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            on(
+                &client,
+                &ns,
+                "pg",
+                "rw",
+                "INSERT INTO t SELECT generate_series(2001, 3000)",
+            )
+            .await?;
+            archive_all(&client, &ns, "pg").await?;
+            let before = source_objects(&client, &ns, "pg").await?;
+
+            let to_t = restored(
+                2,
+                &endpoint,
+                &bucket,
+                json!({"backup": "b1", "targetTime": target}),
+            );
+            apply_value(&client, Some(&ns), database("at-t", to_t), &apply).await?;
+            let to_end = restored(1, &endpoint, &bucket, json!({"source": "pg"}));
+            apply_value(&client, Some(&ns), database("at-end", to_end), &apply).await?;
+
+            let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
+            wait_for(&databases, "at-t", Duration::from_secs(120), |db| {
+                db.status
+                    .as_ref()
+                    .is_some_and(|s| s.phase == Some(DatabasePhase::Restoring))
+            })
+            .await?;
+            wait_ready(&client, &ns, "at-t", 2).await?;
+            assert_eq!(
+                count(&client, &ns, "at-t", "rw").await?,
+                2000,
+                "rows at {target}"
+            );
+            assert_eq!(
+                count(&client, &ns, "at-t", "ro").await?,
+                2000,
+                "rows on the replica"
+            );
+            let timeline = on(
+                &client,
+                &ns,
+                "at-t",
+                "rw",
+                "SELECT timeline_id FROM pg_control_checkpoint()",
+            )
+            .await?;
+            assert!(
+                timeline.trim().parse::<u32>()? >= 2,
+                "a new timeline: {timeline}"
+            );
+            on(&client, &ns, "at-t", "rw", "INSERT INTO t VALUES (-1)").await?;
+
+            wait_ready(&client, &ns, "at-end", 1).await?;
+            assert_eq!(
+                count(&client, &ns, "at-end", "rw").await?,
+                3000,
+                "rows at the end of the archive"
+            );
+
+            // The source's objects were only read; pg itself still serves.
+            assert_eq!(source_objects(&client, &ns, "pg").await?, before);
+            assert_eq!(count(&client, &ns, "pg", "rw").await?, 3000);
+            Ok(())
+        },
+    )
+    .await;
+}
+
+/// (d) a Database is deleted (its final backup taken) and a new one
+/// recovered from the store by its name has every committed row; (e) a
+/// corrupt backup object fails the restore naming it, a Backup that does not
+/// exist is named, and the source's objects stay as they were.
+#[tokio::test]
+async fn a_deleted_database_comes_back_by_name_and_failures_are_named() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    in_namespace(
+        "e2e-restore-gone",
+        Duration::from_secs(900),
+        |client, ns| async move {
+            let apply = PatchParams::apply(tusk_e2e::MANAGER);
+            let (endpoint, bucket) = store_up(&ns).await?;
+            apply_value(
+                &client,
+                Some(&ns),
+                database("pg", spec_with_store(1, &endpoint, &bucket)),
+                &apply,
+            )
+            .await?;
+            wait_ready(&client, &ns, "pg", 1).await?;
+            on(
+                &client,
+                &ns,
+                "pg",
+                "rw",
+                "CREATE TABLE t (i int); INSERT INTO t SELECT generate_series(1, 500)",
+            )
+            .await?;
+            let b1 = take_backup(&client, &ns, "pg", "b1").await?;
+            on(
+                &client,
+                &ns,
+                "pg",
+                "rw",
+                "INSERT INTO t SELECT generate_series(501, 600)",
+            )
+            .await?;
+
+            // Corrupt b1's data in the store: one byte in the middle.
+            let location = b1
+                .status
+                .and_then(|s| s.location)
+                .ok_or("b1 has no location")?;
+            let key = location
+                .strip_prefix(&format!("s3://{bucket}/"))
+                .ok_or("a location in the bucket")?;
+            in_store(
+                &client,
+                &ns,
+                &format!(
+                    "f=/data/buckets/tusk/{key}data.tar.zst; n=$(( $(wc -c < $f) / 2 )); \
+             printf '\\377' | dd of=$f bs=1 seek=$n conv=notrunc 2>/dev/null"
+                ),
+            )
+            .await?;
+
+            let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
+            databases.delete("pg", &DeleteParams::default()).await?;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+            while databases.get_opt("pg").await?.is_some() {
+                if tokio::time::Instant::now() > deadline {
+                    return Err("pg was not deleted (its final backup) in 300 s".into());
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            let before = source_objects(&client, &ns, "pg").await?;
+
+            let by_name = restored(1, &endpoint, &bucket, json!({"sourceName": "pg"}));
+            apply_value(&client, Some(&ns), database("back", by_name), &apply).await?;
+            let corrupt = restored(1, &endpoint, &bucket, json!({"backup": "b1"}));
+            apply_value(&client, Some(&ns), database("broken", corrupt), &apply).await?;
+            let missing = restored(1, &endpoint, &bucket, json!({"backup": "nope"}));
+            apply_value(&client, Some(&ns), database("missing", missing), &apply).await?;
+
+            let failed_with = |reason: &'static str| {
+                move |db: &Database| {
+                    db.status.as_ref().is_some_and(|s| {
+                        s.phase == Some(DatabasePhase::Failed)
+                            && s.conditions
+                                .iter()
+                                .any(|c| c.type_ == "Ready" && c.reason == reason)
+                    })
+                }
+            };
+            let missing = wait_for(
+                &databases,
+                "missing",
+                Duration::from_secs(120),
+                failed_with("RestoreSourceInvalid"),
+            )
+            .await?;
+            let message = ready_message(&missing);
+            assert!(
+                message.starts_with("spec.bootstrap.recovery.backup: Backup nope"),
+                "{message}"
+            );
+
+            wait_ready(&client, &ns, "back", 1).await?;
+            assert_eq!(
+                count(&client, &ns, "back", "rw").await?,
+                600,
+                "rows of the deleted Database"
+            );
+
+            let broken = wait_for(
+                &databases,
+                "broken",
+                Duration::from_secs(300),
+                failed_with("RestoreFailed"),
+            )
+            .await?;
+            let message = ready_message(&broken);
+            assert!(
+                message.contains("does not match its manifest") && message.contains("data.tar.zst"),
+                "{message}"
+            );
+
+            assert_eq!(
+                source_objects(&client, &ns, "pg").await?,
+                before,
+                "the source's objects changed"
+            );
+            Ok(())
+        },
+    )
+    .await;
+}
+
+fn ready_message(db: &Database) -> String {
+    db.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
