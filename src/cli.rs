@@ -44,6 +44,17 @@ pub enum Command {
     Operator(Box<OperatorConfig>),
     /// Run the instance manager: PID 1 of every Postgres pod.
     Instance(Box<crate::instance::InstanceConfig>),
+    /// Restore one base backup into this pod's own volume, replay to its end,
+    /// check that PostgreSQL is consistent and answers (and amcheck where
+    /// available), and write the outcome as JSON to the termination log (the
+    /// operator's backup verification Job).
+    VerifyBackup {
+        #[command(flatten)]
+        config: Box<crate::instance::InstanceConfig>,
+        /// Where the outcome goes.
+        #[arg(long, default_value = crate::instance::TERMINATION_LOG)]
+        termination_log: PathBuf,
+    },
     /// Copy this executable to a path with mode 0755 (for the init container that
     /// brings tusk into a stock Postgres image, which has no shell).
     CopyBinary { destination: PathBuf },
@@ -151,6 +162,10 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         } => Ok(wal.archive()?.restore(&name, &destination).await?),
         Command::Operator(config) => Ok(operator::run(*config).await?),
         Command::Instance(config) => Ok(crate::instance::run(*config).await?),
+        Command::VerifyBackup {
+            config,
+            termination_log,
+        } => Ok(crate::instance::verify_backup(*config, &termination_log).await?),
         Command::CopyBinary { destination } => Ok(crate::instance::copy_binary(&destination)?),
         Command::Crd {
             webhook_namespace,

@@ -83,6 +83,19 @@ impl<R: Read> Read for Counted<R> {
     }
 }
 
+/// An error with its causes: the SDK's stream error alone says only
+/// "streaming error" when, say, the object failed its stored checksum.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        cause = next.source();
+    }
+    text
+}
+
 /// Unpacks backup `manifest` of `layout` into `into`, which must be empty
 /// or absent.
 pub async fn unpack(
@@ -156,7 +169,7 @@ pub async fn unpack_counting(
             Err(error) => {
                 download = Err(Error::Download {
                     key: key.clone(),
-                    message: error.to_string(),
+                    message: with_causes(&error),
                 });
                 break;
             }

@@ -162,6 +162,28 @@ pub enum RestoreStage {
     Failed,
 }
 
+/// The outcome of `tusk verify-backup`, the JSON its pod leaves as its
+/// termination message for the operator.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Verification {
+    pub verified: bool,
+    /// The backup id restored.
+    #[serde(default)]
+    pub backup: String,
+    /// Seconds from start to the last check.
+    #[serde(default)]
+    pub seconds: f64,
+    /// Databases that answered a query, and B-tree indexes `amcheck` verified
+    /// (0 where the extension is not available).
+    #[serde(default)]
+    pub databases: u32,
+    #[serde(default)]
+    pub indexes_checked: u32,
+    /// What was proven, or why it failed.
+    #[serde(default)]
+    pub message: String,
+}
+
 /// What applying a new set of parameters takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -66,7 +66,14 @@ async fn restore_patiently(shared: &Shared, staging: &Path) -> Result<(), Error>
         attempts += 1;
         shared.update_restore(|p| p.attempts = attempts);
         let result = match &source {
-            Ok(source) => super::restore::restore(shared, source, staging).await,
+            Ok(source) => match super::restore::restore(shared, source, staging).await {
+                Ok(promoted) => {
+                    tracing::info!("stopping the restore postmaster");
+                    promoted.stop().await;
+                    Ok(())
+                }
+                Err(error) => Err(error),
+            },
             Err(message) => Err(Error::Restore(message.clone())),
         };
         let error = match result {

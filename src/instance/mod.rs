@@ -15,6 +15,9 @@ mod files;
 pub mod metrics;
 mod process;
 mod restore;
+mod verify;
+
+pub use verify::{TERMINATION_LOG, verify_backup};
 mod server;
 mod sql;
 
@@ -304,6 +307,24 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    fn new(config: InstanceConfig, bindir: PathBuf, parameters: BTreeMap<String, String>) -> Self {
+        let sync = initial_sync(&config);
+        Shared {
+            config,
+            bindir,
+            parameters: Mutex::new(parameters),
+            sync: Mutex::new(sync),
+            passwords: Mutex::new(BTreeMap::new()),
+            restart: tokio::sync::Notify::new(),
+            running: AtomicBool::new(false),
+            setup_done: AtomicBool::new(false),
+            config_lock: tokio::sync::Mutex::new(()),
+            metrics: metrics::SampleCache::default(),
+            backups: backup::Registry::default(),
+            restore: Mutex::new(None),
+        }
+    }
+
     pub fn parameters(&self) -> BTreeMap<String, String> {
         self.parameters
             .lock()
@@ -385,21 +406,7 @@ pub async fn run(config: InstanceConfig) -> Result<(), Error> {
         bootstrap = ?config.bootstrap,
         "starting the instance manager"
     );
-    let sync = initial_sync(&config);
-    let shared = Arc::new(Shared {
-        config,
-        bindir,
-        parameters: Mutex::new(parameters),
-        sync: Mutex::new(sync),
-        passwords: Mutex::new(BTreeMap::new()),
-        restart: tokio::sync::Notify::new(),
-        running: AtomicBool::new(false),
-        setup_done: AtomicBool::new(false),
-        config_lock: tokio::sync::Mutex::new(()),
-        metrics: metrics::SampleCache::default(),
-        backups: backup::Registry::default(),
-        restore: Mutex::new(None),
-    });
+    let shared = Arc::new(Shared::new(config, bindir, parameters));
 
     // As PID 1 the default action of SIGTERM is "ignore", so handlers come first.
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -454,7 +461,7 @@ async fn manage(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Result<
 }
 
 /// Where the PostgreSQL programs are.
-fn find_bindir(explicit: Option<&Path>) -> Result<PathBuf, Error> {
+pub(crate) fn find_bindir(explicit: Option<&Path>) -> Result<PathBuf, Error> {
     if let Some(dir) = explicit {
         return Ok(dir.to_owned());
     }

@@ -97,8 +97,24 @@ struct Chosen {
     timeline: u32,
 }
 
+/// The restore postmaster, promoted and still running on the staging
+/// directory (listening on the socket only): [`Promoted::stop`] it, or look
+/// at the data first (as verification does).
+pub struct Promoted {
+    child: tokio::process::Child,
+    /// The backup restored from.
+    pub manifest: Manifest,
+}
+
+impl Promoted {
+    /// A fast shutdown (a checkpoint, the archiver's last round), waited for.
+    pub async fn stop(mut self) {
+        stop(&mut self.child).await;
+    }
+}
+
 /// Restore into `staging` (absent or empty), reporting progress in `shared`.
-pub async fn restore(shared: &Shared, source: &Source, staging: &Path) -> Result<(), Error> {
+pub async fn restore(shared: &Shared, source: &Source, staging: &Path) -> Result<Promoted, Error> {
     let store = Store::new(&source.configured.store).map_err(Error::restore)?;
     shared.update_restore(|p| {
         p.stage = RestoreStage::Choosing;
@@ -146,7 +162,11 @@ pub async fn restore(shared: &Shared, source: &Source, staging: &Path) -> Result
         "base backup unpacked"
     );
 
-    replay(shared, source, &chosen, staging).await
+    let child = replay(shared, source, &chosen, staging).await?;
+    Ok(Promoted {
+        child,
+        manifest: chosen.manifest.clone(),
+    })
 }
 
 /// Lists the source and chooses, on each of its systems when none is given,
@@ -278,13 +298,13 @@ fn log_file(pgdata: &Path) -> PathBuf {
 }
 
 /// Runs PostgreSQL on `staging` until it has replayed to the target and
-/// promoted, then stops it with a fast shutdown.
+/// promoted.
 async fn replay(
     shared: &Shared,
     source: &Source,
     chosen: &Chosen,
     staging: &Path,
-) -> Result<(), Error> {
+) -> Result<tokio::process::Child, Error> {
     use std::os::unix::fs::PermissionsExt;
     // PostgreSQL refuses a data directory others can read.
     std::fs::set_permissions(staging, std::fs::Permissions::from_mode(0o700))
@@ -353,9 +373,8 @@ async fn replay(
             break;
         }
     }
-    tracing::info!("promoted after recovery; stopping the restore postmaster");
-    stop(&mut child).await;
-    Ok(())
+    tracing::info!("promoted after recovery");
+    Ok(child)
 }
 
 /// SIGINT (fast shutdown: a checkpoint, the archiver's last round) and wait.

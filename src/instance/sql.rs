@@ -16,12 +16,21 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Connect to the local PostgreSQL through its Unix socket.
 pub async fn connect_local(socket_dir: &Path, port: u16) -> Result<Client, tokio_postgres::Error> {
+    connect_local_to(socket_dir, port, "postgres").await
+}
+
+/// [`connect_local`] to `database`.
+pub async fn connect_local_to(
+    socket_dir: &Path,
+    port: u16,
+    database: &str,
+) -> Result<Client, tokio_postgres::Error> {
     let mut config = tokio_postgres::Config::new();
     config
         .host_path(socket_dir)
         .port(port)
         .user(SUPERUSER)
-        .dbname("postgres")
+        .dbname(database)
         .application_name("tusk-instance")
         .connect_timeout(CONNECT_TIMEOUT);
     connect(config).await
