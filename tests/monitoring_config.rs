@@ -78,7 +78,7 @@ fn the_prometheus_rule_passes_promtool_check_rules() {
     let output = promtool_in(&dir.0, &["check", "rules", "rules.yaml"]);
     let printed = promtool_support::printed(&output);
     assert!(output.status.success(), "{printed}");
-    assert!(printed.contains("SUCCESS: 7 rules found"), "{printed}");
+    assert!(printed.contains("SUCCESS: 9 rules found"), "{printed}");
 }
 
 #[test]
@@ -101,6 +101,8 @@ fn the_alerts_pass_their_unit_tests() {
         "TuskInstanceDown",
         "TuskInstanceUnreachable",
         "TuskReplicationLagHigh",
+        "TuskBackupVerificationFailed",
+        "TuskBackupVerificationTooOld",
     ] {
         assert!(tested.contains(alert), "no unit test for {alert}");
     }
@@ -137,6 +139,8 @@ fn every_alert_has_a_severity_a_summary_and_a_description() {
         "TuskReplicationLagHigh",
         "TuskWALArchivingFailing",
         "TuskBackupTooOld",
+        "TuskBackupVerificationFailed",
+        "TuskBackupVerificationTooOld",
         "TuskFailoverHappened",
         "TuskOperatorReconcileErrors",
     ]
@@ -164,6 +168,12 @@ fn operator_exposition() -> String {
         },
         1_700_000_000.0,
     )]);
+    let orders = || DatabaseLabels {
+        namespace: "shop".into(),
+        database: "orders".into(),
+    };
+    metrics.set_verifications([(orders(), 1_700_000_100.0)], [(orders(), 1.0)]);
+    metrics.set_schedule_periods([(orders(), 86_400.0)]);
     exposition(&registry, None).expect("encode").body
 }
 

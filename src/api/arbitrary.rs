@@ -159,12 +159,16 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
         option::of("[0-9] [0-9] \\* \\* \\*"),
         option::of("[1-9][dhw]"),
         option::of(object_store()),
+        option::of(any::<bool>()),
     )
-        .prop_map(|(schedule, retention, object_store)| v1::BackupConfig {
-            schedule,
-            retention,
-            object_store,
-        });
+        .prop_map(
+            |(schedule, retention, object_store, verify)| v1::BackupConfig {
+                schedule,
+                retention,
+                object_store,
+                verify,
+            },
+        );
     let bootstrap = prop_oneof![
         ("[a-z]{1,8}", "[a-z]{1,8}").prop_map(|(database, owner)| v1::BootstrapSpec {
             initdb: Some(v1::InitdbSpec { database, owner }),

@@ -224,6 +224,16 @@ pub struct BackupStatus {
     /// The instance (pod) taking or that took the backup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
+    /// Whether a throwaway restore proved the backup (`spec.backup.verify`);
+    /// absent until one has run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+    /// When the verification finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_at: Option<Time>,
+    /// How long the verification took, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification_seconds: Option<i64>,
 }
 
 /// Phase of a Backup.

@@ -70,6 +70,7 @@ mod tests {
             schedule: Some("@daily".into()),
             retention: None,
             object_store: store,
+            verify: None,
         });
         db
     }

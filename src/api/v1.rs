@@ -306,6 +306,21 @@ pub struct BackupConfig {
     /// Where backups and WAL go.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_store: Option<ObjectStore>,
+
+    /// Prove every completed base backup by restoring it in a throwaway Job
+    /// (its own volume, same image): replayed to its end, consistent, every
+    /// database answering, indexes checked with amcheck where available. The
+    /// outcome is in the Backup's `verified` status and `Verified` condition.
+    /// Default: on when a `schedule` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<bool>,
+}
+
+impl BackupConfig {
+    /// Whether completed backups are verified by a restore.
+    pub fn verifies(&self) -> bool {
+        self.verify.unwrap_or(self.schedule.is_some())
+    }
 }
 
 /// An S3-compatible object store location.

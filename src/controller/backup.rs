@@ -23,6 +23,7 @@ use tracing::{Span, field, info, instrument, warn};
 
 use super::conditions::{self, Desired, READY};
 use super::database::instances::{Answer, Call};
+use super::verification;
 use super::{Change, Context, FIELD_MANAGER, FINALIZER, key_of, namespace_of, reconciled};
 use crate::api::status::{BackupPhase, BackupStatus};
 use crate::api::store;
@@ -314,6 +315,8 @@ pub async fn sample(
     super::sample_every(stores, shutdown, |backups| {
         ctx.metrics
             .set_queue_depth(CONTROLLER, ctx.queue_depth(backups));
+        let (proven, success) = verification::last_verifications(backups);
+        ctx.metrics.set_verifications(proven, success);
     })
     .await;
 }
@@ -389,7 +392,17 @@ async fn apply(
         let candidates = candidates(ctx, &namespace, &backup.spec.database).await?;
         let others: Vec<&Backup> = others.iter().collect();
         match next(backup, &others, &candidates) {
-            Next::Done => {}
+            Next::Done => {
+                if let Some(db) = database
+                    .as_ref()
+                    .filter(|db| verification::wanted(backup, Some(db)))
+                {
+                    let (status, again) =
+                        verification::step(ctx, backup, db, &next_status, &now).await?;
+                    next_status = status;
+                    requeue = again;
+                }
+            }
             Next::Wait { reason, message } => {
                 next_status = waiting(&next_status, reason, &message, generation, &now);
                 requeue = Some(RETRY);
@@ -469,7 +482,13 @@ async fn apply(
         }
     }
     for changed in conditions::transitions(&before.conditions, &next_status.conditions) {
-        let type_ = if [INVALID_SPEC, FAILED, INSTANCE_LOST].contains(&changed.reason.as_str()) {
+        let warning = [
+            INVALID_SPEC,
+            FAILED,
+            INSTANCE_LOST,
+            verification::VERIFICATION_FAILED,
+        ];
+        let type_ = if warning.contains(&changed.reason.as_str()) {
             EventType::Warning
         } else {
             EventType::Normal

@@ -4,6 +4,7 @@ pub mod backup;
 pub mod conditions;
 pub mod database;
 mod error;
+pub mod verification;
 
 pub use error::Error;
 

@@ -128,7 +128,9 @@ async fn check(shared: &Shared, promoted: &Promoted) -> Result<Verification, Err
             )
             .await
             .map_err(|source| {
-                Error::Restore(format!("amcheck found a problem in database {database}: {source}"))
+                Error::Restore(format!(
+                    "amcheck found a problem in database {database}: {source}"
+                ))
             })?;
         indexes += u32::try_from(rows.len()).unwrap_or(u32::MAX);
     }

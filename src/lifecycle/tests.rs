@@ -979,6 +979,7 @@ fn with_store(mut spec: DatabaseSpec) -> DatabaseSpec {
         }),
         schedule: Some("0 2 * * *".into()),
         retention: Some("7d".into()),
+        verify: None,
     });
     spec
 }

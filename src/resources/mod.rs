@@ -21,6 +21,7 @@ mod pvc;
 mod restore;
 mod secret;
 mod service;
+mod verify;
 
 #[cfg(test)]
 mod tests;
@@ -36,8 +37,8 @@ use crate::api::validate::PgVersion;
 pub use pdb::pod_disruption_budgets;
 pub use pod::{
     APP_PASSWORD_ENV, BOOTSTRAP_ANNOTATION, DATA_MOUNT, HEALTH_PORT, INSTANCE_TOKEN_ENV, PGDATA,
-    POSTGRES_PORT, REPLICATION_PASSWORD_ENV, SPEC_HASH_ANNOTATION, SUPERUSER_PASSWORD_ENV,
-    TUSK_BIN, instance_pod, instance_pod_with, spec_hash,
+    POSTGRES_CONTAINER, POSTGRES_PORT, REPLICATION_PASSWORD_ENV, SPEC_HASH_ANNOTATION,
+    SUPERUSER_PASSWORD_ENV, TUSK_BIN, instance_pod, instance_pod_with, spec_hash,
 };
 pub use pvc::pvc;
 pub use restore::{RestoreSource, with_restore};
@@ -46,6 +47,7 @@ pub use secret::{
     SUPERUSER_USERNAME, SecretKind, secret,
 };
 pub use service::services;
+pub use verify::{BACKUP_LABEL, verify_job, verify_job_name};
 
 /// Operator-wide settings the builders need besides the Database itself (from the
 /// operator's command line or environment).

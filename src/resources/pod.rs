@@ -54,7 +54,7 @@ pub use crate::contract::env::{
 /// The uid and gid of `postgres` in the official images; the data directory must
 /// belong to it.
 const POSTGRES_UID: i64 = 999;
-const DATA_VOLUME: &str = "data";
+pub(super) const DATA_VOLUME: &str = "data";
 const TUSK_BIN_VOLUME: &str = "tusk-bin";
 const RUN_VOLUME: &str = "run";
 const TMP_VOLUME: &str = "tmp";

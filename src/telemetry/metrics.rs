@@ -81,9 +81,34 @@ pub struct Metrics {
     databases: Family<PhaseLabels, Gauge>,
     failovers: Family<DatabaseLabels, Counter>,
     backups: Family<ResultLabels, Counter>,
-    last_backup: Family<DatabaseLabels, Gauge<f64, AtomicU64>>,
-    /// The label sets `last_backup` holds, to drop those that no longer apply.
-    last_backup_keys: Arc<Mutex<BTreeSet<DatabaseLabels>>>,
+    last_backup: DatabaseGauge,
+    last_verified: DatabaseGauge,
+    verification_success: DatabaseGauge,
+    schedule_period: DatabaseGauge,
+}
+
+/// A gauge per Database whose whole set is replaced at each sample: a
+/// Database no longer in it loses its series.
+#[derive(Clone, Default)]
+struct DatabaseGauge {
+    family: Family<DatabaseLabels, Gauge<f64, AtomicU64>>,
+    /// The label sets the family holds, to drop those that no longer apply.
+    keys: Arc<Mutex<BTreeSet<DatabaseLabels>>>,
+}
+
+impl DatabaseGauge {
+    fn replace(&self, latest: impl IntoIterator<Item = (DatabaseLabels, f64)>) {
+        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut current = BTreeSet::new();
+        for (labels, value) in latest {
+            self.family.get_or_create(&labels).set(value);
+            current.insert(labels);
+        }
+        for gone in keys.difference(&current) {
+            self.family.remove(gone);
+        }
+        *keys = current;
+    }
 }
 
 impl Metrics {
@@ -100,8 +125,10 @@ impl Metrics {
             databases: Family::default(),
             failovers: Family::default(),
             backups: Family::default(),
-            last_backup: Family::default(),
-            last_backup_keys: Arc::default(),
+            last_backup: DatabaseGauge::default(),
+            last_verified: DatabaseGauge::default(),
+            verification_success: DatabaseGauge::default(),
+            schedule_period: DatabaseGauge::default(),
         };
         // Every result exists from the start, so that `increase()` sees the first
         // backup of each kind rather than a series appearing at 1.
@@ -159,7 +186,24 @@ impl Metrics {
             "backup_last_success_timestamp",
             "Completion time of the newest Completed Backup of each Database, in Unix seconds",
             Unit::Seconds,
-            metrics.last_backup.clone(),
+            metrics.last_backup.family.clone(),
+        );
+        tusk.register_with_unit(
+            "backup_last_verified_timestamp",
+            "When the newest backup a throwaway restore proved finished verifying, per Database, in Unix seconds",
+            Unit::Seconds,
+            metrics.last_verified.family.clone(),
+        );
+        tusk.register(
+            "backup_last_verification_success",
+            "1 when the newest verification of a Database's backups proved it, 0 when it failed",
+            metrics.verification_success.family.clone(),
+        );
+        tusk.register_with_unit(
+            "backup_schedule_period",
+            "Time between two runs of a Database's spec.backup.schedule",
+            Unit::Seconds,
+            metrics.schedule_period.family.clone(),
         );
         metrics
     }
@@ -249,19 +293,25 @@ impl Metrics {
     /// (namespace, database, Unix seconds); Databases no longer in it lose
     /// their series.
     pub fn set_last_backups(&self, latest: impl IntoIterator<Item = (DatabaseLabels, f64)>) {
-        let mut keys = self
-            .last_backup_keys
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut current = BTreeSet::new();
-        for (labels, seconds) in latest {
-            self.last_backup.get_or_create(&labels).set(seconds);
-            current.insert(labels);
-        }
-        for gone in keys.difference(&current) {
-            self.last_backup.remove(gone);
-        }
-        *keys = current;
+        self.last_backup.replace(latest);
+    }
+
+    /// Replaces `tusk_backup_last_verified_timestamp_seconds` and
+    /// `tusk_backup_last_verification_success` (namespace, database → Unix
+    /// seconds of the newest proven backup's verification, and whether the
+    /// newest verification proved its backup).
+    pub fn set_verifications(
+        &self,
+        last_verified: impl IntoIterator<Item = (DatabaseLabels, f64)>,
+        success: impl IntoIterator<Item = (DatabaseLabels, f64)>,
+    ) {
+        self.last_verified.replace(last_verified);
+        self.verification_success.replace(success);
+    }
+
+    /// Replaces `tusk_backup_schedule_period_seconds`.
+    pub fn set_schedule_periods(&self, periods: impl IntoIterator<Item = (DatabaseLabels, f64)>) {
+        self.schedule_period.replace(periods);
     }
 }
 

@@ -269,6 +269,32 @@ pub fn pruned_objects<'a>(backups: &[&'a Backup], removed: &[String]) -> Vec<&'a
         .collect()
 }
 
+/// `tusk_backup_schedule_period_seconds`: the time between the next two runs
+/// of each Database's schedule (what a "verification too old" alert compares
+/// with). `now` is the sampling time.
+pub fn schedule_periods(
+    databases: &[std::sync::Arc<Database>],
+    now: Timestamp,
+) -> BTreeMap<DatabaseLabels, f64> {
+    databases
+        .iter()
+        .filter_map(|db| {
+            let expr = db.spec.backup.as_ref()?.schedule.as_deref()?;
+            let schedule = Schedule::parse(expr).ok()?;
+            let next = schedule.next_after(now)?;
+            let after = schedule.next_after(next)?;
+            let seconds = after.duration_since(next).as_secs_f64();
+            Some((
+                DatabaseLabels {
+                    namespace: db.namespace()?,
+                    database: db.name_any(),
+                },
+                seconds,
+            ))
+        })
+        .collect()
+}
+
 /// `tusk_backup_last_success_timestamp_seconds` for every Database with an
 /// object store in effect: its last completed backup, or 0 when it has none
 /// (so "no recent backup" alerts fire for it too).
@@ -323,6 +349,7 @@ mod tests {
                 bucket: "tusk".into(),
                 ..Default::default()
             }),
+            verify: None,
         });
         db
     }

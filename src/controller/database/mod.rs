@@ -280,6 +280,8 @@ pub async fn sample(
             databases,
             ctx.build.default_store.as_ref(),
         ));
+        ctx.metrics
+            .set_schedule_periods(backups::schedule_periods(databases, Timestamp::now()));
     })
     .await;
 }
