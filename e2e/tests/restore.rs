@@ -1,13 +1,15 @@
 //! Restores on the cluster: Databases made from another's backups and WAL in
 //! the test namespace's S3 server: to a point in time, to the end of the
-//! archive, from a deleted Database's final backup by name; and the failures
-//! (a corrupt backup, a Backup that does not exist) that name their cause
-//! and leave the source's objects as they were.
+//! archive, from a deleted Database's final backup by name; backups proven by
+//! verification; and the failures (a corrupt backup, for verification and
+//! restore alike, a Backup that does not exist) that name their cause and
+//! leave the source's objects as they were.
 
 use std::time::Duration;
 
+use k8s_openapi::api::batch::v1::Job;
 use kube::Client;
-use kube::api::{Api, DeleteParams, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use tusk::api::status::{BackupPhase, DatabasePhase};
 use tusk::api::v1::{Backup, Database};
@@ -126,13 +128,9 @@ async fn a_database_recovers_to_a_time_and_to_the_end_of_the_archive() {
         |client, ns| async move {
             let apply = PatchParams::apply(tusk_e2e::MANAGER);
             let (endpoint, bucket) = store_up(&ns).await?;
-            apply_value(
-                &client,
-                Some(&ns),
-                database("pg", spec_with_store(1, &endpoint, &bucket)),
-                &apply,
-            )
-            .await?;
+            let mut source = spec_with_store(1, &endpoint, &bucket);
+            source["backup"]["verify"] = json!(true);
+            apply_value(&client, Some(&ns), database("pg", source), &apply).await?;
             wait_ready(&client, &ns, "pg", 1).await?;
             on(
                 &client,
@@ -143,6 +141,25 @@ async fn a_database_recovers_to_a_time_and_to_the_end_of_the_archive() {
             )
             .await?;
             take_backup(&client, &ns, "pg", "b1").await?;
+            // Proven by a throwaway restore, whose Job then goes.
+            let backups: Api<Backup> = Api::namespaced(client.clone(), &ns);
+            let proven = wait_for(&backups, "b1", BACKUP_TIMEOUT, |b| {
+                b.status.as_ref().is_some_and(|s| s.verified.is_some())
+            })
+            .await?;
+            let status = proven.status.unwrap_or_default();
+            let verified = status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Verified")
+                .cloned();
+            assert_eq!(status.verified, Some(true), "{verified:?}");
+            assert!(status.verified_at.is_some() && status.verification_seconds.is_some());
+            let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+            assert!(
+                jobs.get_opt("b1-verify").await?.is_none(),
+                "the verification Job stays"
+            );
             on(
                 &client,
                 &ns,
@@ -289,7 +306,37 @@ async fn a_deleted_database_comes_back_by_name_and_failures_are_named() {
             )
             .await?;
 
+            // Verification, turned on now, fails on it, naming the cause.
+            let verify = json!({"spec": {"backup": {"verify": true}}});
+            let merge = PatchParams::default();
             let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
+            databases
+                .patch("pg", &merge, &Patch::Merge(&verify))
+                .await?;
+            let backups: Api<Backup> = Api::namespaced(client.clone(), &ns);
+            let poke = json!({"metadata": {"annotations": {"e2e/poke": "verify"}}});
+            backups.patch("b1", &merge, &Patch::Merge(&poke)).await?;
+            let refuted = wait_for(&backups, "b1", BACKUP_TIMEOUT, |b| {
+                b.status.as_ref().is_some_and(|s| s.verified.is_some())
+            })
+            .await?;
+            let status = refuted.status.unwrap_or_default();
+            let condition = status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Verified")
+                .cloned()
+                .ok_or("b1 has no Verified condition")?;
+            assert_eq!(status.verified, Some(false), "{condition:?}");
+            assert_eq!(condition.reason, "VerificationFailed");
+            let named = condition.message.contains("does not match its manifest")
+                || condition.message.contains("checksum");
+            assert!(
+                named && condition.message.contains("data.tar.zst"),
+                "{}",
+                condition.message
+            );
+
             databases.delete("pg", &DeleteParams::default()).await?;
             let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
             while databases.get_opt("pg").await?.is_some() {
