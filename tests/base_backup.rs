@@ -208,9 +208,15 @@ async fn a_primary_backup_restores_with_every_row(pg: Pg) {
         format!("{prefix}data.tar.zst")
     );
     let restored = dir.path.join("restored");
-    let unpacked = restore::unpack(&store, &layout, &manifest, &restored)
-        .await
-        .expect("the backup unpacks");
+    // In ranges smaller than the object, so that several are fetched at
+    // once and put back in order.
+    let downloaded = std::sync::atomic::AtomicU64::new(0);
+    let range = (manifest.stored_bytes / 5).max(1);
+    let unpacked =
+        restore::unpack_counting(&store, &layout, &manifest, &restored, &downloaded, range)
+            .await
+            .expect("the backup unpacks");
+    assert_eq!(downloaded.into_inner(), manifest.stored_bytes);
     assert_eq!(unpacked.raw_bytes, manifest.raw_bytes);
     // Into a directory that is not empty, never.
     let refused = restore::unpack(&store, &layout, &manifest, &restored).await;

@@ -11,13 +11,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use bytes::Bytes;
+use futures::stream::{self, StreamExt};
 use sha2::{Digest, Sha256};
 
 use super::manifest::Manifest;
 use crate::objectstore::{Layout, Store};
 
 /// Chunks in flight between the download and the unpacking thread.
-const IN_FLIGHT: usize = 16;
+const IN_FLIGHT: usize = 4;
+/// The size of each ranged GET, and how many run at once.
+pub const RANGE: u64 = 8 * 1024 * 1024;
+const PARALLEL: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -104,26 +108,27 @@ pub async fn unpack(
     manifest: &Manifest,
     into: &Path,
 ) -> Result<Unpacked, Error> {
-    unpack_counting(store, layout, manifest, into, &AtomicU64::new(0)).await
+    unpack_counting(store, layout, manifest, into, &AtomicU64::new(0), RANGE).await
 }
 
-/// [`unpack`], adding the stored bytes downloaded to `downloaded` as they
-/// arrive (for progress reports).
+/// [`unpack`] in ranged GETs of `range` bytes, adding the stored bytes
+/// downloaded to `downloaded` as they arrive (for progress reports).
 pub async fn unpack_counting(
     store: &Store,
     layout: &Layout,
     manifest: &Manifest,
     into: &Path,
     downloaded: &AtomicU64,
+    range: u64,
 ) -> Result<Unpacked, Error> {
+    let range = range.max(1);
     if std::fs::read_dir(into).is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(Error::NotEmpty(into.to_owned()));
     }
     let key = layout.backup_data_key(&manifest.id);
-    let mut body = store
-        .get_stream(&key)
-        .await?
-        .ok_or_else(|| Error::Missing { key: key.clone() })?;
+    if store.head(&key).await?.is_none() {
+        return Err(Error::Missing { key: key.clone() });
+    }
     let (sender, receiver): (SyncSender<Bytes>, _) = sync_channel(IN_FLIGHT);
     let target = into.to_owned();
     let unpack_key = key.clone();
@@ -151,12 +156,30 @@ pub async fn unpack_counting(
         Ok(raw.bytes)
     });
 
+    // Ranges of the object fetched PARALLEL at a time and consumed in order:
+    // one connection's throughput no longer bounds the restore.
+    let ranges = (0..manifest.stored_bytes.div_ceil(range)).map(|i| i * range);
+    let mut body = stream::iter(ranges)
+        .map(|start| {
+            let key = &key;
+            async move {
+                match store.get_range(key, start, range).await {
+                    Ok(Some(bytes)) => Ok(bytes),
+                    Ok(None) => Err(Error::Missing { key: key.clone() }),
+                    Err(error) => Err(Error::Download {
+                        key: key.clone(),
+                        message: with_causes(&error),
+                    }),
+                }
+            }
+        })
+        .buffered(PARALLEL);
     let mut digest = Sha256::new();
     let mut stored = 0u64;
     let mut download = Ok(());
-    loop {
-        match body.try_next().await {
-            Ok(Some(chunk)) => {
+    while let Some(next) = body.next().await {
+        match next {
+            Ok(chunk) => {
                 digest.update(&chunk);
                 stored += chunk.len() as u64;
                 downloaded.fetch_add(chunk.len() as u64, Ordering::Relaxed);
@@ -165,16 +188,13 @@ pub async fn unpack_counting(
                     break;
                 }
             }
-            Ok(None) => break,
             Err(error) => {
-                download = Err(Error::Download {
-                    key: key.clone(),
-                    message: with_causes(&error),
-                });
+                download = Err(error);
                 break;
             }
         }
     }
+    drop(body);
     drop(sender);
     let unpacked = unpacking.await.map_err(|join| Error::Unpack {
         key: key.clone(),

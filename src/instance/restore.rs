@@ -146,6 +146,7 @@ pub async fn restore(shared: &Shared, source: &Source, staging: &Path) -> Result
         &chosen.manifest,
         staging,
         &downloaded,
+        crate::backup::restore::RANGE,
     );
     tokio::pin!(unpacking);
     let mut tick = tokio::time::interval(Duration::from_secs(1));

@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, retry::RetryConfig};
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
@@ -214,6 +216,34 @@ impl Store {
             Err(error) if error.as_service_error().is_some_and(|e| e.is_no_such_key()) => Ok(None),
             Err(error) => Err(Error::request("GET", key)(error)),
         }
+    }
+
+    /// `len` bytes of the object from `start` (fewer at its end), or `None`
+    /// when there is no such key.
+    pub async fn get_range(&self, key: &str, start: u64, len: u64) -> Result<Option<Bytes>, Error> {
+        let last = start + len.max(1) - 1;
+        let answer = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .range(format!("bytes={start}-{last}"))
+            .send()
+            .await;
+        let body = match answer {
+            Ok(object) => object.body,
+            Err(error) if error.as_service_error().is_some_and(|e| e.is_no_such_key()) => {
+                return Ok(None);
+            }
+            Err(error) => return Err(Error::request("GET", key)(error)),
+        };
+        let bytes = body.collect().await.map_err(|e| Error::Request {
+            operation: "GET",
+            key: key.to_owned(),
+            message: e.to_string(),
+            refused: false,
+        })?;
+        Ok(Some(bytes.into_bytes()))
     }
 
     /// The object's user metadata, or `None` when there is no such key.
