@@ -164,21 +164,7 @@ async fn a_primary_backup_restores_with_every_row(pg: Pg) {
         .expect("rows after");
     // Archive everything written so far (the end of the archive is what
     // recovery reaches).
-    client
-        .batch_execute("SELECT pg_switch_wal()")
-        .await
-        .expect("switch");
-    eventually("the last segment archived", READY, || async {
-        let row = client
-            .query_one(
-                "SELECT last_archived_wal >= pg_walfile_name(pg_current_wal_lsn() - 1) FROM pg_stat_archiver",
-                &[],
-            )
-            .await
-            .ok()?;
-        row.get::<_, Option<bool>>(0).unwrap_or(false).then_some(())
-    })
-    .await;
+    archive_all(&client).await;
 
     let location = run["location"].as_str().expect("a location");
     let (prefix, manifest) = manifest_of(&store, location, bucket).await;

@@ -136,21 +136,7 @@ async fn restores_to_a_time_and_to_the_end_of_the_archive(pg: Pg) {
         .batch_execute("INSERT INTO t SELECT generate_series(2001, 3000)")
         .await
         .expect("rows after the target");
-    client
-        .batch_execute("SELECT pg_switch_wal()")
-        .await
-        .expect("switch");
-    eventually("the last segment archived", READY, || async {
-        let row = client
-            .query_one(
-                "SELECT last_archived_wal >= pg_walfile_name(pg_current_wal_lsn() - 1) FROM pg_stat_archiver",
-                &[],
-            )
-            .await
-            .ok()?;
-        row.get::<_, Option<bool>>(0).unwrap_or(false).then_some(())
-    })
-    .await;
+    archive_all(&client).await;
     source.stop();
     let source_keys = |listed: Vec<tusk::objectstore::Listed>| -> Vec<(String, u64)> {
         listed.into_iter().map(|l| (l.key, l.size)).collect()

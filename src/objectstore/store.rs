@@ -89,6 +89,17 @@ pub struct Listed {
     pub modified: Option<i64>,
 }
 
+/// The whole body of a GET of `key`.
+async fn collect(body: ByteStream, key: &str) -> Result<Bytes, Error> {
+    let bytes = body.collect().await.map_err(|e| Error::Request {
+        operation: "GET",
+        key: key.to_owned(),
+        message: e.to_string(),
+        refused: false,
+    })?;
+    Ok(bytes.into_bytes())
+}
+
 /// Smallest part S3 accepts but for the last; parts are this size.
 pub const PART_SIZE: usize = 16 * 1024 * 1024;
 
@@ -192,13 +203,7 @@ impl Store {
         let Some(body) = self.get_stream(key).await? else {
             return Ok(None);
         };
-        let bytes = body.collect().await.map_err(|e| Error::Request {
-            operation: "GET",
-            key: key.to_owned(),
-            message: e.to_string(),
-            refused: false,
-        })?;
-        Ok(Some(bytes.to_vec()))
+        Ok(Some(collect(body, key).await?.to_vec()))
     }
 
     /// The object's content as it arrives, or `None` when there is no such
@@ -237,13 +242,7 @@ impl Store {
             }
             Err(error) => return Err(Error::request("GET", key)(error)),
         };
-        let bytes = body.collect().await.map_err(|e| Error::Request {
-            operation: "GET",
-            key: key.to_owned(),
-            message: e.to_string(),
-            refused: false,
-        })?;
-        Ok(Some(bytes.into_bytes()))
+        Ok(Some(collect(body, key).await?))
     }
 
     /// The object's user metadata, or `None` when there is no such key.

@@ -494,3 +494,23 @@ where
 pub fn path_exists(path: &Path) -> bool {
     path.exists()
 }
+
+/// Closes the current WAL segment and waits until the archiver has stored it:
+/// everything written so far is then in the archive.
+pub async fn archive_all(client: &tokio_postgres::Client) {
+    client
+        .batch_execute("SELECT pg_switch_wal()")
+        .await
+        .expect("switch");
+    eventually("the last segment archived", Duration::from_secs(60), || async {
+        let row = client
+            .query_one(
+                "SELECT last_archived_wal >= pg_walfile_name(pg_current_wal_lsn() - 1) FROM pg_stat_archiver",
+                &[],
+            )
+            .await
+            .ok()?;
+        row.get::<_, Option<bool>>(0).unwrap_or(false).then_some(())
+    })
+    .await;
+}
