@@ -127,11 +127,16 @@ fn verification_env(vars: Vec<EnvVar>, name: &str) -> Vec<EnvVar> {
         value: Some(v.to_owned()),
         value_from: None,
     };
+    // No password of the Database's: nothing connects over TCP (the restore
+    // postmaster listens on its socket only), and a final backup's Job must
+    // start after the Database and its Secrets went.
+    let unused = [env::APP_PASSWORD, env::INSTANCE_TOKEN];
     vars.into_iter()
-        .filter(|v| !own_store(&v.name))
+        .filter(|v| !own_store(&v.name) && !unused.contains(&v.name.as_str()))
         .map(|v| match v.name.as_str() {
             env::BOOTSTRAP => value(env::BOOTSTRAP, Bootstrap::Restore.as_str()),
             env::INSTANCE => value(env::INSTANCE, name),
+            env::SUPERUSER_PASSWORD | env::REPLICATION_PASSWORD => value(&v.name, "unused"),
             _ => v,
         })
         .collect()
