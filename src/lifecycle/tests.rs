@@ -1143,6 +1143,7 @@ fn the_first_primary_of_a_restore_restores_and_reports_its_progress() {
     });
     let decided = plan(&restoring_spec(), None, &restoring);
     assert_eq!(decided.phase, P::Restoring);
+    assert_eq!(condition(&decided, READY).reason, "RestoreDownloading");
     let message = &condition(&decided, READY).message;
     assert!(
         message.contains(

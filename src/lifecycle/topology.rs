@@ -278,9 +278,10 @@ fn restore_progress(ctx: &Context, name: &str) -> Topology {
                 progress.target
             ),
         ),
+        // A reason per stage: each change of stage is an Event.
         RestoreStage::Downloading => Topology::wait(
             DatabasePhase::Restoring,
-            "Restoring",
+            "RestoreDownloading",
             format!(
                 "{name}: downloading backup {backup} from {from}: {:.1} of {:.1} MiB",
                 mib(progress.downloaded_bytes),
@@ -289,7 +290,7 @@ fn restore_progress(ctx: &Context, name: &str) -> Topology {
         ),
         RestoreStage::Replaying | RestoreStage::Done => Topology::wait(
             DatabasePhase::Restoring,
-            "Restoring",
+            "RestoreReplaying",
             format!(
                 "{name}: replaying WAL from {from} towards the {}; replayed up to {}",
                 progress.target,
