@@ -47,6 +47,12 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// The first primary still has to be restored from a backup: see
+    /// [`restore_pending`].
+    pub fn restore_pending(&self) -> bool {
+        restore_pending(self.spec, self.previous)
+    }
+
     pub fn instance(&self, serial: u32) -> Option<&'a Instance> {
         if self.members.contains(&serial) {
             self.observed.instances.get(&serial)
@@ -90,4 +96,18 @@ impl<'a> Context<'a> {
     pub fn desired_instances(&self) -> usize {
         usize::try_from(self.spec.instances.max(1)).unwrap_or(1)
     }
+}
+
+/// The spec restores from a backup and no instance has ever reported its
+/// data (a manager answers `/status` only once the restore has promoted and
+/// PostgreSQL runs): a primary created now must restore, not `initdb`, even on
+/// a volume an interrupted restore left empty. Once data was seen, a primary's
+/// own volume is simply restarted.
+pub fn restore_pending(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>) -> bool {
+    let restores = spec
+        .bootstrap
+        .as_ref()
+        .is_some_and(|b| b.recovery.is_some());
+    let seen = previous.is_some_and(|s| s.instances.iter().any(|i| i.system_identifier.is_some()));
+    restores && !seen
 }

@@ -35,6 +35,7 @@ mod tests;
 
 pub use action::{Action, Bootstrap, DeleteReason};
 pub use backup::BACKUP_HEALTHY;
+pub use context::restore_pending;
 pub use observed::{
     Instance, InstanceState, ManagerStatus, Observed, Pod, PodPhase, PvcState, RestoreView,
     Routing, SyncStandbys,

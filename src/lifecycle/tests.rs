@@ -1175,6 +1175,47 @@ fn the_first_primary_of_a_restore_restores_and_reports_its_progress() {
 }
 
 #[test]
+fn a_primary_recreated_before_its_restore_finished_restores_again() {
+    // The restoring pod went before any data was seen: its volume may be
+    // empty, so it restores again rather than initialising an empty cluster.
+    let previous = status(P::Restoring, Some(1));
+    let create = |bootstrap| Action::CreatePod {
+        serial: 1,
+        bootstrap,
+        role: Primary,
+        image: String::new(),
+    };
+    let decided = plan(
+        &restoring_spec(),
+        previous.as_ref(),
+        &observed(vec![(1, survivor())]),
+    );
+    assert!(
+        decided.actions.contains(&create(Bootstrap::Restore)),
+        "{:?}",
+        decided.actions
+    );
+
+    // Once an instance reported its data, the primary's volume is restarted.
+    let mut seen = previous.expect("status");
+    seen.instances = vec![crate::api::status::InstanceStatus {
+        name: name(1),
+        system_identifier: Some("7441".into()),
+        ..Default::default()
+    }];
+    let decided = plan(
+        &restoring_spec(),
+        Some(&seen),
+        &observed(vec![(1, survivor())]),
+    );
+    assert!(
+        decided.actions.contains(&create(Bootstrap::Initdb)),
+        "{:?}",
+        decided.actions
+    );
+}
+
+#[test]
 fn a_recreated_secret_is_pushed_to_the_instances() {
     let mut observed = healthy_three();
     observed.credentials_to_sync = vec![

@@ -180,11 +180,7 @@ fn bootstrap(ctx: &Context, image: &str) -> Topology {
             "waiting for the first instance",
         );
     };
-    let restoring = ctx
-        .spec
-        .bootstrap
-        .as_ref()
-        .is_some_and(|b| b.recovery.is_some());
+    let restoring = ctx.restore_pending();
     let (mode, how) = if restoring {
         (Bootstrap::Restore, "by restoring from a backup")
     } else {
@@ -324,10 +320,16 @@ fn recover_primary(ctx: &Context, serial: u32, image: &str) -> Topology {
     match ctx.instance(serial).map(Instance::state) {
         Some(InstanceState::NoPod) if ctx.no_other_primary(serial) => {
             // The primary's own data: `Initdb` keeps an existing data directory and
-            // never clones (there is nobody to clone from).
+            // never clones (there is nobody to clone from); a restore that never
+            // finished starts over rather than initialising an empty cluster.
+            let bootstrap = if ctx.restore_pending() {
+                Bootstrap::Restore
+            } else {
+                Bootstrap::Initdb
+            };
             topology.first.push(Action::CreatePod {
                 serial,
-                bootstrap: Bootstrap::Initdb,
+                bootstrap,
                 role: InstanceRole::Primary,
                 image: image.to_owned(),
             });

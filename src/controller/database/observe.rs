@@ -41,7 +41,7 @@ const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// The raw inputs of one pass, as listed and polled.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    /// `spec.bootstrap.recovery` resolved, while no primary is recorded.
+    /// `spec.bootstrap.recovery` resolved, while the restore is pending.
     pub restore: Option<Resolved>,
     /// `/restore` of pods bootstrapping by restore whose `/status` does not
     /// answer yet, by pod name.
@@ -186,11 +186,7 @@ pub async fn snapshot(
         .into_iter()
         .flatten()
         .collect();
-    let unrecorded = db
-        .status
-        .as_ref()
-        .is_none_or(|s| s.current_primary.is_none());
-    let restore = if unrecorded {
+    let restore = if crate::lifecycle::restore_pending(&db.spec, db.status.as_ref()) {
         let named = restore::fetch(client, db, namespace).await?;
         restore::resolve(db, &named, default_store)
     } else {
