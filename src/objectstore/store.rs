@@ -94,7 +94,9 @@ async fn collect(body: ByteStream, key: &str) -> Result<Bytes, Error> {
     let bytes = body.collect().await.map_err(|e| Error::Request {
         operation: "GET",
         key: key.to_owned(),
-        message: e.to_string(),
+        // With its causes: alone it says "streaming error", also when the
+        // body failed the store's checksum.
+        message: DisplayErrorContext(&e).to_string(),
         refused: false,
     })?;
     Ok(bytes.into_bytes())
