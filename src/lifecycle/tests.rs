@@ -1132,6 +1132,11 @@ fn the_first_primary_of_a_restore_restores_and_reports_its_progress() {
         image: String::new(),
     }));
 
+    // Its pod pending or its manager still starting: restoring, not degraded.
+    let starting = plan(&restoring_spec(), None, &observed(vec![(1, unknown(Primary))]));
+    assert_eq!(starting.phase, P::Restoring);
+    assert!(!condition(&starting, crate::lifecycle::verdict::DEGRADED).status);
+
     let mut restoring = observed(vec![(1, unknown(Primary))]);
     restoring.restore.progress = Some(crate::contract::RestoreProgress {
         stage: crate::contract::RestoreStage::Downloading,

@@ -96,8 +96,9 @@ pub(super) fn plan(ctx: &Context, hold_bootstrap: bool, image: &str) -> Topology
             "MultiplePrimaries",
             "more than one instance reports itself primary; Tusk changes nothing until one steps down",
         ),
-        // A restoring first primary's manager answers /restore, not /status.
-        PrimaryView::Unreachable(serial) if ctx.observed.restore.progress.is_some() => {
+        // A restoring first primary's manager answers /restore, not /status
+        // (nothing at all while its pod is pending): not a Degraded primary.
+        PrimaryView::Unreachable(serial) if ctx.restore_pending() => {
             restore_progress(ctx, &ctx.name(serial)).primary(serial)
         }
         PrimaryView::Unreachable(serial) => Topology::wait(
