@@ -1133,7 +1133,11 @@ fn the_first_primary_of_a_restore_restores_and_reports_its_progress() {
     }));
 
     // Its pod pending or its manager still starting: restoring, not degraded.
-    let starting = plan(&restoring_spec(), None, &observed(vec![(1, unknown(Primary))]));
+    let starting = plan(
+        &restoring_spec(),
+        None,
+        &observed(vec![(1, unknown(Primary))]),
+    );
     assert_eq!(starting.phase, P::Restoring);
     assert!(!condition(&starting, crate::lifecycle::verdict::DEGRADED).status);
 
