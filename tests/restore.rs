@@ -106,6 +106,9 @@ async fn restores_to_a_time_and_to_the_end_of_the_archive(pg: Pg) {
     let store = server.bucket("backups").await;
     let mut options = Options::primary(&pg, "orders-1");
     options.env = server.env("backups", "team");
+    // More than the restored instances' default 100: a hot standby would
+    // refuse to recover it ("insufficient parameter settings").
+    options.parameters = r#"{"max_connections": "150"}"#.to_owned();
     let mut source = Manager::start(&dir, options);
     source.wait_ready(READY).await;
     let client = superuser(source.pg_port).await;

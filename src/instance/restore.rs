@@ -353,8 +353,11 @@ async fn replay(
                 log_tail(&log_path)
             )));
         }
+        if let Some(lsn) = child.id().and_then(recovering_at) {
+            shared.update_restore(|p| p.replayed_lsn = Some(lsn));
+        }
         let Ok(client) = sql::connect_local(&config.socket_dir, config.port).await else {
-            continue; // not accepting connections until consistent
+            continue; // no connections before the promotion (hot_standby off)
         };
         let Ok(row) = client
             .query_one(
@@ -376,6 +379,34 @@ async fn replay(
     }
     tracing::info!("promoted after recovery");
     Ok(child)
+}
+
+/// Where the startup process of postmaster `pid` replays: the start of the
+/// segment its process title names. Without hot standby no SQL answers
+/// during recovery; the title does (`postgres: startup recovering <segment>`).
+fn recovering_at(pid: u32) -> Option<Lsn> {
+    let parent = pid.to_string();
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // `pid (comm) state ppid ...`: comm may hold spaces, so after the last ')'.
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?;
+            if ppid != parent {
+                return None;
+            }
+            let title = std::fs::read(entry.path().join("cmdline")).ok()?;
+            segment_in_title(&String::from_utf8_lossy(&title))
+        })
+}
+
+/// The start of the WAL segment a startup process's title names.
+fn segment_in_title(title: &str) -> Option<Lsn> {
+    let name = title.split("recovering ").nth(1)?.get(..24)?;
+    let file = crate::objectstore::WalFile::parse(name).ok()?;
+    let end = file.end_lsn(DEFAULT_SEGMENT_SIZE)?;
+    Some(Lsn(end - DEFAULT_SEGMENT_SIZE))
 }
 
 /// SIGINT (fast shutdown: a checkpoint, the archiver's last round) and wait.
@@ -494,6 +525,16 @@ mod tests {
         v.remove("TUSK_RESTORE_SOURCE");
         let err = Source::from_env(|n| v.get(n).cloned()).expect_err("refused");
         assert!(err.to_string().contains("TUSK_RESTORE_SOURCE"), "{err}");
+    }
+
+    #[test]
+    fn the_startup_process_title_gives_the_segment_replayed() {
+        assert_eq!(
+            segment_in_title("postgres: startup recovering 00000002000000010000000A\0\0"),
+            Some(Lsn((0x1_0000_0000) + 10 * DEFAULT_SEGMENT_SIZE))
+        );
+        assert_eq!(segment_in_title("postgres: checkpointer"), None);
+        assert_eq!(segment_in_title("postgres: startup recovering 0000"), None);
     }
 
     #[test]

@@ -61,7 +61,8 @@ async fn run(config: InstanceConfig) -> Result<Verification, Error> {
     if pgdata.exists() {
         std::fs::remove_dir_all(&pgdata).map_err(Error::io("remove", &pgdata))?;
     }
-    let shared = Shared::new(config, bindir, Default::default());
+    let parameters = super::parse_parameters(&config.parameters)?;
+    let shared = Shared::new(config, bindir, parameters);
     let promoted = restore(&shared, &source, &pgdata).await?;
     let checked = check(&shared, &promoted).await;
     promoted.stop().await;

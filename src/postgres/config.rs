@@ -152,6 +152,11 @@ pub fn render(settings: &Settings) -> Result<String, ConfigError> {
             "restore_command".to_owned(),
             recovery.restore_command.clone(),
         );
+        // No connections until promoted: a hot standby would refuse to
+        // recover a source whose max_connections, max_worker_processes,
+        // max_wal_senders, max_prepared_transactions or
+        // max_locks_per_transaction exceed this Database's.
+        values.insert("hot_standby".to_owned(), "off".to_owned());
         values.insert(
             "recovery_target_timeline".to_owned(),
             recovery.timeline.to_string(),
@@ -324,6 +329,7 @@ mod tests {
             "recovery_target_time = '2026-11-24 10:01:00+00'",
             "recovery_target_action = 'promote'",
             "recovery_target_timeline = '2'",
+            "hot_standby = 'off'",
         ] {
             assert!(
                 lines.contains(&line.to_owned()),
