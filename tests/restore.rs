@@ -95,11 +95,75 @@ fn restored(
     Manager::start(dir, options)
 }
 
+/// `tusk verify-backup` of backup `id` up to `end_lsn`, with synchronous
+/// replication in the environment (as a Database with `mode: sync` gives its
+/// Job): its JSON outcome.
+fn verify(pg: &Pg, dir: &TestDir, server: &S3Server, id: &str, end_lsn: &str) -> Value {
+    use std::os::unix::process::CommandExt;
+    let volume = dir.subdir("verify-volume");
+    let run = dir.subdir("verify-run");
+    let report = dir.path.join("verify.json");
+    std::fs::write(&report, "").expect("report file");
+    chown_tree(&dir.path.join("verify.json"));
+    let mut command = std::process::Command::new(dir.path.join("tusk"));
+    command
+        .arg("verify-backup")
+        .arg("--termination-log")
+        .arg(&report)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("TUSK_INSTANCE", "b1-verify")
+        .env("TUSK_DATABASE", "orders")
+        .env("PGDATA", volume.join("pgdata"))
+        .env("TUSK_BOOTSTRAP", "restore")
+        .env("POSTGRES_SUPERUSER_PASSWORD", "unused")
+        .env("TUSK_REPLICATION_PASSWORD", "unused")
+        .env("TUSK_SYNC_MODE", "sync")
+        .env("TUSK_MIN_SYNC", "1")
+        .env("TUSK_PARAMETERS", r#"{"max_connections": "150"}"#)
+        .env("TUSK_LISTEN", format!("127.0.0.1:{}", free_port()))
+        .env("TUSK_PORT", free_port().to_string())
+        .env("TUSK_SOCKET_DIR", &run)
+        .env("TUSK_BINDIR", &pg.bindir)
+        .env(env::RESTORE_BACKUP, id)
+        .env(env::RESTORE_TARGET_LSN, end_lsn)
+        .envs(
+            restore_env(server, "orders", &[])
+                .into_iter()
+                .filter(|(k, _)| k.starts_with(env::RESTORE_PREFIX)),
+        )
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null());
+    if let Some((uid, gid)) = run_as() {
+        command.uid(uid).gid(gid);
+    }
+    let mut child = {
+        let _guard = exec_lock();
+        command.spawn().expect("start tusk verify-backup")
+    };
+    let deadline = std::time::Instant::now() + RESTORED;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("tusk verify-backup did not finish in {RESTORED:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let outcome: Value = serde_json::from_str(&std::fs::read_to_string(&report).expect("report"))
+        .expect("a JSON report");
+    assert_eq!(status.success(), outcome["verified"] == true, "{outcome}");
+    outcome
+}
+
 /// Rows, a backup, rows, the time T, rows: restored to T, exactly the rows
 /// committed before T, on a new timeline that archives under the restored
 /// Database's name while the source's archive stays as it was; restored to
-/// the end of the archive, every row; restored to a time before the backup,
-/// refused with the reason, and nothing started.
+/// the end of the archive, every row; verified by `tusk verify-backup`;
+/// restored to a time before the backup, refused with the reason, and nothing
+/// started.
 async fn restores_to_a_time_and_to_the_end_of_the_archive(pg: Pg) {
     let dir = TestDir::new(&format!("restore{}", pg.major));
     let server = S3Server::start(&dir.path);
@@ -124,6 +188,7 @@ async fn restores_to_a_time_and_to_the_end_of_the_archive(pg: Pg) {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let run = backup(&source, "b1").await;
     assert_eq!(run["run"], "completed", "{run}");
+    let end_lsn = run["end_lsn"].as_str().expect("an end LSN").to_owned();
     client
         .batch_execute("INSERT INTO t SELECT generate_series(1001, 2000)")
         .await
@@ -191,6 +256,17 @@ async fn restores_to_a_time_and_to_the_end_of_the_archive(pg: Pg) {
         "rows at the end of the archive"
     );
     at_end.stop();
+
+    // Verified: restored to its end, every database answering (a commit
+    // included, which synchronous replication must not hold up).
+    let id = progress["backup"]
+        .as_str()
+        .expect("the backup id")
+        .to_owned();
+    let outcome = verify(&pg, &dir, &server, &id, &end_lsn);
+    assert_eq!(outcome["verified"], true, "{outcome}");
+    assert_eq!(outcome["backup"], id.as_str());
+    assert!(outcome["databases"].as_u64() >= Some(2), "{outcome}");
 
     // Before the backup: refused before any download, naming the backup.
     let too_early = [(env::RESTORE_TARGET_TIME, before_backup.as_str())];

@@ -313,6 +313,9 @@ async fn replay(
     let mut settings = files::settings(shared, staging, false)?;
     // Only the manager, over the socket, until the data is promoted and moved.
     settings.listen_addresses = String::new();
+    // Nobody streams from this postmaster: with synchronous standbys named,
+    // a commit after the promotion (verification's checks) would wait forever.
+    settings.sync = None;
     settings.recovery = Some(Recovery {
         restore_command: format!("{} wal-restore --source %f %p", files::tusk_program()?),
         target: target_setting(source.target),
