@@ -798,7 +798,7 @@ async fn scrape_and_query(prometheus: &Prometheus, ns: &str, db: &Database) -> R
                 )
             })
             .collect();
-        if rules.len() == 7
+        if rules.len() == 9
             && rules.iter().all(|(_, kind, health, evaluated)| {
                 kind == "alerting" && health == "ok" && *evaluated > up_at
             })
