@@ -11,54 +11,11 @@ use std::time::Duration;
 
 use instance_support::*;
 use objectstore_support::S3Server;
-use serde_json::Value;
 use tusk::backup::manifest::Manifest;
 use tusk::backup::restore;
 use tusk::objectstore::{Layout, Store};
 
 const READY: Duration = Duration::from_secs(60);
-const BACKUP: Duration = Duration::from_secs(120);
-
-async fn backups(manager: &Manager) -> Vec<Value> {
-    let (code, body) = http(manager.http_port, "GET", "/backups", None, None)
-        .await
-        .expect("GET /backups");
-    assert_eq!(code, 200, "{body}");
-    let listed: Value = serde_json::from_str(&body).expect("json");
-    listed["backups"].as_array().cloned().unwrap_or_default()
-}
-
-async fn start_backup(manager: &Manager, name: &str) -> (u16, Value) {
-    let body = format!(r#"{{"backup": "{name}"}}"#);
-    let (code, body) = http(
-        manager.http_port,
-        "POST",
-        "/backups",
-        Some(TOKEN),
-        Some(&body),
-    )
-    .await
-    .expect("POST /backups");
-    (code, serde_json::from_str(&body).unwrap_or(Value::Null))
-}
-
-/// Waits until the run `name` has finished, nudging `primary` to switch WAL
-/// (as the operator does for a standby's backup) while it waits for it.
-async fn finished(manager: &Manager, primary: Option<&Manager>, name: &str) -> Value {
-    eventually(&format!("backup {name} finished"), BACKUP, || async {
-        let run = backups(manager)
-            .await
-            .into_iter()
-            .find(|b| b["backup"] == name)?;
-        if run["stage"] == "waiting_for_wal"
-            && let Some(primary) = primary
-        {
-            let _ = http(primary.http_port, "POST", "/wal/switch", Some(TOKEN), None).await;
-        }
-        (run["run"] != "running").then_some(run)
-    })
-    .await
-}
 
 async fn manifest_of(store: &Store, location: &str, bucket: &str) -> (String, Manifest) {
     let prefix = location

@@ -17,30 +17,9 @@ const READY: Duration = Duration::from_secs(60);
 const RESTORED: Duration = Duration::from_secs(180);
 
 async fn backup(manager: &Manager, name: &str) -> Value {
-    let body = format!(r#"{{"backup": "{name}"}}"#);
-    let (code, reply) = http(
-        manager.http_port,
-        "POST",
-        "/backups",
-        Some(TOKEN),
-        Some(&body),
-    )
-    .await
-    .expect("POST /backups");
+    let (code, reply) = start_backup(manager, name).await;
     assert_eq!(code, 202, "{reply}");
-    eventually(&format!("backup {name} finished"), READY, || async {
-        let (_, body) = http(manager.http_port, "GET", "/backups", None, None)
-            .await
-            .ok()?;
-        let listed: Value = serde_json::from_str(&body).ok()?;
-        let run = listed["backups"]
-            .as_array()?
-            .iter()
-            .find(|b| b["backup"] == name)?
-            .clone();
-        (run["run"] != "running").then_some(run)
-    })
-    .await
+    finished(manager, None, name).await
 }
 
 async fn count(port: u16) -> i64 {

@@ -514,3 +514,57 @@ pub async fn archive_all(client: &tokio_postgres::Client) {
     })
     .await;
 }
+
+/// `GET /backups` of `manager`: its base backup runs.
+pub async fn backups(manager: &Manager) -> Vec<serde_json::Value> {
+    let (code, body) = http(manager.http_port, "GET", "/backups", None, None)
+        .await
+        .expect("GET /backups");
+    assert_eq!(code, 200, "{body}");
+    let listed: serde_json::Value = serde_json::from_str(&body).expect("json");
+    listed["backups"].as_array().cloned().unwrap_or_default()
+}
+
+/// `POST /backups` asking `manager` for backup `name`: the status code and body.
+pub async fn start_backup(manager: &Manager, name: &str) -> (u16, serde_json::Value) {
+    let body = format!(r#"{{"backup": "{name}"}}"#);
+    let (code, body) = http(
+        manager.http_port,
+        "POST",
+        "/backups",
+        Some(TOKEN),
+        Some(&body),
+    )
+    .await
+    .expect("POST /backups");
+    (
+        code,
+        serde_json::from_str(&body).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// Waits until the run `name` has finished, nudging `primary` to switch WAL
+/// (as the operator does for a standby's backup) while it waits for it.
+pub async fn finished(
+    manager: &Manager,
+    primary: Option<&Manager>,
+    name: &str,
+) -> serde_json::Value {
+    eventually(
+        &format!("backup {name} finished"),
+        Duration::from_secs(120),
+        || async {
+            let run = backups(manager)
+                .await
+                .into_iter()
+                .find(|b| b["backup"] == name)?;
+            if run["stage"] == "waiting_for_wal"
+                && let Some(primary) = primary
+            {
+                let _ = http(primary.http_port, "POST", "/wal/switch", Some(TOKEN), None).await;
+            }
+            (run["run"] != "running").then_some(run)
+        },
+    )
+    .await
+}
