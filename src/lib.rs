@@ -6,6 +6,7 @@ pub mod cli;
 pub mod contract;
 pub mod controller;
 pub mod error;
+pub mod failover;
 pub mod instance;
 pub mod lifecycle;
 pub mod objectstore;
