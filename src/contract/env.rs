@@ -36,6 +36,10 @@ pub const PORT: &str = "TUSK_PORT";
 pub const LISTEN_ADDRESSES: &str = "TUSK_LISTEN_ADDRESSES";
 pub const SOCKET_DIR: &str = "TUSK_SOCKET_DIR";
 pub const BINDIR: &str = "TUSK_BINDIR";
+/// The Database's primary Lease (`<db>-primary`, in `POD_NAMESPACE`): set, the
+/// manager takes part in leader selection through the Kubernetes API with the
+/// pod's service account; unset, it runs as its data directory says.
+pub const LEASE: &str = "TUSK_LEASE";
 
 /// The object store of `spec.backup.objectStore`, for `tusk wal-archive`,
 /// `tusk wal-restore` and base backups (children of PostgreSQL and the

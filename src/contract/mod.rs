@@ -57,7 +57,21 @@ pub mod path {
     /// `GET` → [`super::RestoreProgress`] while (or after) a restore bootstrap
     /// runs; 404 for any other bootstrap.
     pub const RESTORE: &str = "/restore";
+    /// `GET` (bearer, header [`super::PEER_HEADER`] naming the caller) →
+    /// [`super::PeerStatus`]: the instances' heartbeat to each other. Cheap:
+    /// it never waits for PostgreSQL.
+    pub const PEER: &str = "/peer";
+    /// `POST` [`super::Members`] → [`super::Members`]: the Database's instances
+    /// and their addresses, pushed by the operator when they change.
+    pub const MEMBERS: &str = "/members";
+    /// `POST` [`super::SwitchoverRequest`], on the primary →
+    /// [`super::SwitchoverResponse`] once it has shut down cleanly, the target
+    /// holds all its WAL and the lease is the target's.
+    pub const SWITCHOVER: &str = "/switchover";
 }
+
+/// The header a peer call names its caller in (an instance name).
+pub const PEER_HEADER: &str = "x-tusk-peer";
 
 /// Which role an instance plays. The same type is the API's `InstanceRole`.
 #[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -218,6 +232,97 @@ pub struct Status {
     #[serde(default)]
     pub parameters: BTreeMap<String, String>,
     /// Synchronous replication as currently rendered; absent when asynchronous.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<SyncSettings>,
+    /// The failover protocol as this manager sees it; absent when it runs
+    /// without a lease (outside Kubernetes, or an older operator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha: Option<HaStatus>,
+}
+
+/// What an instance manager knows of the primary lease and its peers.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HaStatus {
+    /// The lease's holder as last read; `None` when released or unread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_holder: Option<String>,
+    /// This instance holds the lease and renewed it recently.
+    #[serde(default)]
+    pub holds_lease: bool,
+    /// This instance was primary and fenced itself: PostgreSQL is stopped
+    /// until it renews the lease (or rejoins as a replica).
+    #[serde(default)]
+    pub fenced: bool,
+    /// The members as the operator last pushed them.
+    #[serde(default)]
+    pub members: Vec<Member>,
+    /// How long since each peer was last heard from.
+    #[serde(default)]
+    pub peers: Vec<PeerView>,
+}
+
+/// One instance of the Database and where its manager listens.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Member {
+    pub name: String,
+    /// The pod IP.
+    pub address: String,
+}
+
+/// `POST /members`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Members {
+    pub members: Vec<Member>,
+}
+
+/// A peer as one instance sees it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PeerView {
+    pub name: String,
+    /// Milliseconds since the last call exchanged with it, either way
+    /// (counted from this manager's start when none was).
+    pub silent_ms: u64,
+    /// Its last answer said it is a primary that fenced itself.
+    #[serde(default)]
+    pub fenced: bool,
+    /// Its last answer said it runs as primary.
+    #[serde(default)]
+    pub primary: bool,
+}
+
+/// `GET /peer`'s answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PeerStatus {
+    pub instance: String,
+    /// Runs (or is to run) as primary: its data directory is not a standby's.
+    pub primary: bool,
+    pub fenced: bool,
+}
+
+/// `POST /switchover`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchoverRequest {
+    /// The replica to hand the primary role to.
+    pub target: String,
+}
+
+/// `POST /switchover`'s answer: the old primary stopped at `final_lsn`, the
+/// target has received it, and the lease names the target.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SwitchoverResponse {
+    pub target: String,
+    pub final_lsn: Lsn,
+}
+
+/// `POST /promote` (a body is optional: an empty one promotes with the
+/// synchronous settings the manager has).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PromoteRequest {
+    /// Synchronous replication for the new primary, set before it accepts a
+    /// write (the standbys it had as a replica are not the ones it has now).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync: Option<SyncSettings>,
 }
@@ -536,6 +641,7 @@ mod tests {
             ready: true,
             parameters: BTreeMap::from([("work_mem".into(), "8MB".into())]),
             sync: None,
+            ha: None,
         }
     }
 

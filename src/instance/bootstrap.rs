@@ -101,7 +101,7 @@ async fn restore_patiently(shared: &Shared, staging: &Path) -> Result<(), Error>
     }
 }
 
-fn staging_dir(pgdata: &Path) -> PathBuf {
+pub(super) fn staging_dir(pgdata: &Path) -> PathBuf {
     let mut name = pgdata.as_os_str().to_owned();
     name.push(".tusk-bootstrap");
     PathBuf::from(name)
@@ -151,6 +151,18 @@ async fn initdb(shared: &Shared, staging: &Path) -> Result<(), Error> {
 /// password included, to `postgresql.auto.conf`, where it would override Tusk's;
 /// the manager writes `standby.signal` and its own settings instead.
 async fn clone(shared: &Shared, staging: &Path) -> Result<(), Error> {
+    let command = basebackup_command(shared, staging).await?;
+    run(Command::from(command), "pg_basebackup").await?;
+    files::mark_standby(staging)?;
+    Ok(())
+}
+
+/// The `pg_basebackup` of the primary into `staging`, once this instance's
+/// slot exists on the primary.
+pub(super) async fn basebackup_command(
+    shared: &Shared,
+    staging: &Path,
+) -> Result<std::process::Command, Error> {
     let config = &shared.config;
     let host = config
         .primary_host
@@ -163,7 +175,7 @@ async fn clone(shared: &Shared, staging: &Path) -> Result<(), Error> {
     }
     drop(primary);
 
-    let mut command = Command::new(shared.bindir.join("pg_basebackup"));
+    let mut command = std::process::Command::new(shared.bindir.join("pg_basebackup"));
     command
         .arg("--pgdata")
         .arg(staging)
@@ -186,9 +198,7 @@ async fn clone(shared: &Shared, staging: &Path) -> Result<(), Error> {
                 .expose(),
         )
         .env("PGAPPNAME", &config.instance);
-    run(command, "pg_basebackup").await?;
-    files::mark_standby(staging)?;
-    Ok(())
+    Ok(command)
 }
 
 /// How long a new replica waits for the primary to accept connections before

@@ -12,8 +12,10 @@
 mod backup;
 mod bootstrap;
 mod files;
+mod ha;
 pub mod metrics;
 mod process;
+mod rejoin;
 mod restore;
 mod verify;
 
@@ -172,6 +174,11 @@ pub struct InstanceConfig {
     /// settings from the same environment) and can restore from it.
     #[arg(long, env = env::OBJECTSTORE_BUCKET)]
     pub objectstore_bucket: Option<String>,
+
+    /// The Database's primary Lease (in the pod's namespace): set, this
+    /// manager takes part in leader selection (see `ha`).
+    #[arg(long, env = env::LEASE)]
+    pub lease: Option<String>,
 }
 
 /// What can go wrong in the instance manager.
@@ -304,12 +311,20 @@ pub(crate) struct Shared {
     pub backups: backup::Registry,
     /// A restore bootstrap's progress (`GET /restore`).
     restore: Mutex<Option<crate::contract::RestoreProgress>>,
+    /// The primary lease, the peers and fencing.
+    pub ha: ha::Ha,
 }
 
 impl Shared {
     fn new(config: InstanceConfig, bindir: PathBuf, parameters: BTreeMap<String, String>) -> Self {
         let sync = initial_sync(&config);
+        let ha = ha::Ha::new(
+            config.lease.clone(),
+            config.pod_namespace.clone(),
+            config.instance.clone(),
+        );
         Shared {
+            ha,
             config,
             bindir,
             parameters: Mutex::new(parameters),
@@ -457,6 +472,11 @@ async fn manage(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Result<
         }
     }
     tokio::spawn(bootstrap::maintain(shared.clone(), stop.clone()));
+    if shared.ha.enabled() {
+        tokio::spawn(ha::lease_loop(shared.clone(), stop.clone()));
+        tokio::spawn(ha::fence_loop(shared.clone(), stop.clone()));
+        tokio::spawn(ha::peer_loop(shared.clone(), stop.clone()));
+    }
     process::supervise(shared, stop).await
 }
 

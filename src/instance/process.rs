@@ -20,7 +20,8 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::{Error, FAST_SHUTDOWN_TIMEOUT, Shared, bootstrap::SECRET_ENV, files};
+use super::ha::{self, Duty};
+use super::{Error, FAST_SHUTDOWN_TIMEOUT, Shared, bootstrap::SECRET_ENV, files, rejoin};
 
 const MIN_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -52,8 +53,18 @@ pub async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> 
     });
 
     let mut backoff = MIN_BACKOFF;
+    let mut duty = shared.ha.subscribe();
     loop {
         if *stop.borrow() {
+            return Ok(());
+        }
+        // A primary's data starts only under the lease; a fence or a rejoin
+        // is carried out before anything starts.
+        let mut reaped = Reaped {
+            exits: &mut exits,
+            shared: &shared,
+        };
+        if !gate(&shared, &mut reaped, &mut duty, &mut stop).await? {
             return Ok(());
         }
         // Re-render before every start: a promotion or a crash may have changed
@@ -72,6 +83,8 @@ pub async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> 
             _ = stop.wait_for(|stop| *stop) => {
                 shutdown(pid, &mut exits).await;
                 shared.running.store(false, Ordering::SeqCst);
+                // Stopped cleanly: a replica may take over at once.
+                shared.ha.release().await;
                 return Ok(());
             }
             () = shared.restart.notified() => {
@@ -82,6 +95,18 @@ pub async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> 
                 // shutdown is refused rather than queued for another restart.
                 shared.running.store(false, Ordering::SeqCst);
                 shutdown(pid, &mut exits).await;
+                continue;
+            }
+            _ = duty.wait_for(|d| *d != Duty::Serve) => {
+                shared.running.store(false, Ordering::SeqCst);
+                let wanted = shared.ha.duty();
+                if matches!(wanted, Duty::Handover { .. }) {
+                    shutdown(pid, &mut exits).await;
+                } else {
+                    // A fence must be quick: no checkpoint, no waiting for
+                    // walsenders that may never get through.
+                    immediate_shutdown(pid, &mut exits).await;
+                }
                 continue;
             }
         };
@@ -95,6 +120,172 @@ pub async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> 
             _ = stop.wait_for(|stop| *stop) => return Ok(()),
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Before PostgreSQL starts: carry out the duty, and make sure a primary's
+/// data directory holds the lease. `false` when asked to stop meanwhile.
+async fn gate(
+    shared: &Shared,
+    reaped: &mut Reaped<'_>,
+    duty: &mut watch::Receiver<Duty>,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<bool, Error> {
+    let ha = &shared.ha;
+    let mut waited = 0u32;
+    loop {
+        if *stop.borrow() {
+            return Ok(false);
+        }
+        match ha.duty() {
+            Duty::Fence => {
+                tracing::warn!("fenced: PostgreSQL stays stopped until the lease is renewed");
+                tokio::select! {
+                    _ = duty.wait_for(|d| *d != Duty::Fence) => {}
+                    _ = stop.wait_for(|stop| *stop) => return Ok(false),
+                }
+                continue;
+            }
+            Duty::Rejoin => {
+                match rejoin::rejoin(shared, reaped).await {
+                    Ok(()) => ha.set_duty(Duty::Serve),
+                    Err(error) => {
+                        tracing::warn!(%error, "cannot rejoin yet; trying again");
+                        tokio::select! {
+                            _ = tokio::time::sleep(REJOIN_RETRY) => {}
+                            _ = stop.wait_for(|stop| *stop) => return Ok(false),
+                        }
+                    }
+                }
+                continue;
+            }
+            Duty::Handover { target } => {
+                let result = handover(shared, reaped, &target).await;
+                if let Err(why) = &result {
+                    tracing::error!(%why, %target, "switchover failed; staying primary");
+                }
+                ha.set_duty(Duty::Serve);
+                ha.handover_done(result);
+                continue;
+            }
+            Duty::Serve => {}
+        }
+        if !ha.enabled() || !ha::primary_data(shared) {
+            return Ok(true);
+        }
+        match ha.claim().await {
+            ha::Claim::Held => return Ok(true),
+            ha::Claim::Other { holder } => {
+                tracing::warn!(%holder, "another instance holds the primary lease: this one rejoins as its replica");
+                ha.set_duty(Duty::Rejoin);
+            }
+            ha::Claim::Unknown(why) => {
+                if waited % 10 == 0 {
+                    tracing::warn!(%why, "a primary's data directory waits for the primary lease");
+                }
+                waited += 1;
+                tokio::select! {
+                    _ = tokio::time::sleep(ha.timing.period) => {}
+                    _ = stop.wait_for(|stop| *stop) => return Ok(false),
+                }
+            }
+        }
+    }
+}
+
+/// A switchover's part on the old primary, PostgreSQL already stopped
+/// cleanly: wait until the target received the shutdown checkpoint, hand it
+/// the lease, and become a standby. On any failure the data is still the
+/// primary's and the lease still this instance's: it starts as primary again.
+async fn handover(
+    shared: &Shared,
+    reaped: &mut Reaped<'_>,
+    target: &str,
+) -> super::ha::HandoverResult {
+    let final_lsn = rejoin::final_lsn(shared, reaped)
+        .await
+        .map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + HANDOVER_WAIT;
+    loop {
+        let received = shared.ha.peer_received(target).await;
+        match received {
+            Ok(Some(lsn)) if lsn > final_lsn => break,
+            Ok(_) | Err(_) if Instant::now() >= deadline => {
+                return Err(format!(
+                    "{target} did not receive WAL up to {final_lsn} within {} s ({received:?})",
+                    HANDOVER_WAIT.as_secs()
+                ));
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    shared.ha.transfer(target).await?;
+    files::mark_standby(&shared.config.pgdata).map_err(|e| e.to_string())?;
+    tracing::info!(%target, %final_lsn, "handed the primary role over");
+    Ok(crate::contract::SwitchoverResponse {
+        target: target.to_owned(),
+        final_lsn,
+    })
+}
+
+const REJOIN_RETRY: Duration = Duration::from_secs(2);
+/// How long a switchover waits for the target to receive the last WAL.
+const HANDOVER_WAIT: Duration = Duration::from_secs(30);
+
+/// Runs programs while the reaper collects every child: the exit status
+/// comes from the reaper, the output through files.
+pub struct Reaped<'a> {
+    exits: &'a mut mpsc::UnboundedReceiver<WaitStatus>,
+    shared: &'a Shared,
+}
+
+impl Reaped<'_> {
+    /// Run `command` to completion; its standard output, or an error with
+    /// the tail of its standard error.
+    pub async fn run(
+        &mut self,
+        mut command: std::process::Command,
+        program: &str,
+    ) -> Result<String, Error> {
+        let dir = &self.shared.config.socket_dir;
+        let out_path = dir.join(".tusk-child.out");
+        let err_path = dir.join(".tusk-child.err");
+        let out = std::fs::File::create(&out_path).map_err(Error::io("create", &out_path))?;
+        let err = std::fs::File::create(&err_path).map_err(Error::io("create", &err_path))?;
+        for name in SECRET_ENV {
+            command.env_remove(name);
+        }
+        let child = command
+            .stdin(std::process::Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|source| Error::Spawn {
+                program: program.to_owned(),
+                source,
+            })?;
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        let status = wait_for(self.exits, pid).await;
+        let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+        let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+        let _ = std::fs::remove_file(&out_path);
+        let _ = std::fs::remove_file(&err_path);
+        match status {
+            WaitStatus::Exited(_, 0) => Ok(stdout),
+            status => {
+                let stderr = stderr.trim();
+                let tail = stderr
+                    .char_indices()
+                    .rev()
+                    .nth(2000)
+                    .map_or(stderr, |(i, _)| &stderr[i..]);
+                Err(Error::Command {
+                    program: program.to_owned(),
+                    status: format!("{status:?}"),
+                    stderr: tail.to_owned(),
+                })
+            }
+        }
     }
 }
 
@@ -167,4 +358,15 @@ async fn shutdown(pid: Pid, exits: &mut mpsc::UnboundedReceiver<WaitStatus>) {
             tracing::info!(?status, "postgres stopped");
         }
     }
+}
+
+/// SIGQUIT: PostgreSQL's immediate shutdown. Backends exit at once, nothing
+/// more is acknowledged; the next start runs crash recovery.
+async fn immediate_shutdown(pid: Pid, exits: &mut mpsc::UnboundedReceiver<WaitStatus>) {
+    tracing::warn!(pid = pid.as_raw(), "immediate shutdown of postgres");
+    if let Err(err) = kill(pid, Signal::SIGQUIT) {
+        tracing::warn!(error = %err, "cannot signal postgres");
+    }
+    let status = wait_for(exits, pid).await;
+    tracing::info!(?status, "postgres stopped");
 }

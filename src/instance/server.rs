@@ -17,8 +17,9 @@ use tracing::{Instrument, Level, Span};
 
 use crate::contract::{
     API_VERSION, BackupRequest, Backups, Change, Credential, DropSlotRequest, DropSlotResponse,
-    ErrorBody, PasswordRequest, PasswordResponse, ReloadRequest, ReloadResponse, RestartResponse,
-    RetentionRequest, Role, Status, SyncResponse, SyncSettings, WalSwitchResponse, path,
+    ErrorBody, Members, PEER_HEADER, PasswordRequest, PasswordResponse, PromoteRequest,
+    ReloadRequest, ReloadResponse, RestartResponse, RetentionRequest, Role, Status,
+    SwitchoverRequest, SyncResponse, SyncSettings, WalSwitchResponse, path,
 };
 use crate::postgres::config::{self, SyncReplication};
 use crate::postgres::params;
@@ -58,6 +59,9 @@ fn router(shared: AppState) -> Router {
         .route(path::WAL_SWITCH, post(wal_switch))
         .route(path::RETENTION, post(retention))
         .route(path::RESTORE, get(restore_progress))
+        .route(path::PEER, get(peer))
+        .route(path::MEMBERS, post(members))
+        .route(path::SWITCHOVER, post(switchover))
         .with_state(shared)
 }
 
@@ -165,6 +169,7 @@ async fn current_status(shared: &Shared) -> Result<Status, Response> {
             min: sync.min,
             standbys: sync.standbys,
         }),
+        ha: shared.ha.status(),
     })
 }
 
@@ -282,12 +287,20 @@ async fn reload(State(shared): State<AppState>, headers: HeaderMap, body: Bytes)
 
 /// `POST /promote`: promote this replica and wait until it accepts writes, then
 /// re-render its configuration as a primary. Promoting a primary is a no-op.
-async fn promote(State(shared): State<AppState>, headers: HeaderMap) -> Response {
+async fn promote(State(shared): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let span = operation_span!(Level::INFO, "instance.promote");
     traced(span, &headers, async {
         if let Err(refusal) = authorize(&shared, &headers) {
             return refusal.into_response();
         }
+        let request = if body.iter().all(u8::is_ascii_whitespace) {
+            PromoteRequest::default()
+        } else {
+            match serde_json::from_slice::<PromoteRequest>(&body) {
+                Ok(request) => request,
+                Err(err) => return error(StatusCode::BAD_REQUEST, format!("invalid body: {err}")),
+            }
+        };
         let _guard = shared.config_lock.lock().await;
         let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
             Ok(client) => client,
@@ -302,6 +315,22 @@ async fn promote(State(shared): State<AppState>, headers: HeaderMap) -> Response
                 };
             }
             Err(err) => return unavailable(err),
+        }
+        // The lease first: a replica promotes only once the lease write that
+        // names it succeeded, so two primaries can never both hold it.
+        if shared.ha.enabled()
+            && let Err(why) = shared.ha.take_for_promotion().await
+        {
+            return error(
+                StatusCode::CONFLICT,
+                format!("not promoting: cannot take the primary lease: {why}"),
+            );
+        }
+        if let Some(sync) = request.sync {
+            shared.set_sync((sync.min > 0).then_some(SyncReplication {
+                min: sync.min,
+                standbys: sync.standbys,
+            }));
         }
         tracing::info!("promoting");
         match sql::promote(&client).await {
@@ -321,6 +350,14 @@ async fn promote(State(shared): State<AppState>, headers: HeaderMap) -> Response
         if let Err(err) = sql::reload(&client).await {
             return unavailable(err);
         }
+        let slots: Vec<String> = shared
+            .ha
+            .members()
+            .iter()
+            .filter(|m| m.name != shared.config.instance)
+            .map(|m| crate::postgres::identifiers::slot_name(&m.name))
+            .collect();
+        sql::ensure_slots(&client, &slots).await;
         // The new primary runs the role setup (passwords may have rotated); readiness
         // waits for it, as after a bootstrap.
         shared.setup_done.store(false, Ordering::SeqCst);
@@ -334,6 +371,66 @@ async fn promote(State(shared): State<AppState>, headers: HeaderMap) -> Response
                 ),
             ),
             Err(response) => response,
+        }
+    })
+    .await
+}
+
+/// `GET /peer`: the heartbeat between instances. The caller names itself;
+/// the call counts as contact with it both ways.
+async fn peer(State(shared): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(refusal) = authorize(&shared, &headers) {
+        return refusal.into_response();
+    }
+    if let Some(caller) = headers.get(PEER_HEADER).and_then(|v| v.to_str().ok()) {
+        shared.ha.heard_from(caller, None);
+    }
+    Json(shared.ha.peer_status(super::ha::primary_data(&shared))).into_response()
+}
+
+/// `POST /members`: who the other instances are and where.
+async fn members(State(shared): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(refusal) = authorize(&shared, &headers) {
+        return refusal.into_response();
+    }
+    let request = match serde_json::from_slice::<Members>(&body) {
+        Ok(request) => request,
+        Err(err) => return error(StatusCode::BAD_REQUEST, format!("invalid body: {err}")),
+    };
+    let mut members = request.members;
+    members.sort();
+    shared.ha.set_members(members.clone());
+    Json(Members { members }).into_response()
+}
+
+/// `POST /switchover`: on the primary, hand the role to a caught-up replica.
+/// Answers once the old primary stopped cleanly and the lease is the
+/// target's; the operator then promotes the target.
+async fn switchover(State(shared): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let span = operation_span!(Level::INFO, "instance.switchover");
+    traced(span, &headers, async {
+        if let Err(refusal) = authorize(&shared, &headers) {
+            return refusal.into_response();
+        }
+        let request = match serde_json::from_slice::<SwitchoverRequest>(&body) {
+            Ok(request) => request,
+            Err(err) => return error(StatusCode::BAD_REQUEST, format!("invalid body: {err}")),
+        };
+        if !shared.ha.enabled() {
+            return error(StatusCode::CONFLICT, "switchover needs the primary lease");
+        }
+        if !super::ha::primary_data(&shared) || !is_set(&shared.running) {
+            return error(StatusCode::CONFLICT, "not a running primary");
+        }
+        if !shared.ha.members().iter().any(|m| m.name == request.target) {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("{} is not a member", request.target),
+            );
+        }
+        match shared.ha.handover(request.target).await {
+            Ok(response) => Json(response).into_response(),
+            Err(why) => error(StatusCode::CONFLICT, why),
         }
     })
     .await

@@ -352,3 +352,35 @@ pub async fn in_recovery(client: &Client) -> Result<bool, tokio_postgres::Error>
         .await?
         .try_get(0)
 }
+
+/// Make a standby's WAL receiver reconnect now (the startup process starts a
+/// new one within `wal_retrieve_retry_interval`): after a failover the old
+/// connection may otherwise hang until a TCP or receiver timeout.
+pub async fn restart_wal_receiver(shared: &Shared) {
+    let Ok(client) = connect_local(&shared.config.socket_dir, shared.config.port).await else {
+        return;
+    };
+    match client
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_wal_receiver",
+            &[],
+        )
+        .await
+    {
+        Ok(n) if n > 0 => tracing::info!("the primary changed: restarted the WAL receiver"),
+        Ok(_) => {}
+        Err(err) => tracing::debug!(error = %err, "cannot restart the WAL receiver"),
+    }
+}
+
+/// Create, on this new primary, the slots of the other members, so that
+/// their WAL receivers find them when they reconnect.
+pub async fn ensure_slots(client: &Client, slots: &[String]) {
+    for slot in slots {
+        match ensure_slot(client, slot).await {
+            Ok(true) => tracing::info!(%slot, "created a replica's slot"),
+            Ok(false) => {}
+            Err(err) => tracing::warn!(%slot, error = %err, "cannot create a replica's slot"),
+        }
+    }
+}

@@ -87,6 +87,9 @@ const TUNABLE_DEFAULTS: &[(&str, &str)] = &[
     ("max_replication_slots", "10"),
     ("max_wal_senders", "10"),
     ("password_encryption", "scram-sha-256"),
+    // After a failover a standby finds the new primary on its next attempt;
+    // the default waits five seconds between attempts.
+    ("wal_retrieve_retry_interval", "1s"),
     // Slots keep the WAL each replica needs; this only covers a replica whose slot
     // has not been created yet, so it stays modest.
     ("wal_keep_size", "256MB"),

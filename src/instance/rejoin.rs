@@ -1,0 +1,141 @@
+//! A former primary becomes a replica of the lease holder: its WAL that the
+//! archive lacks is archived first, then `pg_rewind` winds its data back to
+//! where the histories diverged (nothing when they did not), and it starts
+//! as a standby. When the rewind fails for any reason but an unreachable
+//! primary, it is cloned again: never left diverged. The diverged copy is
+//! kept beside PGDATA (`<PGDATA>.tusk-diverged`, the last one only) for a
+//! person to look at.
+//!
+//! These steps run while the supervisor's reaper collects every child, so
+//! their programs run through [`Reaped`], which takes exit statuses from it.
+
+use std::path::{Path, PathBuf};
+
+use crate::contract::{Credential, Lsn};
+use crate::postgres::SUPERUSER;
+
+use super::process::Reaped;
+use super::{Error, Shared, bootstrap, files};
+
+/// Make PGDATA a standby of the current primary.
+pub async fn rejoin(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<(), Error> {
+    let pgdata = &shared.config.pgdata;
+    archive_ready(shared, reaped).await;
+    let host = shared
+        .config
+        .primary_host
+        .as_deref()
+        .ok_or(Error::MissingPrimary("rejoining"))?;
+    // An unreachable primary is a reason to wait, not to clone.
+    super::sql::connect_primary(shared).await?;
+    let mut command = std::process::Command::new(shared.bindir.join("pg_rewind"));
+    command
+        .arg("--target-pgdata")
+        .arg(pgdata)
+        .arg("--source-server")
+        .arg(format!(
+            "host={host} port={} user={SUPERUSER} dbname=postgres connect_timeout=5",
+            shared.config.primary_port
+        ))
+        .env(
+            "PGPASSWORD",
+            shared
+                .password(Credential::Superuser)
+                .unwrap_or_default()
+                .expose(),
+        );
+    match reaped.run(command, "pg_rewind").await {
+        Ok(output) => {
+            tracing::info!(output = %output.trim(), "rewound onto the new primary");
+        }
+        Err(error) => {
+            tracing::error!(%error, "pg_rewind failed: cloning the primary again");
+            reclone(shared, reaped).await?;
+            return Ok(());
+        }
+    }
+    files::mark_standby(pgdata)?;
+    Ok(())
+}
+
+/// Upload the WAL segments PostgreSQL had not archived yet: after the rewind
+/// the old timeline's tail is gone from PGDATA. Best effort: the archive
+/// keeps what it got, and a failure here must not keep the instance down.
+async fn archive_ready(shared: &Shared, reaped: &mut Reaped<'_>) {
+    if shared.config.objectstore_bucket.is_none() {
+        return;
+    }
+    let status = shared.config.pgdata.join("pg_wal/archive_status");
+    let Ok(entries) = std::fs::read_dir(&status) else {
+        return;
+    };
+    let Ok(program) = files::tusk_program() else {
+        return;
+    };
+    let mut ready: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter_map(|name| name.strip_suffix(".ready").map(str::to_owned))
+        .collect();
+    ready.sort();
+    for segment in ready {
+        let mut command = std::process::Command::new(&program);
+        command
+            .arg("wal-archive")
+            .arg(format!("pg_wal/{segment}"))
+            .current_dir(&shared.config.pgdata);
+        match reaped.run(command, "tusk wal-archive").await {
+            Ok(_) => {
+                let _ = std::fs::rename(
+                    status.join(format!("{segment}.ready")),
+                    status.join(format!("{segment}.done")),
+                );
+                tracing::info!(%segment, "archived before rejoining");
+            }
+            Err(error) => tracing::warn!(%segment, %error, "cannot archive before rejoining"),
+        }
+    }
+}
+
+fn diverged_dir(pgdata: &Path) -> PathBuf {
+    let mut name = pgdata.as_os_str().to_owned();
+    name.push(".tusk-diverged");
+    PathBuf::from(name)
+}
+
+/// Set the diverged data aside and clone the primary afresh.
+async fn reclone(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<(), Error> {
+    let pgdata = &shared.config.pgdata;
+    let aside = diverged_dir(pgdata);
+    if aside.exists() {
+        std::fs::remove_dir_all(&aside).map_err(Error::io("remove", &aside))?;
+    }
+    std::fs::rename(pgdata, &aside).map_err(Error::io("set aside", pgdata))?;
+    let staging = bootstrap::staging_dir(pgdata);
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(Error::io("remove", &staging))?;
+    }
+    let command = bootstrap::basebackup_command(shared, &staging).await?;
+    reaped.run(command, "pg_basebackup").await?;
+    files::mark_standby(&staging)?;
+    std::fs::rename(&staging, pgdata).map_err(Error::io("move the clone into", pgdata))?;
+    tracing::info!(diverged = %aside.display(), "cloned the primary; the diverged data is kept aside");
+    Ok(())
+}
+
+/// Where a cleanly stopped cluster's WAL ends: its last checkpoint, as
+/// `pg_controldata` prints it.
+pub async fn final_lsn(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<Lsn, Error> {
+    let mut command = std::process::Command::new(shared.bindir.join("pg_controldata"));
+    command.arg(&shared.config.pgdata);
+    let output = reaped.run(command, "pg_controldata").await?;
+    output
+        .lines()
+        .find_map(|line| line.strip_prefix("Latest checkpoint location:"))
+        .and_then(|value| value.trim().parse().ok())
+        .ok_or_else(|| Error::Command {
+            program: "pg_controldata".into(),
+            status: "ok".into(),
+            stderr: "no \"Latest checkpoint location\" in its output".into(),
+        })
+}
