@@ -4,6 +4,7 @@ pub mod backup;
 pub mod conditions;
 pub mod database;
 mod error;
+pub mod leases;
 pub mod verification;
 
 pub use error::Error;
@@ -38,6 +39,8 @@ pub struct Context {
     pub build: BuildConfig,
     /// How the instance managers are reached (HTTP, or fakes in tests).
     pub instances: Arc<dyn Instances>,
+    /// Every primary Lease, as this process observes it.
+    pub leases: Arc<leases::Leases>,
     recorder: Recorder,
     /// Consecutive failures per object, for exponential backoff.
     failures: Mutex<HashMap<String, u32>>,
@@ -85,6 +88,7 @@ impl Context {
             metrics,
             build,
             instances,
+            leases: Arc::default(),
             failures: Mutex::default(),
             status_writes: Mutex::default(),
             finished: Mutex::default(),

@@ -18,10 +18,11 @@ pub struct Record {
 }
 
 /// What an observer may conclude about the lease now.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum State {
     /// Not read yet (or not since this observer started): nothing may be
     /// concluded, in particular not that it expired.
+    #[default]
     Unobserved,
     /// Nobody holds it: the last holder gave it up after it stopped writing.
     Released,

@@ -19,6 +19,31 @@ pub enum Action {
     },
     /// Apply the rw, ro and r Services.
     EnsureServices,
+    /// Apply the primary Lease (empty: its spec is the managers') and the
+    /// ServiceAccount, Role and RoleBinding the managers hold it with.
+    EnsureLeaseAccess,
+    /// Tell instance `name` who the members are and where (`POST /members`).
+    SetMembers {
+        name: String,
+        members: Vec<crate::contract::Member>,
+    },
+    /// Promote replica `name` in place of `from` (it takes the lease first),
+    /// with `synchronous_standby_names = ANY <min> (<standbys>)` from its
+    /// first write on.
+    Promote {
+        name: String,
+        from: String,
+        standbys: Vec<String>,
+        min: i32,
+    },
+    /// A switchover: `from` stops cleanly once `to` has all its WAL and hands
+    /// it the lease; then `to` is promoted as in [`Action::Promote`].
+    Switchover {
+        from: String,
+        to: String,
+        standbys: Vec<String>,
+        min: i32,
+    },
     /// Apply the PodDisruptionBudgets (their budgets follow the instance count).
     EnsurePodDisruptionBudgets,
     /// Delete a PodDisruptionBudget the instance count no longer calls for.
@@ -89,12 +114,16 @@ impl Action {
             Self::EnsureSecrets
             | Self::SyncPassword { .. }
             | Self::EnsureServices
+            | Self::EnsureLeaseAccess
             | Self::EnsurePodDisruptionBudgets
             | Self::DeletePodDisruptionBudget { .. }
             | Self::ConfigureSync { .. }
             | Self::DropSlot { .. } => None,
             Self::CreatePvc { serial } | Self::CreatePod { serial, .. } => Some(name_of(*serial)),
-            Self::DeletePod { name, .. }
+            Self::Switchover { from: name, .. }
+            | Self::SetMembers { name, .. }
+            | Self::Promote { name, .. }
+            | Self::DeletePod { name, .. }
             | Self::DeletePvc { name }
             | Self::LabelRole { name, .. }
             | Self::Reload { name }
@@ -112,6 +141,8 @@ impl Action {
                 | Self::LabelRole { .. }
                 | Self::Reload { .. }
                 | Self::RestartInstance { .. }
+                | Self::Promote { .. }
+                | Self::Switchover { .. }
         )
     }
 }

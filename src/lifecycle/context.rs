@@ -86,11 +86,22 @@ impl<'a> Context<'a> {
     /// Whether a primary may be created or labelled at `serial`: no other
     /// instance is, or may be, a primary.
     pub fn no_other_primary(&self, serial: u32) -> bool {
+        let leased = self.holds_lease(serial);
         self.members
             .iter()
             .filter(|s| **s != serial)
             .filter_map(|s| self.observed.instances.get(s))
-            .all(|i| !i.reports_primary() && !i.may_be_primary())
+            .all(|i| !i.reports_primary() && (leased || !i.may_be_primary()))
+    }
+
+    /// The primary lease names `serial` and is live: no other instance may
+    /// accept writes (its manager fenced, or never started PostgreSQL as
+    /// primary), whatever its pod's label says.
+    pub fn holds_lease(&self, serial: u32) -> bool {
+        matches!(
+            &self.observed.lease,
+            super::observed::LeaseState::Held { holder, .. } if *holder == self.name(serial)
+        )
     }
 
     pub fn desired_instances(&self) -> usize {

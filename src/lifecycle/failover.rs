@@ -1,13 +1,268 @@
-//! Failover and switchover: a seat for the failover work. Today the topology
-//! reports a primary that is gone (`FailingOver`, `FailoverRequired`) and
-//! `spec.primary` is refused as a request (see `requests`); promotion, the
-//! primary lease and candidate choice land here, contributing actions and
-//! verdicts like every other sub-planner.
+//! Failover and switchover: which instance should be primary when the one
+//! recorded is not serving, and `spec.primary`. The decision itself is
+//! [`crate::failover::candidate::elect`], the same function the model checker
+//! runs; this module gathers its inputs from what was observed and turns the
+//! outcome into actions.
+//!
+//! - Members: every answering manager is told who the instances are and
+//!   where, so that they can call each other.
+//! - Failover: the recorded primary is down, unreachable or gone; the lease
+//!   (as the operator observes it) has expired or was released, enough other
+//!   instances confirm they no longer hear from it, and the most advanced
+//!   eligible replica is told to promote (it takes the lease first). A lease
+//!   that already names a replica (a handover half done, or an operator
+//!   restarted mid-way) is completed by promoting that replica.
+//! - Switchover: `spec.primary` names a healthy replica; the primary hands
+//!   over after a clean stop, then the replica promotes.
 
+use crate::api::status::{DatabasePhase, InstanceRole};
+use crate::api::v1::ReplicationMode;
+use crate::contract::Member;
+use crate::failover::candidate::{self, Candidate, Decision, Situation, SyncQuorum};
+use crate::failover::{Rules, Timing};
+
+use super::action::Action;
 use super::context::Context;
+use super::observed::{InstanceState, LeaseState};
+use super::roles::desired_sync;
 use super::topology::Topology;
 use super::verdict::Verdict;
 
-pub(super) fn plan(_ctx: &Context, _topology: &Topology) -> Vec<Verdict> {
-    Vec::new()
+/// The members as the managers should know them: every instance with a pod
+/// address, by name.
+fn members(ctx: &Context) -> Vec<Member> {
+    let mut members: Vec<Member> = ctx
+        .members
+        .iter()
+        .filter_map(|s| {
+            let pod = ctx.observed.instances.get(s)?.pod.as_ref()?;
+            Some(Member {
+                name: ctx.name(*s),
+                address: pod.address.clone()?,
+            })
+        })
+        .collect();
+    members.sort();
+    members
+}
+
+/// Push the member list to every answering manager that has another one.
+pub(super) fn members_actions(ctx: &Context) -> Vec<Action> {
+    let want = members(ctx);
+    ctx.members
+        .iter()
+        .filter_map(|s| {
+            let pod = ctx.observed.instances.get(s)?.pod.as_ref()?;
+            let ha = pod.ha.as_ref()?;
+            (ha.members != want).then(|| Action::SetMembers {
+                name: ctx.name(*s),
+                members: want.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Leader selection runs: the Lease and the managers' access to it exist.
+fn enabled(ctx: &Context) -> bool {
+    ctx.observed.lease_access && ctx.observed.lease != LeaseState::Unobserved
+}
+
+/// The synchronous settings for a new primary `serial`: the quorum over the
+/// other members, as the spec asks.
+fn sync_for(ctx: &Context, serial: u32) -> (Vec<String>, i32) {
+    let quorum = desired_sync(
+        ctx.spec,
+        ctx.members
+            .iter()
+            .filter(|s| **s != serial)
+            .map(|s| ctx.name(*s)),
+    );
+    (quorum.standbys, quorum.min)
+}
+
+fn promote(ctx: &Context, serial: u32, from: u32) -> Action {
+    let (standbys, min) = sync_for(ctx, serial);
+    Action::Promote {
+        name: ctx.name(serial),
+        from: ctx.name(from),
+        standbys,
+        min,
+    }
+}
+
+/// The recorded primary `primary` is not serving (`down`: its pod is gone,
+/// failed or terminating). A failover topology, or `None` to let the
+/// topology restart it in place.
+pub(super) fn replace(ctx: &Context, primary: u32, down: bool) -> Option<Topology> {
+    if !enabled(ctx) || ctx.members.len() < 2 {
+        return None;
+    }
+    let primary_name = ctx.name(primary);
+    let observed = ctx.observed;
+    // A lease already handed to a replica: finish that promotion.
+    if let LeaseState::Held { holder, .. } = &observed.lease
+        && *holder != primary_name
+        && let Some(serial) = observed.serial_of(holder)
+        && ctx
+            .instance(serial)
+            .and_then(|i| i.status())
+            .is_some_and(|s| s.role == InstanceRole::Replica)
+    {
+        let mut topology = Topology::wait(
+            DatabasePhase::FailingOver,
+            "Promoting",
+            format!("promoting {holder}, which holds the primary lease"),
+        )
+        .primary(primary);
+        topology.first.push(promote(ctx, serial, primary));
+        return Some(topology);
+    }
+    let others: Vec<u32> = ctx
+        .members
+        .iter()
+        .copied()
+        .filter(|s| *s != primary)
+        .collect();
+    let reports: Vec<_> = others
+        .iter()
+        .filter_map(|s| {
+            let pod = observed.instances.get(s)?.pod.as_ref()?;
+            pod.manager?;
+            pod.ha.as_ref()?.peers.get(&primary_name).copied()
+        })
+        .collect();
+    let candidates: Vec<Candidate> = others
+        .iter()
+        .filter_map(|s| match ctx.instance(*s)?.state() {
+            InstanceState::Known(status) if status.role == InstanceRole::Replica => {
+                Some(Candidate {
+                    name: ctx.name(*s),
+                    timeline: status.timeline,
+                    received: status.received_lsn,
+                    replayed: status.replayed_lsn,
+                    healthy: status.ready,
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    let sync = (ctx.spec.replication.mode == ReplicationMode::Sync).then(|| {
+        let (standbys, min) = sync_for(ctx, primary);
+        SyncQuorum {
+            standbys,
+            min: usize::try_from(min).unwrap_or(0),
+        }
+    });
+    let situation = Situation {
+        lease: &observed.lease,
+        primary: &primary_name,
+        members: ctx.members.len(),
+        reports: &reports,
+        candidates: &candidates,
+        sync: sync.as_ref().filter(|s| s.min > 0),
+    };
+    match candidate::elect(&situation, &Timing::DEFAULT, &Rules::ALL) {
+        Decision::Promote(name) => {
+            let serial = observed.serial_of(&name)?;
+            let mut topology = Topology::wait(
+                DatabasePhase::FailingOver,
+                "FailingOver",
+                format!("primary {primary_name} is gone; promoting {name}"),
+            )
+            .primary(primary);
+            topology.first.push(promote(ctx, serial, primary));
+            Some(topology)
+        }
+        Decision::Wait(why) => {
+            let settled = matches!(
+                observed.lease,
+                LeaseState::Expired { .. } | LeaseState::Released
+            );
+            let nobody = candidates.iter().all(|c| !c.healthy);
+            if down && (nobody || (settled && reports.is_empty())) {
+                // Nobody to promote, or no instance takes part in the
+                // heartbeat: restarting it on its volume is safe, since its
+                // manager starts PostgreSQL only under the lease.
+                return None;
+            }
+            Some(
+                Topology::wait(
+                    if ctx.bootstrapping {
+                        DatabasePhase::InitializingPrimary
+                    } else {
+                        DatabasePhase::FailingOver
+                    },
+                    "PrimaryUnavailable",
+                    format!("primary {primary_name} does not serve; not failing over yet: {why}"),
+                )
+                .primary(primary),
+            )
+        }
+    }
+}
+
+/// `spec.primary`: hand the primary role to the named replica.
+pub(super) fn switchover(ctx: &Context, topology: &Topology) -> (Vec<Action>, Vec<Verdict>) {
+    let Some(wanted) = ctx.spec.primary.as_deref() else {
+        return (Vec::new(), Vec::new());
+    };
+    let Some((primary, _)) = topology.reporting_primary else {
+        return (Vec::new(), Vec::new());
+    };
+    if ctx.name(primary) == wanted {
+        return (Vec::new(), Vec::new());
+    }
+    let refuse = |message: String| {
+        (
+            Vec::new(),
+            vec![Verdict::blocked("SwitchoverRefused", message)],
+        )
+    };
+    if !enabled(ctx) {
+        return refuse(format!(
+            "spec.primary: {wanted} cannot take over yet: the instances do not hold the primary lease"
+        ));
+    }
+    let Some(serial) = ctx
+        .observed
+        .serial_of(wanted)
+        .filter(|s| ctx.members.contains(s))
+    else {
+        return refuse(format!(
+            "spec.primary: {wanted} is not an instance of this Database"
+        ));
+    };
+    if !topology.serving {
+        return (
+            Vec::new(),
+            vec![Verdict::progress(
+                "SwitchoverWaiting",
+                format!("spec.primary: switching over to {wanted} waits for the primary to serve"),
+            )],
+        );
+    }
+    let healthy = ctx
+        .instance(serial)
+        .is_some_and(super::observed::Instance::healthy_replica);
+    if !healthy {
+        return refuse(format!(
+            "spec.primary: {wanted} is not a ready, streaming replica; switchover waits"
+        ));
+    }
+    let (standbys, min) = sync_for(ctx, serial);
+    (
+        vec![Action::Switchover {
+            from: ctx.name(primary),
+            to: wanted.to_owned(),
+            standbys,
+            min,
+        }],
+        vec![Verdict::progress(
+            "SwitchingOver",
+            format!(
+                "handing the primary role from {} to {wanted}",
+                ctx.name(primary)
+            ),
+        )],
+    )
 }

@@ -29,6 +29,8 @@ mod topology;
 mod verdict;
 
 #[cfg(test)]
+mod failover_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
@@ -37,8 +39,8 @@ pub use action::{Action, Bootstrap, DeleteReason};
 pub use backup::BACKUP_HEALTHY;
 pub use context::restore_pending;
 pub use observed::{
-    Instance, InstanceState, ManagerStatus, Observed, Pod, PodPhase, PvcState, RestoreView,
-    Routing, SyncStandbys,
+    HaView, Instance, InstanceState, LeaseState, ManagerStatus, Observed, Pod, PodPhase, PvcState,
+    RestoreView, Routing, SyncStandbys,
 };
 pub use plan::{Plan, REQUEUE_SOON_SECONDS, REQUEUE_STEADY_SECONDS, plan};
 pub use verdict::{DEGRADED, Desired, PROGRESSING, READY, Verdict};

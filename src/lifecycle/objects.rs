@@ -28,6 +28,9 @@ pub(super) fn plan(ctx: &Context) -> Objects {
     if !ctx.observed.services {
         out.first.push(Action::EnsureServices);
     }
+    if !ctx.observed.lease_access {
+        out.first.push(Action::EnsureLeaseAccess);
+    }
     out
 }
 

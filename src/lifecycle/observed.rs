@@ -55,6 +55,24 @@ pub struct Observed {
     pub missing_store_credentials: Option<String>,
     /// A restore bootstrap, while the first primary is being made.
     pub restore: RestoreView,
+    /// The primary Lease as the operator observes it.
+    pub lease: LeaseState,
+    /// The Lease, and the account, Role and binding the managers hold it
+    /// with, all exist.
+    pub lease_access: bool,
+}
+
+pub use crate::failover::lease::State as LeaseState;
+
+/// What an instance manager reports of leader selection.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HaView {
+    /// The members as last pushed to it.
+    pub members: Vec<crate::contract::Member>,
+    /// What it says of each peer, by instance name.
+    pub peers: BTreeMap<String, crate::failover::quorum::Report>,
+    /// It fenced itself.
+    pub fenced: bool,
 }
 
 /// What is known of a restore bootstrap.
@@ -88,6 +106,8 @@ impl Default for Observed {
             archiving: None,
             missing_store_credentials: None,
             restore: RestoreView::default(),
+            lease: LeaseState::Unobserved,
+            lease_access: false,
         }
     }
 }
@@ -166,6 +186,10 @@ pub struct Pod {
     /// The instance API version its manager reported, when it is not this
     /// build's; Tusk does not act on what it cannot read.
     pub api_mismatch: Option<u32>,
+    /// The pod IP.
+    pub address: Option<String>,
+    /// Leader selection as its manager reports it (when it answered and takes part).
+    pub ha: Option<HaView>,
 }
 
 /// Pod phase, with deletion folded in (a pod with a deletionTimestamp is

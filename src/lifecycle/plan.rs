@@ -18,6 +18,9 @@ use super::{
 /// Requeue delay while something is under way or unclear: instance managers are
 /// polled, not watched, so only a requeue notices their changes.
 pub const REQUEUE_SOON_SECONDS: u64 = 5;
+/// Requeue delay while the primary does not serve: a failover is decided on
+/// the lease's and the instances' word, which only a new pass reads.
+pub const REQUEUE_FAILOVER_SECONDS: u64 = 1;
 /// Requeue delay in a steady state, to keep polling the instance managers.
 pub const REQUEUE_STEADY_SECONDS: u64 = 60;
 
@@ -128,7 +131,9 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     verdicts.extend(configuration.verdicts.iter().cloned());
     verdicts.extend(objects.verdicts.iter().cloned());
     verdicts.extend(serving::plan(&ctx, &topology));
-    verdicts.extend(failover::plan(&ctx, &topology));
+    let (switchover, switchover_verdicts) = failover::switchover(&ctx, &topology);
+    verdicts.extend(switchover_verdicts);
+    let members = failover::members_actions(&ctx);
     verdicts.extend(backup::verdicts(&ctx));
 
     // The order that keeps every step safe: credentials and Services first;
@@ -146,8 +151,10 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         topology.slots,
         topology.additions,
         topology.repairs,
+        members,
         configuration.actions,
         objects.credentials,
+        switchover,
     ]
     .into_iter()
     .flatten()
@@ -160,8 +167,18 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         && topology.serving
         && actions.is_empty()
         && only_blocked;
+    let watching_primary = observed.lease != super::observed::LeaseState::Unobserved
+        && (matches!(
+            topology.phase,
+            DatabasePhase::FailingOver | DatabasePhase::SwitchingOver
+        ) || matches!(
+            topology.reason,
+            "PrimaryUnreachable" | "PrimaryDown" | "PrimaryUnavailable"
+        ));
     let requeue = if steady {
         REQUEUE_STEADY_SECONDS
+    } else if watching_primary {
+        REQUEUE_FAILOVER_SECONDS
     } else {
         REQUEUE_SOON_SECONDS
     };

@@ -20,18 +20,6 @@ pub(super) fn plan(ctx: &Context) -> Requests {
         .as_ref()
         .is_some_and(|b| b.recovery.is_some());
     let unrestorable = recovery && ctx.observed.restore.unresolved.is_some();
-    if let Some(primary) = &spec.primary {
-        let current = ctx.previous.and_then(|s| s.current_primary.as_deref());
-        if current != Some(primary.as_str()) {
-            verdicts.push(Verdict::blocked(
-                "SwitchoverNotSupported",
-                format!(
-                    "spec.primary: switchover is not supported by this build; {} stays primary",
-                    current.unwrap_or("the current primary")
-                ),
-            ));
-        }
-    }
     if !ctx.observed.short_volumes.is_empty() {
         verdicts.push(Verdict::blocked(
             "VolumeExpansionNotSupported",

@@ -34,6 +34,25 @@ pub(super) fn plan(ctx: &Context, topology: &Topology) -> Roles {
             .and_then(|p| p.role_label)
     };
     let mut relabelled = Vec::new();
+    // After a failover the old primary's pod may still carry the label (its
+    // manager unreachable, fenced): the lease says it cannot write, and the
+    // -rw Service must not route to it when it comes back.
+    if ctx.holds_lease(primary) {
+        for &serial in ctx.members.iter().filter(|s| **s != primary) {
+            if label(serial) == Some(InstanceRole::Primary)
+                && !observed
+                    .instances
+                    .get(&serial)
+                    .is_some_and(super::observed::Instance::reports_primary)
+            {
+                roles.primary_label.push(Action::LabelRole {
+                    name: ctx.name(serial),
+                    role: InstanceRole::Replica,
+                });
+                relabelled.push(ctx.name(serial));
+            }
+        }
+    }
     if label(primary) != Some(InstanceRole::Primary) && ctx.no_other_primary(primary) {
         roles.primary_label.push(Action::LabelRole {
             name: ctx.name(primary),

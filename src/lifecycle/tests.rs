@@ -32,11 +32,11 @@ pub(super) fn spec(instances: i32, mode: ReplicationMode, min_sync: i32) -> Data
     }
 }
 
-fn async_spec(instances: i32) -> DatabaseSpec {
+pub(super) fn async_spec(instances: i32) -> DatabaseSpec {
     spec(instances, ReplicationMode::Async, 1)
 }
 
-fn status(phase: DatabasePhase, primary: Option<u32>) -> Option<DatabaseStatus> {
+pub(super) fn status(phase: DatabasePhase, primary: Option<u32>) -> Option<DatabaseStatus> {
     Some(DatabaseStatus {
         phase: Some(phase),
         current_primary: primary.map(|s| format!("orders-{s}")),
@@ -57,7 +57,7 @@ pub(super) fn manager(role: InstanceRole, ready: bool, lsn: u64) -> ManagerStatu
     }
 }
 
-fn running(role: InstanceRole, manager: Option<ManagerStatus>) -> Instance {
+pub(super) fn running(role: InstanceRole, manager: Option<ManagerStatus>) -> Instance {
     Instance {
         pvc: Some(PvcState::Bound),
         pod: Some(Pod {
@@ -70,12 +70,17 @@ fn running(role: InstanceRole, manager: Option<ManagerStatus>) -> Instance {
     }
 }
 
-fn primary(ready: bool) -> Instance {
+pub(super) fn primary(ready: bool) -> Instance {
     running(Primary, Some(manager(Primary, ready, 100)))
 }
 
-fn replica(ready: bool) -> Instance {
+pub(super) fn replica(ready: bool) -> Instance {
     running(Replica, Some(manager(Replica, ready, 90)))
+}
+
+/// A primary's volume whose pod is gone (force-deleted, say).
+pub(super) fn survivor_for_failover() -> Instance {
+    survivor()
 }
 
 fn survivor() -> Instance {
@@ -89,12 +94,13 @@ fn unknown(role: InstanceRole) -> Instance {
     running(role, None)
 }
 
-fn observed(instances: Vec<(u32, Instance)>) -> Observed {
+pub(super) fn observed(instances: Vec<(u32, Instance)>) -> Observed {
     Observed {
         database: "orders".into(),
         secrets: true,
         services: true,
         pod_disruption_budgets: true,
+        lease_access: true,
         instances: instances.into_iter().collect::<BTreeMap<_, _>>(),
         ..Observed::default()
     }
@@ -122,7 +128,7 @@ pub(super) fn routed(mut observed: Observed) -> Observed {
     observed
 }
 
-fn name(serial: u32) -> String {
+pub(super) fn name(serial: u32) -> String {
     format!("orders-{serial}")
 }
 
@@ -173,6 +179,7 @@ fn rows() -> Vec<Row> {
             actions: vec![
                 Action::EnsureSecrets,
                 Action::EnsureServices,
+                Action::EnsureLeaseAccess,
                 Action::CreatePvc { serial: 1 },
             ],
             requeue: soon,
@@ -832,42 +839,19 @@ fn survivors_are_pvcs_without_pods() {
 }
 
 /// The conditions of one plan, by type.
-fn condition<'a>(plan: &'a Plan, type_: &str) -> &'a Desired {
+pub(super) fn condition<'a>(plan: &'a Plan, type_: &str) -> &'a Desired {
     plan.conditions
         .iter()
         .find(|c| c.type_ == type_)
         .unwrap_or_else(|| panic!("no {type_} condition"))
 }
 
-fn healthy_three() -> Observed {
+pub(super) fn healthy_three() -> Observed {
     routed(observed(vec![
         (1, primary(true)),
         (2, replica(true)),
         (3, replica(true)),
     ]))
-}
-
-#[test]
-fn a_switchover_request_is_refused_by_name_and_touches_nothing() {
-    let mut asked = async_spec(3);
-    asked.primary = Some(name(2));
-    let decided = plan(&asked, status(P::Ready, Some(1)).as_ref(), &healthy_three());
-    assert_eq!(decided.phase, P::Blocked);
-    assert_eq!(decided.actions, []);
-    let ready = condition(&decided, READY);
-    assert!(!ready.status);
-    assert_eq!(ready.reason, "SwitchoverNotSupported");
-    assert!(
-        ready.message.starts_with("spec.primary: "),
-        "{}",
-        ready.message
-    );
-    assert!(!condition(&decided, PROGRESSING).status);
-    // Asking for the primary there is is no change at all.
-    asked.primary = Some(name(1));
-    let decided = plan(&asked, status(P::Ready, Some(1)).as_ref(), &healthy_three());
-    assert_eq!(decided.phase, P::Ready);
-    assert!(condition(&decided, READY).status);
 }
 
 #[test]

@@ -41,7 +41,11 @@ pub(super) struct Topology {
 }
 
 impl Topology {
-    fn wait(phase: DatabasePhase, reason: &'static str, message: impl Into<String>) -> Self {
+    pub(super) fn wait(
+        phase: DatabasePhase,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
         Self {
             phase,
             serving: false,
@@ -60,7 +64,7 @@ impl Topology {
         }
     }
 
-    fn primary(mut self, serial: u32) -> Self {
+    pub(super) fn primary(mut self, serial: u32) -> Self {
         self.primary = Some(serial);
         self
     }
@@ -101,17 +105,22 @@ pub(super) fn plan(ctx: &Context, hold_bootstrap: bool, image: &str) -> Topology
         PrimaryView::Unreachable(serial) if ctx.restore_pending() => {
             restore_progress(ctx, &ctx.name(serial)).primary(serial)
         }
-        PrimaryView::Unreachable(serial) => Topology::wait(
-            ctx.keep_phase(),
-            "PrimaryUnreachable",
-            format!(
-                "the instance manager of primary {} does not answer; waiting before acting",
-                ctx.name(serial)
-            ),
-        )
-        .primary(serial),
-        PrimaryView::Down(serial) => recover_primary(ctx, serial, image),
-        PrimaryView::Gone(serial) => primary_gone(ctx, serial),
+        PrimaryView::Unreachable(serial) => super::failover::replace(ctx, serial, false)
+            .unwrap_or_else(|| {
+                Topology::wait(
+                    ctx.keep_phase(),
+                    "PrimaryUnreachable",
+                    format!(
+                        "the instance manager of primary {} does not answer; waiting before acting",
+                        ctx.name(serial)
+                    ),
+                )
+                .primary(serial)
+            }),
+        PrimaryView::Down(serial) => super::failover::replace(ctx, serial, true)
+            .unwrap_or_else(|| recover_primary(ctx, serial, image)),
+        PrimaryView::Gone(serial) => super::failover::replace(ctx, serial, false)
+            .unwrap_or_else(|| primary_gone(ctx, serial)),
         PrimaryView::None if hold_bootstrap => Topology::wait(
             DatabasePhase::Failed,
             "RestoreSourceInvalid",

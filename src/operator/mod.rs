@@ -285,6 +285,12 @@ fn run_database(
                     .map(|namespace| ObjectRef::new(&backup.spec.database).within(&namespace))
             },
         );
+    // A primary lease that stops changing, or changes hands, wakes its
+    // Database at once: the failover clock starts there.
+    let controller = controller.reconcile_on(crate::controller::leases::triggers(
+        same_scope::<Lease>(&client, &api),
+        ctx.leases.clone(),
+    ));
     let store = controller.store();
     let run = controller
         .graceful_shutdown_on(stopped(shutdown))

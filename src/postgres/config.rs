@@ -295,6 +295,7 @@ mod tests {
                 "unix_socket_directories = '/var/run/postgresql'",
                 "wal_keep_size = '256MB'",
                 "wal_level = 'replica'",
+                "wal_retrieve_retry_interval = '1s'",
             ]
         );
         assert_eq!(render(&settings()), render(&settings()));

@@ -11,6 +11,7 @@
 //! controller [`owner_reference`] to the Database, so garbage collection removes
 //! them with it and orphans can be found by label.
 
+mod access;
 pub mod compare;
 mod hash;
 pub mod labels;
@@ -34,6 +35,7 @@ use kube::{Resource, ResourceExt};
 use crate::api::v1::Database;
 use crate::api::validate::PgVersion;
 
+pub use access::{instance_account, instance_role, instance_role_binding, primary_lease};
 pub use pdb::pod_disruption_budgets;
 pub use pod::{
     APP_PASSWORD_ENV, BOOTSTRAP_ANNOTATION, DATA_MOUNT, HEALTH_PORT, INSTANCE_TOKEN_ENV, PGDATA,

@@ -82,6 +82,11 @@ pub fn primary_lease(db: &str) -> String {
     format!("{db}-primary")
 }
 
+/// The ServiceAccount, Role and RoleBinding of the instance managers.
+pub fn instance_account(db: &str) -> String {
+    format!("{db}-instance")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

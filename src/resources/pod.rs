@@ -8,10 +8,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm,
-    PodAntiAffinity, PodSecurityContext, PodSpec, Probe, SeccompProfile, SecretKeySelector,
-    SecurityContext, Volume, VolumeMount, WeightedPodAffinityTerm,
+    Affinity, Capabilities, ConfigMapProjection, Container, ContainerPort, DownwardAPIProjection,
+    DownwardAPIVolumeFile, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction, KeyToPath,
+    ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity,
+    PodSecurityContext, PodSpec, Probe, ProjectedVolumeSource, SeccompProfile, SecretKeySelector,
+    SecurityContext, ServiceAccountTokenProjection, Volume, VolumeMount, VolumeProjection,
+    WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -58,6 +60,8 @@ pub(super) const DATA_VOLUME: &str = "data";
 const TUSK_BIN_VOLUME: &str = "tusk-bin";
 const RUN_VOLUME: &str = "run";
 const TMP_VOLUME: &str = "tmp";
+const API_ACCESS_VOLUME: &str = "kube-api-access";
+const API_ACCESS_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// initdb, or `pg_basebackup` of a large primary, runs before `/healthz` answers
 /// on a slow start; 360 × 10 s gives the first start an hour before the kubelet
 /// restarts it. Once started, liveness takes over with normal thresholds.
@@ -144,7 +148,10 @@ fn pod_spec(db: &Database, db_name: &str, instance: &str, config: &BuildConfig) 
         // namespace; a Service named `tusk` would even add `TUSK_*` variables next
         // to the ones the instance manager reads.
         enable_service_links: Some(false),
-        // The instance manager never calls the Kubernetes API.
+        // The manager holds the primary Lease with this account; its token is
+        // projected into the manager's container only (see `volumes`), never
+        // into the init container.
+        service_account_name: Some(names::instance_account(db_name)),
         automount_service_account_token: Some(false),
         ..PodSpec::default()
     }
@@ -204,6 +211,7 @@ fn postgres_container(
             mount(TUSK_BIN_VOLUME, TUSK_BIN, true),
             mount(RUN_VOLUME, "/var/run/postgresql", false),
             mount(TMP_VOLUME, "/tmp", false),
+            mount(API_ACCESS_VOLUME, API_ACCESS_MOUNT, true),
         ]),
         security_context: Some(container_security_context()),
         ..Container::default()
@@ -247,6 +255,7 @@ fn env(db: &Database, db_name: &str, instance: &str) -> Vec<EnvVar> {
         value_env(env::INSTANCE, instance),
         value_env(env::PGDATA, PGDATA),
         value_env(env::PRIMARY_SERVICE, &names::rw_service(db_name)),
+        value_env(env::LEASE, &names::primary_lease(db_name)),
         secret_env(env::SUPERUSER_PASSWORD, db_name, SecretKind::Superuser),
         secret_env(env::REPLICATION_PASSWORD, db_name, SecretKind::Replication),
         secret_env(env::APP_PASSWORD, db_name, SecretKind::App),
@@ -390,7 +399,56 @@ fn volumes(instance: &str) -> Vec<Volume> {
         empty_dir(TUSK_BIN_VOLUME),
         empty_dir(RUN_VOLUME),
         empty_dir(TMP_VOLUME),
+        api_access_volume(),
     ]
+}
+
+/// The service account's token, the cluster CA and the namespace, where
+/// Kubernetes clients look for them, as the kubelet's automount would put
+/// them (a bound token the kubelet rotates).
+fn api_access_volume() -> Volume {
+    Volume {
+        name: API_ACCESS_VOLUME.to_owned(),
+        projected: Some(ProjectedVolumeSource {
+            default_mode: None,
+            sources: Some(vec![
+                VolumeProjection {
+                    service_account_token: Some(ServiceAccountTokenProjection {
+                        expiration_seconds: Some(3607),
+                        path: "token".to_owned(),
+                        audience: None,
+                    }),
+                    ..VolumeProjection::default()
+                },
+                VolumeProjection {
+                    config_map: Some(ConfigMapProjection {
+                        name: "kube-root-ca.crt".to_owned(),
+                        items: Some(vec![KeyToPath {
+                            key: "ca.crt".to_owned(),
+                            path: "ca.crt".to_owned(),
+                            mode: None,
+                        }]),
+                        optional: None,
+                    }),
+                    ..VolumeProjection::default()
+                },
+                VolumeProjection {
+                    downward_api: Some(DownwardAPIProjection {
+                        items: Some(vec![DownwardAPIVolumeFile {
+                            path: "namespace".to_owned(),
+                            field_ref: Some(ObjectFieldSelector {
+                                api_version: Some("v1".to_owned()),
+                                field_path: "metadata.namespace".to_owned(),
+                            }),
+                            ..DownwardAPIVolumeFile::default()
+                        }]),
+                    }),
+                    ..VolumeProjection::default()
+                },
+            ]),
+        }),
+        ..Volume::default()
+    }
 }
 
 /// Pod Security "restricted" at the pod level, as the official image's `postgres`
@@ -524,7 +582,7 @@ mod tests {
         let spec = spec_of(&pod);
         let volumes = spec.volumes.clone().unwrap_or_default();
         let names: Vec<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(names, ["data", "tusk-bin", "run", "tmp"]);
+        assert_eq!(names, ["data", "tusk-bin", "run", "tmp", "kube-api-access"]);
         assert_eq!(
             volumes[0]
                 .persistent_volume_claim
@@ -532,7 +590,22 @@ mod tests {
                 .map(|c| c.claim_name.as_str()),
             Some("orders-3")
         );
-        assert!(volumes[1..].iter().all(|v| v.empty_dir.is_some()));
+        assert!(volumes[1..4].iter().all(|v| v.empty_dir.is_some()));
+        // The account's token reaches the manager's container alone: the init
+        // container mounts none of it and nothing is automounted.
+        assert!(volumes[4].projected.is_some());
+        assert_eq!(spec.automount_service_account_token, Some(false));
+        assert_eq!(
+            spec.service_account_name.as_deref(),
+            Some("orders-instance")
+        );
+        let init = spec.init_containers.clone().unwrap_or_default();
+        assert!(init.iter().all(|c| {
+            c.volume_mounts
+                .iter()
+                .flatten()
+                .all(|m| m.name != "kube-api-access")
+        }));
 
         let mounts: Vec<(String, String)> = postgres(&pod)
             .volume_mounts
@@ -547,6 +620,10 @@ mod tests {
                 ("tusk-bin".into(), "/tusk/bin".into()),
                 ("run".into(), "/var/run/postgresql".into()),
                 ("tmp".into(), "/tmp".into()),
+                (
+                    "kube-api-access".into(),
+                    "/var/run/secrets/kubernetes.io/serviceaccount".into()
+                ),
             ]
         );
     }

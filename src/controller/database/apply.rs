@@ -10,8 +10,10 @@
 //!   failover once they exist, and pod specs are immutable anyway.
 //! - Services, PDBs and PVCs are server-side applied with field manager `tusk`.
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use rand::Rng;
@@ -21,7 +23,10 @@ use serde_json::json;
 use super::instances::{Call, Instances};
 use super::observe::{PASSWORD_SYNCED_ANNOTATION, Snapshot};
 use crate::api::v1::Database;
-use crate::contract::{Credential, DropSlotRequest, PasswordRequest, ReloadRequest, SyncSettings};
+use crate::contract::{
+    Credential, DropSlotRequest, Members, PasswordRequest, PromoteRequest, ReloadRequest,
+    SwitchoverRequest, SyncSettings,
+};
 use crate::controller::{Error, FIELD_MANAGER};
 use crate::lifecycle::{Action, Bootstrap};
 use crate::resources::{self, BuildConfig, PASSWORD_KEY, SecretKind, labels, names};
@@ -75,6 +80,62 @@ impl Applier<'_> {
                         .await?;
                 }
                 Ok(None)
+            }
+            Action::EnsureLeaseAccess => {
+                self.server_side_apply::<ServiceAccount>(
+                    &resources::instance_account(self.db),
+                    "applying the instances' ServiceAccount",
+                )
+                .await?;
+                self.server_side_apply::<Role>(
+                    &resources::instance_role(self.db),
+                    "applying the instances' Role",
+                )
+                .await?;
+                self.server_side_apply::<RoleBinding>(
+                    &resources::instance_role_binding(self.db),
+                    "applying the instances' RoleBinding",
+                )
+                .await?;
+                self.server_side_apply::<Lease>(
+                    &resources::primary_lease(self.db),
+                    "applying the primary Lease",
+                )
+                .await?;
+                Ok(None)
+            }
+            Action::SetMembers { name, members } => {
+                let request = Members {
+                    members: members.clone(),
+                };
+                self.call(name, Call::Members(request)).await?;
+                Ok(None)
+            }
+            Action::Promote {
+                name,
+                from,
+                standbys,
+                min,
+            } => {
+                self.promote(name, standbys, *min).await?;
+                Ok(Some(Done {
+                    reason: "FailedOver",
+                    note: format!("promoted {name} in place of {from}"),
+                }))
+            }
+            Action::Switchover {
+                from,
+                to,
+                standbys,
+                min,
+            } => {
+                let request = SwitchoverRequest { target: to.clone() };
+                self.call(from, Call::Switchover(request)).await?;
+                self.promote(to, standbys, *min).await?;
+                Ok(Some(Done {
+                    reason: "SwitchedOver",
+                    note: format!("{from} handed the primary role to {to}"),
+                }))
             }
             Action::EnsurePodDisruptionBudgets => {
                 for pdb in resources::pod_disruption_budgets(self.db) {
@@ -378,6 +439,16 @@ impl Applier<'_> {
                 instance: instance.to_owned(),
                 source,
             })
+    }
+
+    async fn promote(&self, name: &str, standbys: &[String], min: i32) -> Result<(), Error> {
+        let request = PromoteRequest {
+            sync: Some(SyncSettings {
+                min: u32::try_from(min).unwrap_or(0),
+                standbys: standbys.to_vec(),
+            }),
+        };
+        self.call(name, Call::Promote(request)).await
     }
 
     async fn secret_password(&self, name: &str) -> Result<String, Error> {

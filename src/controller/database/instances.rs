@@ -18,10 +18,10 @@ use serde::de::DeserializeOwned;
 use tracing::{Instrument, Span, field, info_span};
 
 use crate::contract::{
-    BackupRequest, BackupState, Backups, DropSlotRequest, DropSlotResponse, ErrorBody, PORT,
-    PasswordRequest, PasswordResponse, ReloadRequest, ReloadResponse, RestartResponse,
-    RestoreProgress, RetentionReport, RetentionRequest, Status, SyncResponse, SyncSettings,
-    WalSwitchResponse, path,
+    BackupRequest, BackupState, Backups, DropSlotRequest, DropSlotResponse, ErrorBody, Members,
+    PORT, PasswordRequest, PasswordResponse, PromoteRequest, ReloadRequest, ReloadResponse,
+    RestartResponse, RestoreProgress, RetentionReport, RetentionRequest, Status, SwitchoverRequest,
+    SwitchoverResponse, SyncResponse, SyncSettings, WalSwitchResponse, path,
 };
 use crate::error::Category;
 use crate::telemetry;
@@ -31,6 +31,7 @@ use crate::telemetry;
 const STATUS_TIMEOUT: Duration = Duration::from_secs(3);
 /// Reload and sync wait for `pg_reload_conf()` and a short settle.
 const MUTATE_TIMEOUT: Duration = Duration::from_secs(15);
+const SLOW_MUTATE_TIMEOUT: Duration = Duration::from_secs(75);
 
 /// A mutating request to an instance manager.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,6 +44,9 @@ pub enum Call {
     Backup(BackupRequest),
     WalSwitch,
     Retention(RetentionRequest),
+    Members(Members),
+    Promote(PromoteRequest),
+    Switchover(SwitchoverRequest),
 }
 
 impl Call {
@@ -56,6 +60,18 @@ impl Call {
             Call::Backup(_) => path::BACKUPS,
             Call::WalSwitch => path::WAL_SWITCH,
             Call::Retention(_) => path::RETENTION,
+            Call::Members(_) => path::MEMBERS,
+            Call::Promote(_) => path::PROMOTE,
+            Call::Switchover(_) => path::SWITCHOVER,
+        }
+    }
+
+    /// How long an answer may take: a promotion may wait out the lease and
+    /// a switchover the old primary's shutdown and the target's catching up.
+    fn timeout(&self) -> Duration {
+        match self {
+            Call::Promote(_) | Call::Switchover(_) => SLOW_MUTATE_TIMEOUT,
+            _ => MUTATE_TIMEOUT,
         }
     }
 
@@ -67,6 +83,9 @@ impl Call {
             Call::Password(request) => serde_json::to_vec(request)?,
             Call::Backup(request) => serde_json::to_vec(request)?,
             Call::Retention(request) => serde_json::to_vec(request)?,
+            Call::Members(request) => serde_json::to_vec(request)?,
+            Call::Promote(request) => serde_json::to_vec(request)?,
+            Call::Switchover(request) => serde_json::to_vec(request)?,
             Call::Restart | Call::WalSwitch => b"{}".to_vec(),
         };
         Ok(Bytes::from(json))
@@ -84,6 +103,10 @@ pub enum Answer {
     Backup(BackupState),
     WalSwitch(WalSwitchResponse),
     Retention(RetentionReport),
+    Members(Members),
+    /// The role the instance reports after the promotion.
+    Promote(crate::contract::Role),
+    Switchover(SwitchoverResponse),
 }
 
 /// Why a call to an instance manager failed.
@@ -222,8 +245,9 @@ impl Instances for HttpInstances {
                         url: url.clone(),
                         source,
                     })?;
+                    let timeout = call.timeout();
                     let reply = self
-                        .send(Method::POST, &url, Some(token), body, MUTATE_TIMEOUT)
+                        .send(Method::POST, &url, Some(token), body, timeout)
                         .await?;
                     Ok(match call {
                         Call::Reload(_) => Answer::Reload(decode(&url, &reply)?),
@@ -234,6 +258,12 @@ impl Instances for HttpInstances {
                         Call::Backup(_) => Answer::Backup(decode(&url, &reply)?),
                         Call::WalSwitch => Answer::WalSwitch(decode(&url, &reply)?),
                         Call::Retention(_) => Answer::Retention(decode(&url, &reply)?),
+                        Call::Members(_) => Answer::Members(decode(&url, &reply)?),
+                        Call::Promote(_) => {
+                            let status: Status = decode(&url, &reply)?;
+                            Answer::Promote(status.postgres.role)
+                        }
+                        Call::Switchover(_) => Answer::Switchover(decode(&url, &reply)?),
                     })
                 };
                 recorded(answer.await)

@@ -104,7 +104,7 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         return Ok(Action::await_change());
     }
 
-    let snapshot = observe::snapshot(
+    let mut snapshot = observe::snapshot(
         &ctx.client,
         ctx.instances.as_ref(),
         db,
@@ -112,6 +112,10 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         ctx.build.default_store.as_ref(),
     )
     .await?;
+    snapshot.lease = ctx.leases.state(
+        &namespace,
+        &crate::resources::names::primary_lease(&db.name_any()),
+    );
     // Backups need a store; a Database without one has none to look at.
     let all_backups = match store::effective(db, None) {
         Some(_) => policy::list(ctx, &namespace).await?,

@@ -55,6 +55,10 @@ pub struct Snapshot {
     pub endpoints: Vec<EndpointSlice>,
     /// `/status` of each pod's manager that answered, by pod name.
     pub managers: BTreeMap<String, Status>,
+    /// The primary Lease as the operator observes it.
+    pub lease: crate::lifecycle::LeaseState,
+    /// The Lease, ServiceAccount, Role and RoleBinding exist.
+    pub lease_access: bool,
 }
 
 impl Snapshot {
@@ -186,6 +190,7 @@ pub async fn snapshot(
         .into_iter()
         .flatten()
         .collect();
+    let lease_access = lease_access(client, &name, namespace).await?;
     let restore = if crate::lifecycle::restore_pending(&db.spec, db.status.as_ref()) {
         let named = restore::fetch(client, db, namespace).await?;
         restore::resolve(db, &named, default_store)
@@ -205,7 +210,54 @@ pub async fn snapshot(
         pdbs,
         endpoints,
         managers,
+        lease: crate::lifecycle::LeaseState::Unobserved,
+        lease_access,
     })
+}
+
+/// Whether the primary Lease and the managers' access to it all exist.
+async fn lease_access(client: &kube::Client, name: &str, namespace: &str) -> Result<bool, Error> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role as RbacRole, RoleBinding};
+    let account = names::instance_account(name);
+    let lease = Api::<Lease>::namespaced(client.clone(), namespace)
+        .get_opt(&names::primary_lease(name))
+        .await
+        .map_err(Error::kube("reading the primary Lease"))?;
+    let sa = Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+        .get_metadata_opt(&account)
+        .await
+        .map_err(Error::kube("reading the instances' ServiceAccount"))?;
+    let role = Api::<RbacRole>::namespaced(client.clone(), namespace)
+        .get_metadata_opt(&account)
+        .await
+        .map_err(Error::kube("reading the instances' Role"))?;
+    let binding = Api::<RoleBinding>::namespaced(client.clone(), namespace)
+        .get_metadata_opt(&account)
+        .await
+        .map_err(Error::kube("reading the instances' RoleBinding"))?;
+    Ok(lease.is_some() && sa.is_some() && role.is_some() && binding.is_some())
+}
+
+fn ha_view(ha: &crate::contract::HaStatus) -> crate::lifecycle::HaView {
+    crate::lifecycle::HaView {
+        members: ha.members.clone(),
+        peers: ha
+            .peers
+            .iter()
+            .map(|p| {
+                (
+                    p.name.clone(),
+                    crate::failover::quorum::Report {
+                        silent_for: std::time::Duration::from_millis(p.silent_ms),
+                        fenced: p.fenced,
+                    },
+                )
+            })
+            .collect(),
+        fenced: ha.fenced,
+    }
 }
 
 /// The facts the lifecycle decides on (pure).
@@ -257,6 +309,11 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
             image: postgres_image(pod),
             outdated: outdated(db, serial, pod, build),
             api_mismatch,
+            address: pod.status.as_ref().and_then(|s| s.pod_ip.clone()),
+            ha: reported
+                .filter(|_| api_mismatch.is_none())
+                .and_then(|s| s.ha.as_ref())
+                .map(ha_view),
         });
     }
     let primary = snapshot
@@ -344,6 +401,8 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
         },
         inactive_slots,
         missing_store_credentials,
+        lease: snapshot.lease.clone(),
+        lease_access: snapshot.lease_access,
         archiving: primary.and_then(|p| p.postgres.archiver.clone()),
         deleting: db.meta().deletion_timestamp.is_some(),
         secrets,

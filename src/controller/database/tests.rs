@@ -120,6 +120,21 @@ async fn serve_empty_namespace(mut handle: Handle, db: Value) -> Vec<(Method, St
         } else {
             serde_json::from_slice(&bytes).unwrap()
         };
+        let named = ["/leases/", "/serviceaccounts/", "/roles/", "/rolebindings/"]
+            .iter()
+            .any(|kind| path.contains(kind));
+        if method == Method::GET && named {
+            let status = json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "reason": "NotFound", "code": 404, "message": "not found" });
+            send.send_response(
+                Response::builder()
+                    .status(404)
+                    .body(Body::from(serde_json::to_vec(&status).unwrap()))
+                    .unwrap(),
+            );
+            seen.push((method, path, body));
+            continue;
+        }
         let reply = if method == Method::GET {
             json!({ "apiVersion": "v1", "kind": "List", "metadata": {}, "items": [] })
         } else if path.ends_with("/status") {
@@ -168,6 +183,12 @@ async fn a_first_pass_creates_credentials_services_and_the_first_volume_then_wri
             format!("GET {ns}/services"),
             "GET /apis/policy/v1/namespaces/shop/poddisruptionbudgets".to_owned(),
             "GET /apis/discovery.k8s.io/v1/namespaces/shop/endpointslices".to_owned(),
+            "GET /apis/coordination.k8s.io/v1/namespaces/shop/leases/orders-primary".to_owned(),
+            format!("GET {ns}/serviceaccounts/orders-instance"),
+            "GET /apis/rbac.authorization.k8s.io/v1/namespaces/shop/roles/orders-instance"
+                .to_owned(),
+            "GET /apis/rbac.authorization.k8s.io/v1/namespaces/shop/rolebindings/orders-instance"
+                .to_owned(),
             format!("POST {ns}/secrets"),
             format!("POST {ns}/secrets"),
             format!("POST {ns}/secrets"),
@@ -175,6 +196,12 @@ async fn a_first_pass_creates_credentials_services_and_the_first_volume_then_wri
             format!("PATCH {ns}/services/orders-rw"),
             format!("PATCH {ns}/services/orders-ro"),
             format!("PATCH {ns}/services/orders-r"),
+            format!("PATCH {ns}/serviceaccounts/orders-instance"),
+            "PATCH /apis/rbac.authorization.k8s.io/v1/namespaces/shop/roles/orders-instance"
+                .to_owned(),
+            "PATCH /apis/rbac.authorization.k8s.io/v1/namespaces/shop/rolebindings/orders-instance"
+                .to_owned(),
+            "PATCH /apis/coordination.k8s.io/v1/namespaces/shop/leases/orders-primary".to_owned(),
             format!("PATCH {ns}/persistentvolumeclaims/orders-1"),
             format!("PATCH {DB_PATH}/status"),
         ]
