@@ -180,7 +180,7 @@ async fn gate(
                 ha.set_duty(Duty::Rejoin);
             }
             ha::Claim::Unknown(why) => {
-                if waited % 10 == 0 {
+                if waited.is_multiple_of(10) {
                     tracing::warn!(%why, "a primary's data directory waits for the primary lease");
                 }
                 waited += 1;
