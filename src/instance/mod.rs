@@ -411,6 +411,9 @@ pub async fn run(config: InstanceConfig) -> Result<(), Error> {
     if let Err(err) = crate::telemetry::init_logging() {
         eprintln!("tusk instance: {err}");
     }
+    // The lease is held over TLS to the API server, with the provider the
+    // operator uses too.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     // Bad parameters are a spec error: fail before touching the data directory.
     let parameters = parse_parameters(&config.parameters)?;
     let bindir = find_bindir(config.bindir.as_deref())?;
