@@ -117,6 +117,32 @@ pub(super) fn replace(ctx: &Context, primary: u32, down: bool) -> Option<Topolog
         topology.first.push(promote(ctx, serial, primary));
         return Some(topology);
     }
+    // A primary that renews its lease is alive: unreachable for a moment (a
+    // restart), or its pod just deleted while it shuts down (it releases the
+    // lease when it has stopped). Not recreated meanwhile: the failover that
+    // follows would only race the restart.
+    if let LeaseState::Held { holder, remaining } = &observed.lease
+        && *holder == primary_name
+    {
+        if !down {
+            return None;
+        }
+        return Some(
+            Topology::wait(
+                if ctx.bootstrapping {
+                    DatabasePhase::InitializingPrimary
+                } else {
+                    DatabasePhase::Degraded
+                },
+                "PrimaryDown",
+                format!(
+                    "primary {primary_name} is not running; its lease runs out in {:.1} s unless it is released first",
+                    remaining.as_secs_f64()
+                ),
+            )
+            .primary(primary),
+        );
+    }
     let others: Vec<u32> = ctx
         .members
         .iter()

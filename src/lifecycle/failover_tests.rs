@@ -87,7 +87,7 @@ fn no_failover_under_a_live_lease_or_without_confirmations() {
         remaining: Duration::from_secs(3),
     };
     for (observed, why) in [
-        (lost_primary(held, 5), "holds the primary lease"),
+        (lost_primary(held, 5), "its lease runs out in 3.0 s"),
         (lost_primary(expired(), 1), "confirm that orders-1 is gone"),
         (lost_primary(LeaseState::Unobserved, 5), ""),
     ] {
