@@ -51,6 +51,9 @@ pub struct Timing {
     /// A replica confirms the primary gone after hearing nothing from it for
     /// this long.
     pub gone_after: Duration,
+    /// How often a primary judges whether it may keep writing: a verdict
+    /// stays in force this long.
+    pub fence_check: Duration,
 }
 
 impl Timing {
@@ -63,6 +66,7 @@ impl Timing {
         contact_window: Duration::from_millis(2500),
         request_timeout: Duration::from_millis(800),
         gone_after: Duration::from_secs(4),
+        fence_check: Duration::from_millis(100),
     };
 
     /// The inequalities the safety argument rests on:
@@ -70,11 +74,13 @@ impl Timing {
     ///   the lease expire (`renew_deadline < lease`), with a period to spare;
     /// - a primary counts a peer as reached only while that peer cannot yet
     ///   confirm it gone: the peer's clock for an exchange starts when it
-    ///   answers, at most `request_timeout` before the primary's.
+    ///   answers, at most `request_timeout` before the primary's, and the
+    ///   primary acts on a verdict up to `fence_check` late.
     pub fn is_safe(&self) -> bool {
         self.renew_deadline + self.period <= self.lease
-            && self.contact_window + self.request_timeout < self.gone_after
+            && self.contact_window + self.request_timeout + self.fence_check < self.gone_after
             && self.period < self.contact_window
+            && self.fence_check <= self.period
     }
 }
 
@@ -127,5 +133,11 @@ mod tests {
             ..Timing::DEFAULT
         };
         assert!(!eager_peers.is_safe());
+        // Judged once a period, the default windows leave no margin.
+        let lazy_fence = Timing {
+            fence_check: Duration::from_secs(1),
+            ..Timing::DEFAULT
+        };
+        assert!(!lazy_fence.is_safe());
     }
 }

@@ -209,6 +209,17 @@ impl Ha {
         };
         let spec = lease.spec.clone().unwrap_or_default();
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        // A released lease is retaken only by the instance that released it
+        // (or when nobody ever held it): after a release another instance may
+        // have been promoted, committed and released in turn, and this data
+        // would then lack its commits.
+        let released_by = lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(RELEASED_BY))
+            .cloned();
+        let holder = holder.or(released_by.filter(|by| *by != self.me));
         let taking = match holder.as_deref() {
             Some(holder) if holder == self.me => false,
             None => true,
@@ -310,6 +321,12 @@ impl Ha {
                 holder_identity: None,
                 ..spec
             };
+            let mut lease = lease;
+            lease
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(RELEASED_BY.to_owned(), self.me.clone());
             self.write(lease, next).await.map(|_| true)
         };
         match result.await {
@@ -515,6 +532,8 @@ impl Ha {
 }
 
 const LEASE_CALL_TIMEOUT: Duration = Duration::from_secs(1);
+/// The annotation a release leaves on the lease, naming who released it.
+const RELEASED_BY: &str = "tusk.dev/released-by";
 
 fn record_of(lease: &Lease) -> Record {
     let spec = lease.spec.as_ref();
@@ -585,7 +604,7 @@ pub async fn lease_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
 /// The fence check, ten times a period, on a running primary.
 pub async fn fence_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let ha = &shared.ha;
-    let mut interval = tokio::time::interval(ha.timing.period / 10);
+    let mut interval = tokio::time::interval(ha.timing.fence_check);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
