@@ -102,6 +102,21 @@ async fn first_write_after(client: &Client, ns: &str, after: f64) -> Result<f64>
     }
 }
 
+/// The longest stretch without an acknowledged write after Unix time `after`:
+/// the write pause of a switchover, which begins a moment after it is asked.
+async fn longest_pause_after(client: &Client, ns: &str, after: f64) -> Result<f64> {
+    let times: Vec<f64> = acknowledged(client, ns)
+        .await?
+        .into_iter()
+        .map(|(_, at)| at)
+        .filter(|at| *at > after)
+        .collect();
+    Ok(times
+        .windows(2)
+        .map(|pair| pair[1] - pair[0])
+        .fold(0.0, f64::max))
+}
+
 fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
