@@ -226,11 +226,12 @@ async fn the_status_tells_the_truth_and_drift_is_put_back() {
             .await?;
             let before = pods_as_they_are(&client, &ns, "pg").await?;
 
-            // A switchover this build cannot do: refused by name, nothing moves.
+            // A switchover to an instance that does not exist: refused by
+            // name, nothing moves.
             let mut switch = spec.clone();
-            switch["primary"] = json!("pg-2");
+            switch["primary"] = json!("pg-9");
             apply_value(&client, Some(&ns), database("pg", switch), &apply).await?;
-            let db = wait_blocked(&client, &ns, "pg", "SwitchoverNotSupported").await?;
+            let db = wait_blocked(&client, &ns, "pg", "SwitchoverRefused").await?;
             let message = &condition(&db, "Ready").ok_or("no Ready")?.message;
             assert!(message.starts_with("spec.primary:"), "{message}");
             let status = db.status.clone().ok_or("no status")?;
