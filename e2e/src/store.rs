@@ -46,6 +46,27 @@ pub async fn superuser_password(client: &Client, ns: &str, db: &str) -> Result<S
         .ok_or_else(|| "no password in the superuser Secret".into())
 }
 
+/// Runs `query` through Service `<db>-<service>` (`rw`, `ro`, `r`) as the
+/// superuser.
+pub async fn sql_on(
+    client: &Client,
+    ns: &str,
+    db: &str,
+    service: &str,
+    query: &str,
+) -> Result<String> {
+    let password = superuser_password(client, ns, db).await?;
+    crate::sql(
+        client,
+        ns,
+        &format!("{db}-{service}.{ns}.svc"),
+        &password,
+        "postgres",
+        query,
+    )
+    .await
+}
+
 /// `e2e/objectstore <args>`, failing with its stderr.
 pub fn objectstore(args: &[&str]) -> Result<()> {
     let output = Command::new(repo_path("e2e/objectstore"))

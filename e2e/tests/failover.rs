@@ -12,27 +12,13 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, LogParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tusk::api::v1::Database;
-use tusk_e2e::store::superuser_password;
+use tusk_e2e::store::{sql_on as on, superuser_password};
 use tusk_e2e::{
     Result, apply_value, database, in_namespace, install_operator, restricted, sql, wait_for,
     wait_ready,
 };
 
 const WRITER: &str = "writer";
-
-/// Runs `query` through `<db>-<service>` as the superuser.
-async fn on(client: &Client, ns: &str, db: &str, service: &str, query: &str) -> Result<String> {
-    let password = superuser_password(client, ns, db).await?;
-    sql(
-        client,
-        ns,
-        &format!("{db}-{service}.{ns}.svc"),
-        &password,
-        "postgres",
-        query,
-    )
-    .await
-}
 
 /// A pod inserting 1, 2, 3, ... through `<db>-rw`, one connection per row,
 /// and printing `ok N` for each commit the server acknowledged.

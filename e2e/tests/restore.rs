@@ -13,26 +13,12 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use tusk::api::status::{BackupPhase, DatabasePhase};
 use tusk::api::v1::{Backup, Database};
-use tusk_e2e::store::{in_store, spec_with_store, store_up, superuser_password};
+use tusk_e2e::store::{in_store, spec_with_store, sql_on as on, store_up};
 use tusk_e2e::{
-    Result, apply_value, database, in_namespace, install_operator, sql, wait_for, wait_ready,
+    Result, apply_value, database, in_namespace, install_operator, wait_for, wait_ready,
 };
 
 const BACKUP_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// Runs `query` on the primary of `db` as the superuser.
-async fn on(client: &Client, ns: &str, db: &str, service: &str, query: &str) -> Result<String> {
-    let password = superuser_password(client, ns, db).await?;
-    sql(
-        client,
-        ns,
-        &format!("{db}-{service}.{ns}.svc"),
-        &password,
-        "postgres",
-        query,
-    )
-    .await
-}
 
 /// Takes Backup `name` of `db` and waits until it completed.
 async fn take_backup(client: &Client, ns: &str, db: &str, name: &str) -> Result<Backup> {

@@ -242,18 +242,22 @@ async fn run(mut command: Command, program: &str) -> Result<(), Error> {
     if output.status.success() {
         return Ok(());
     }
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let stderr = stderr.trim();
-    let tail = stderr
-        .char_indices()
-        .rev()
-        .nth(2000)
-        .map_or(stderr, |(i, _)| &stderr[i..]);
     Err(Error::Command {
         program: program.to_owned(),
         status: output.status.to_string(),
-        stderr: tail.to_owned(),
+        stderr: stderr_tail(&String::from_utf8_lossy(&output.stderr)).to_owned(),
     })
+}
+
+/// The last 2000 characters of a failed program's standard error: where its
+/// reason is, without flooding an error message.
+pub(super) fn stderr_tail(stderr: &str) -> &str {
+    let stderr = stderr.trim();
+    stderr
+        .char_indices()
+        .rev()
+        .nth(2000)
+        .map_or(stderr, |(i, _)| &stderr[i..])
 }
 
 /// Environment variables holding secrets, removed from every child's environment.

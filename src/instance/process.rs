@@ -272,19 +272,11 @@ impl Reaped<'_> {
         let _ = std::fs::remove_file(&err_path);
         match status {
             WaitStatus::Exited(_, 0) => Ok(stdout),
-            status => {
-                let stderr = stderr.trim();
-                let tail = stderr
-                    .char_indices()
-                    .rev()
-                    .nth(2000)
-                    .map_or(stderr, |(i, _)| &stderr[i..]);
-                Err(Error::Command {
-                    program: program.to_owned(),
-                    status: format!("{status:?}"),
-                    stderr: tail.to_owned(),
-                })
-            }
+            status => Err(Error::Command {
+                program: program.to_owned(),
+                status: format!("{status:?}"),
+                stderr: super::bootstrap::stderr_tail(&stderr).to_owned(),
+            }),
         }
     }
 }
