@@ -490,6 +490,7 @@ impl FailoverModel {
             reports: &reports,
             candidates: &candidates,
             sync: self.sync.then_some(&sync),
+            delay: Duration::ZERO,
         };
         let Decision::Promote(chosen) = candidate::elect(&situation, &self.timing, &self.rules)
         else {

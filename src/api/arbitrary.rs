@@ -109,11 +109,22 @@ fn database_status() -> impl Strategy<Value = DatabaseStatus> {
                 instances,
                 last_backup,
             )| DatabaseStatus {
+                // Derived from other drawn values: the tuple is at its size limit.
+                last_failover: last_backup
+                    .as_ref()
+                    .and_then(|b| b.completed_at.clone())
+                    .map(|time| LastFailover {
+                        from: "pg-0".into(),
+                        to: primary.clone().unwrap_or_default(),
+                        time,
+                        duration_milliseconds: ready_instances.map(i64::from),
+                        wal_gap_bytes: instances.first().and_then(|i| i.lag_bytes),
+                    }),
                 phase,
                 observed_generation,
                 conditions,
                 current_primary: primary.clone(),
-                target_primary: primary,
+                target_primary: primary.clone(),
                 ready_instances,
                 instances,
                 // Derived from other drawn values: the tuple is at its size limit.

@@ -42,11 +42,38 @@ pub struct DatabaseStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_backup: Option<LastBackup>,
 
+    /// The most recent automatic failover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failover: Option<LastFailover>,
+
     /// What is observed to be running (version, volume size, image), once a
     /// primary has answered; a later spec may not go below it, even if it
     /// reached the API server while the webhook was down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied: Option<AppliedSpec>,
+}
+
+/// An automatic failover, as the operator measured it.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LastFailover {
+    /// The primary that was replaced.
+    pub from: String,
+    /// The instance promoted in its place.
+    pub to: String,
+    /// When the promoted instance accepted writes.
+    pub time: Time,
+    /// From the first reconciliation that found the primary not serving to
+    /// the promoted instance accepting writes; absent when the operator
+    /// restarted during the failover and did not see it begin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_milliseconds: Option<i64>,
+    /// WAL the old primary last reported beyond what the promoted instance had
+    /// received: an upper bound of the writes lost (acknowledged or not) when
+    /// replication is asynchronous; with `sync`, only unacknowledged ones.
+    /// Absent when the operator had not heard the old primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal_gap_bytes: Option<i64>,
 }
 
 /// What is observed to be in effect: the floor a later spec may not go below.

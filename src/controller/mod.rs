@@ -56,6 +56,8 @@ pub struct Context {
     remembered: Mutex<HashMap<String, String>>,
     /// When each Database's store was last pruned, and its `lastBackup` then.
     pruned: Mutex<HashMap<String, (k8s_openapi::jiff::Timestamp, Option<String>)>>,
+    /// Each Database's primary as last seen, to measure a failover.
+    outages: Mutex<HashMap<String, database::outage::Outage>>,
 }
 
 impl Context {
@@ -94,6 +96,7 @@ impl Context {
             finished: Mutex::default(),
             remembered: Mutex::default(),
             pruned: Mutex::default(),
+            outages: Mutex::default(),
         })
     }
 
@@ -127,6 +130,10 @@ impl Context {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .retain(|key, _| keys.contains(key));
+        self.outages
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|key, _| keys.contains(key));
         let mut finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
         finished.retain(|key, _| keys.contains(key));
         known
@@ -156,6 +163,12 @@ impl Context {
         }
     }
 
+    /// Runs `f` on what is remembered of `key`'s primary (see [`database::outage`]).
+    pub fn outage<T>(&self, key: &str, f: impl FnOnce(&mut database::outage::Outage) -> T) -> T {
+        let mut outages = self.outages.lock().unwrap_or_else(PoisonError::into_inner);
+        f(outages.entry(key.to_owned()).or_default())
+    }
+
     /// Forgets what [`Context::remember`] holds for `key`.
     pub fn forget(&self, key: &str) {
         self.remembered
@@ -163,6 +176,10 @@ impl Context {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(key);
         self.pruned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+        self.outages
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(key);

@@ -1,6 +1,8 @@
 //! Whether to fail over, and to whom. The operator calls [`elect`] with what
 //! it observed; the model checker calls it with the model's state.
 
+use std::time::Duration;
+
 use super::lease::State;
 use super::quorum::{self, Report};
 use super::{Rules, Timing};
@@ -45,6 +47,11 @@ pub struct Situation<'a> {
     pub candidates: &'a [Candidate],
     /// Synchronous replication, when on.
     pub sync: Option<&'a SyncQuorum>,
+    /// How long an expired lease must stay expired before a promotion
+    /// (`spec.failover.delaySeconds`): a primary that comes back within it
+    /// keeps its role. A released lease needs no wait: its holder stopped on
+    /// purpose.
+    pub delay: Duration,
 }
 
 /// The outcome.
@@ -60,7 +67,16 @@ pub fn elect(situation: &Situation<'_>, timing: &Timing, rules: &Rules) -> Decis
     let primary = situation.primary;
     if rules.lease_expiry {
         match situation.lease {
-            State::Released | State::Expired { .. } => {}
+            State::Released => {}
+            State::Expired { holder, overdue } => {
+                if *overdue < situation.delay {
+                    return Decision::Wait(format!(
+                        "failover.delaySeconds: the lease of {holder} expired {:.1} s ago; promoting waits {:.1} s more",
+                        overdue.as_secs_f64(),
+                        (situation.delay - *overdue).as_secs_f64()
+                    ));
+                }
+            }
             State::Unobserved => {
                 return Decision::Wait("the primary lease has not been observed yet".into());
             }
@@ -131,8 +147,6 @@ pub fn choose(candidates: &[Candidate], sync: Option<&SyncQuorum>, rules: &Rules
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     fn candidate(name: &str, timeline: u32, received: u64) -> Candidate {
@@ -155,6 +169,7 @@ mod tests {
     fn expired() -> State {
         State::Expired {
             holder: "pg-1".into(),
+            overdue: Duration::from_secs(1),
         }
     }
 
@@ -171,6 +186,7 @@ mod tests {
             reports,
             candidates,
             sync,
+            delay: Duration::ZERO,
         }
     }
 
@@ -243,6 +259,40 @@ mod tests {
                 &Rules::ALL
             ),
             Decision::Promote("pg-3".into())
+        );
+    }
+
+    #[test]
+    fn an_expired_lease_waits_out_the_failover_delay() {
+        let candidates = [candidate("pg-2", 1, 10)];
+        let reports = [silent(10), silent(10)];
+        let mut situation = situation(&State::Released, &reports, &candidates, None);
+        situation.delay = Duration::from_secs(3);
+        // A released lease is not waited for.
+        assert_eq!(
+            elect(&situation, &Timing::DEFAULT, &Rules::ALL),
+            Decision::Promote("pg-2".into())
+        );
+        let young = State::Expired {
+            holder: "pg-1".into(),
+            overdue: Duration::from_secs(1),
+        };
+        situation.lease = &young;
+        assert_eq!(
+            elect(&situation, &Timing::DEFAULT, &Rules::ALL),
+            Decision::Wait(
+                "failover.delaySeconds: the lease of pg-1 expired 1.0 s ago; promoting waits 2.0 s more"
+                    .into()
+            )
+        );
+        let old = State::Expired {
+            holder: "pg-1".into(),
+            overdue: Duration::from_secs(3),
+        };
+        situation.lease = &old;
+        assert_eq!(
+            elect(&situation, &Timing::DEFAULT, &Rules::ALL),
+            Decision::Promote("pg-2".into())
         );
     }
 

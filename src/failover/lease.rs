@@ -28,15 +28,16 @@ pub enum State {
     Released,
     /// `holder` holds it for at least `remaining` more of local time.
     Held { holder: String, remaining: Duration },
-    /// `holder` has not renewed it for a full lease duration.
-    Expired { holder: String },
+    /// `holder` has not renewed it for a full lease duration, and `overdue`
+    /// more.
+    Expired { holder: String, overdue: Duration },
 }
 
 impl State {
     /// The holder, live or expired.
     pub fn holder(&self) -> Option<&str> {
         match self {
-            State::Held { holder, .. } | State::Expired { holder } => Some(holder),
+            State::Held { holder, .. } | State::Expired { holder, .. } => Some(holder),
             State::Unobserved | State::Released => None,
         }
     }
@@ -84,6 +85,7 @@ impl Observer {
         if age >= *duration {
             State::Expired {
                 holder: holder.clone(),
+                overdue: age - *duration,
             }
         } else {
             State::Held {
@@ -161,7 +163,15 @@ mod tests {
         assert_eq!(
             observer.state(at(15)),
             State::Expired {
-                holder: "pg-1".into()
+                holder: "pg-1".into(),
+                overdue: Duration::ZERO,
+            }
+        );
+        assert_eq!(
+            observer.state(at(17)),
+            State::Expired {
+                holder: "pg-1".into(),
+                overdue: Duration::from_secs(2),
             }
         );
         // A renewal (new version) does.

@@ -131,6 +131,15 @@ impl Action {
         }
     }
 
+    /// The instance this action makes primary.
+    pub fn new_primary(&self) -> Option<&str> {
+        match self {
+            Self::Promote { name, .. } => Some(name),
+            Self::Switchover { to, .. } => Some(to),
+            _ => None,
+        }
+    }
+
     /// Deletes, restarts or relabels an existing instance: what must never
     /// happen to an instance in state Unknown.
     pub fn acts_on_existing(&self) -> bool {

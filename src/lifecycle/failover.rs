@@ -186,6 +186,9 @@ pub(super) fn replace(ctx: &Context, primary: u32, down: bool) -> Option<Topolog
         reports: &reports,
         candidates: &candidates,
         sync: sync.as_ref().filter(|s| s.min > 0),
+        delay: std::time::Duration::from_secs(
+            u64::try_from(ctx.spec.failover.delay_seconds).unwrap_or(0),
+        ),
     };
     match candidate::elect(&situation, &Timing::DEFAULT, &Rules::ALL) {
         Decision::Promote(name) => {

@@ -46,7 +46,10 @@ fn lost_primary(lease: LeaseState, silent: u64) -> Observed {
 }
 
 fn expired() -> LeaseState {
-    LeaseState::Expired { holder: name(1) }
+    LeaseState::Expired {
+        holder: name(1),
+        overdue: Duration::from_secs(1),
+    }
 }
 
 fn promotions(actions: &[Action]) -> Vec<String> {
@@ -69,6 +72,10 @@ fn a_lost_primary_is_replaced_by_the_most_advanced_replica_once_the_lease_expire
     );
     assert_eq!(decided.phase, P::FailingOver);
     assert_eq!(promotions(&decided.actions), [name(3)]);
+    // Status shows who is being promoted while the old primary is still
+    // recorded.
+    assert_eq!(decided.target_primary.as_deref(), Some(name(3).as_str()));
+    assert_eq!(decided.current_primary.as_deref(), Some(name(1).as_str()));
     // The old primary's pod is not recreated while it is replaced.
     assert!(
         !decided
@@ -102,6 +109,37 @@ fn no_failover_under_a_live_lease_or_without_confirmations() {
             assert!(ready.message.contains(why), "{}", ready.message);
         }
     }
+}
+
+#[test]
+fn failover_waits_out_spec_failover_delay_seconds_after_the_lease_expired() {
+    let mut spec = async_spec(3);
+    spec.failover.delay_seconds = 10;
+    let decided = plan(
+        &spec,
+        status(P::Ready, Some(1)).as_ref(),
+        &lost_primary(expired(), 5),
+    );
+    assert_eq!(promotions(&decided.actions), Vec::<String>::new());
+    let ready = condition(&decided, READY);
+    assert!(
+        ready.message.contains("failover.delaySeconds")
+            && ready.message.contains("waits 9.0 s more"),
+        "{}",
+        ready.message
+    );
+    // The primary is still the one recorded; nobody is targeted yet.
+    assert_eq!(decided.target_primary.as_deref(), Some(name(1).as_str()));
+    let late = LeaseState::Expired {
+        holder: name(1),
+        overdue: Duration::from_secs(10),
+    };
+    let decided = plan(
+        &spec,
+        status(P::Ready, Some(1)).as_ref(),
+        &lost_primary(late, 5),
+    );
+    assert_eq!(promotions(&decided.actions), [name(3)]);
 }
 
 #[test]
@@ -242,6 +280,7 @@ fn spec_primary_switches_over_to_a_healthy_replica_and_refuses_others_by_name() 
         decided.actions
     );
     assert_eq!(condition(&decided, READY).reason, "SwitchingOver");
+    assert_eq!(decided.target_primary.as_deref(), Some(name(2).as_str()));
 
     asked.primary = Some("orders-9".into());
     let decided = plan(&asked, status(P::Ready, Some(1)).as_ref(), &observed);
@@ -259,4 +298,5 @@ fn spec_primary_switches_over_to_a_healthy_replica_and_refuses_others_by_name() 
     let decided = plan(&asked, status(P::Ready, Some(1)).as_ref(), &observed);
     assert_eq!(decided.phase, P::Ready);
     assert!(condition(&decided, READY).status);
+    assert_eq!(decided.target_primary, decided.current_primary);
 }

@@ -40,6 +40,9 @@ pub struct Plan {
     /// What to record as `status.currentPrimary`: the next pass relies on it to
     /// recognise the primary's data when its pod is gone.
     pub current_primary: Option<String>,
+    /// What to record as `status.targetPrimary`: the instance being promoted
+    /// while a failover or switchover runs, else the current primary.
+    pub target_primary: Option<String>,
     /// `BackupHealthy`, beside the three the verdicts make.
     backup: Option<Desired>,
     /// The phase the topology alone would show, before verdicts weigh in.
@@ -96,6 +99,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
             conditions: verdict::conditions(DatabasePhase::Deleting, &verdicts, false, ""),
             verdicts,
             current_primary: previous.and_then(|s| s.current_primary.clone()),
+            target_primary: previous.and_then(|s| s.target_primary.clone()),
             backup: None,
             topology_phase: DatabasePhase::Deleting,
             ready_message: String::new(),
@@ -182,13 +186,20 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     } else {
         REQUEUE_SOON_SECONDS
     };
+    let current_primary = topology.primary.map(|s| observed.name(s));
+    let target_primary = actions
+        .iter()
+        .find_map(Action::new_primary)
+        .map(str::to_owned)
+        .or_else(|| current_primary.clone());
     let mut plan = Plan {
         phase: topology.phase,
         actions,
         requeue_after_seconds: Some(requeue),
         verdicts,
         conditions: Vec::new(),
-        current_primary: topology.primary.map(|s| observed.name(s)),
+        current_primary,
+        target_primary,
         backup: backup::condition(&ctx),
         topology_phase: topology.phase,
         ready_message: topology.message,

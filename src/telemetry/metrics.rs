@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -15,6 +15,12 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::api::status::DatabasePhase;
 use crate::error::Category;
+
+/// `tusk_failover_duration_seconds` buckets: around the seconds a failover
+/// takes (goal ≤ 5 s), up to the minutes a slow one would.
+const FAILOVER_BUCKETS: [f64; 12] = [
+    0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 30.0, 60.0, 120.0,
+];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabels {
@@ -80,6 +86,8 @@ pub struct Metrics {
     queue_depth: Family<ControllerLabels, Gauge>,
     databases: Family<PhaseLabels, Gauge>,
     failovers: Family<DatabaseLabels, Counter>,
+    failover_duration: Family<DatabaseLabels, Histogram>,
+    failover_wal_gap: Family<DatabaseLabels, Gauge>,
     backups: Family<ResultLabels, Counter>,
     last_backup: DatabaseGauge,
     last_verified: DatabaseGauge,
@@ -124,6 +132,10 @@ impl Metrics {
             queue_depth: Family::default(),
             databases: Family::default(),
             failovers: Family::default(),
+            failover_duration: Family::new_with_constructor(|| {
+                Histogram::new(FAILOVER_BUCKETS.iter().copied())
+            }),
+            failover_wal_gap: Family::default(),
             backups: Family::default(),
             last_backup: DatabaseGauge::default(),
             last_verified: DatabaseGauge::default(),
@@ -176,6 +188,18 @@ impl Metrics {
             "failovers",
             "Times the Database controller saw status.currentPrimary move from one instance to another",
             metrics.failovers.clone(),
+        );
+        tusk.register_with_unit(
+            "failover_duration",
+            "From the operator finding a Database's primary not serving to the instance it promoted accepting writes",
+            Unit::Seconds,
+            metrics.failover_duration.clone(),
+        );
+        tusk.register_with_unit(
+            "failover_wal_gap",
+            "WAL the replaced primary last reported beyond what the promoted instance had received, at the latest failover",
+            Unit::Bytes,
+            metrics.failover_wal_gap.clone(),
         );
         tusk.register(
             "backups",
@@ -272,13 +296,37 @@ impl Metrics {
 
     /// Drops the per-Database series of a deleted Database.
     pub fn forget_database(&self, namespace: &str, database: &str) {
-        self.failovers.remove(&database_labels(namespace, database));
+        let labels = database_labels(namespace, database);
+        self.failovers.remove(&labels);
+        self.failover_duration.remove(&labels);
+        self.failover_wal_gap.remove(&labels);
     }
 
     pub fn failover(&self, namespace: &str, database: &str) {
         self.failovers
             .get_or_create(&database_labels(namespace, database))
             .inc();
+    }
+
+    /// A promotion the operator measured (see `status.lastFailover`).
+    pub fn failed_over(
+        &self,
+        namespace: &str,
+        database: &str,
+        duration: Option<Duration>,
+        wal_gap_bytes: Option<u64>,
+    ) {
+        let labels = database_labels(namespace, database);
+        if let Some(duration) = duration {
+            self.failover_duration
+                .get_or_create(&labels)
+                .observe(duration.as_secs_f64());
+        }
+        if let Some(gap) = wal_gap_bytes {
+            self.failover_wal_gap
+                .get_or_create(&labels)
+                .set(i64::try_from(gap).unwrap_or(i64::MAX));
+        }
     }
 
     pub fn backup_finished(&self, result: BackupResult) {
@@ -466,6 +514,14 @@ mod tests {
         metrics.set_leader(true);
         metrics.set_queue_depth("database", 3);
         metrics.failover("shop", "orders");
+        metrics.failed_over(
+            "shop",
+            "orders",
+            Some(Duration::from_millis(2700)),
+            Some(8192),
+        );
+        // Unmeasured parts are not reported as zero.
+        metrics.failed_over("shop", "orders", None, None);
         metrics.backup_finished(BackupResult::Completed);
         metrics.set_last_backups([(database_labels("shop", "orders"), 1_700_000_000.5)]);
         let text = openmetrics(&registry);
@@ -476,6 +532,10 @@ mod tests {
             "tusk_leader 1",
             "tusk_work_queue_depth{controller=\"database\"} 3",
             "tusk_failovers_total{namespace=\"shop\",database=\"orders\"} 1",
+            "tusk_failover_duration_seconds_count{namespace=\"shop\",database=\"orders\"} 1",
+            "tusk_failover_duration_seconds_sum{namespace=\"shop\",database=\"orders\"} 2.7",
+            "tusk_failover_duration_seconds_bucket{le=\"3.0\",namespace=\"shop\",database=\"orders\"} 1",
+            "tusk_failover_wal_gap_bytes{namespace=\"shop\",database=\"orders\"} 8192",
             "tusk_backups_total{result=\"completed\"} 1",
             "tusk_backups_total{result=\"failed\"} 0",
             "tusk_backups_total{result=\"invalid\"} 0",

@@ -7,6 +7,7 @@ pub mod backups;
 mod finalize;
 pub mod instances;
 pub mod observe;
+pub mod outage;
 pub mod plan;
 mod policy;
 pub mod restore;
@@ -126,6 +127,30 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     let observed = observe::reduce(db, &snapshot, &ctx.build);
     let mut decision = lifecycle::plan(&db.spec, db.status.as_ref(), &observed);
     debug!(actions = ?decision.actions, "planned");
+    let key = key_of(db);
+    let now = std::time::Instant::now();
+    ctx.outage(&key, |o| {
+        o.observe(
+            serving_primary(&observed)
+                .as_ref()
+                .map(|(n, l)| (n.as_str(), *l)),
+            now,
+        )
+    });
+    // The instance about to be promoted is recorded first: a promotion takes
+    // seconds, and `targetPrimary` is how a reader sees it under way.
+    let recorded_target = db.status.as_ref().and_then(|s| s.target_primary.as_deref());
+    if decision.actions.iter().any(|a| a.new_primary().is_some())
+        && decision.target_primary.as_deref() != recorded_target
+    {
+        let early = plan::accepted(
+            &decision,
+            observe::instance_statuses(db, &snapshot),
+            observe::applied(db, &snapshot),
+            last_backup.clone(),
+        );
+        write_status(db, api, ctx, &early).await?;
+    }
     let applier = apply::Applier {
         client: &ctx.client,
         instances: ctx.instances.as_ref(),
@@ -137,9 +162,19 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     // In order, stopping at the first failure: later actions may rely on
     // earlier ones (pods on their Secrets and PVCs, PVC deletion on the pod's).
     let mut failure = None;
+    let mut last_failover = None;
     for action in &decision.actions {
         match applier.apply(action).await {
             Ok(Some(done)) => {
+                if let lifecycle::Action::Promote { name: to, from, .. } = action {
+                    last_failover = Some(failed_over(ctx, &observed, &key, from, to));
+                    ctx.metrics.failed_over(
+                        &namespace,
+                        &name,
+                        last_failover.as_ref().and_then(|f| f.duration),
+                        last_failover.as_ref().and_then(|f| f.wal_gap_bytes),
+                    );
+                }
                 ctx.publish(db, EventType::Normal, done.reason, "Reconcile", done.note)
                     .await;
             }
@@ -158,12 +193,13 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     {
         decision.add(Verdict::blocked(refusal_reason(error), error.to_string()));
     }
-    let plan = plan::accepted(
+    let mut plan = plan::accepted(
         &decision,
         observe::instance_statuses(db, &snapshot),
         observe::applied(db, &snapshot),
         last_backup.clone(),
     );
+    plan.last_failover = last_failover.map(|f| f.record);
     write_status(db, api, ctx, &plan).await?;
     let next_run = policy::schedule(ctx, db, &namespace, &own_backups).await?;
     policy::retention(
@@ -182,7 +218,7 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
             .status
             .as_ref()
             .and_then(|s| s.current_primary.as_deref());
-        if let Change::From(previous) = ctx.remember(&key_of(db), stored, primary) {
+        if let Change::From(previous) = ctx.remember(&key, stored, primary) {
             ctx.metrics.failover(&namespace, &name);
             info!(%previous, %primary, "the primary moved");
         }
@@ -202,6 +238,55 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         Some(after) => Action::requeue(after),
         None => Action::await_change(),
     })
+}
+
+/// The primary that serves in `observed`, and its WAL position.
+fn serving_primary(observed: &lifecycle::Observed) -> Option<(String, u64)> {
+    observed.instances.iter().find_map(|(serial, instance)| {
+        let status = instance.status()?;
+        (status.role == crate::api::status::InstanceRole::Primary && status.ready)
+            .then(|| (observed.name(*serial), status.received_lsn))
+    })
+}
+
+/// A promotion that just completed, measured.
+struct FailedOver {
+    record: crate::api::status::LastFailover,
+    duration: Option<Duration>,
+    wal_gap_bytes: Option<u64>,
+}
+
+fn failed_over(
+    ctx: &Context,
+    observed: &lifecycle::Observed,
+    key: &str,
+    from: &str,
+    to: &str,
+) -> FailedOver {
+    let received = observed
+        .serial_of(to)
+        .and_then(|s| observed.instances.get(&s))
+        .and_then(lifecycle::Instance::status)
+        .map(|s| s.received_lsn);
+    let cost = ctx.outage(key, |o| {
+        o.promoted(from, to, received, std::time::Instant::now())
+    });
+    info!(%from, %to, duration = ?cost.duration, wal_gap_bytes = ?cost.wal_gap_bytes, "failed over");
+    FailedOver {
+        record: crate::api::status::LastFailover {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            time: Time(Timestamp::now()),
+            duration_milliseconds: cost
+                .duration
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            wal_gap_bytes: cost
+                .wal_gap_bytes
+                .map(|g| i64::try_from(g).unwrap_or(i64::MAX)),
+        },
+        duration: cost.duration,
+        wal_gap_bytes: cost.wal_gap_bytes,
+    }
 }
 
 /// The condition reason of an action that failed for good.

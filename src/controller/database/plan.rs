@@ -2,7 +2,7 @@
 //! touches nothing), then the lifecycle's plan turned into the status to show.
 //! No I/O.
 
-use crate::api::status::{AppliedSpec, DatabasePhase, InstanceStatus, LastBackup};
+use crate::api::status::{AppliedSpec, DatabasePhase, InstanceStatus, LastBackup, LastFailover};
 use crate::api::v1::Database;
 use crate::api::validate::{self, FieldError};
 use crate::controller::conditions::{DEGRADED, Desired, PROGRESSING, READY};
@@ -16,10 +16,14 @@ pub struct Plan {
     pub applied: Option<AppliedSpec>,
     /// `status.currentPrimary`; `None` keeps the recorded one.
     pub current_primary: Option<String>,
+    /// `status.targetPrimary`; `None` keeps the recorded one.
+    pub target_primary: Option<String>,
     /// `status.instances`; `None` keeps the recorded ones.
     pub instances: Option<Vec<InstanceStatus>>,
     /// `status.lastBackup`; `None` keeps the recorded one.
     pub last_backup: Option<LastBackup>,
+    /// `status.lastFailover`; `None` keeps the recorded one.
+    pub last_failover: Option<LastFailover>,
 }
 
 /// Everything the reconciler checks before acting: the spec on its own, and the
@@ -50,8 +54,10 @@ pub fn invalid(db: &Database, errors: &[FieldError]) -> Plan {
             Desired::new(DEGRADED, false, "InvalidSpec", "no instance is affected"),
         ],
         current_primary: None,
+        target_primary: None,
         instances: None,
         last_backup: None,
+        last_failover: None,
     }
 }
 
@@ -67,8 +73,10 @@ pub fn accepted(
         conditions: decision.conditions.clone(),
         applied,
         current_primary: decision.current_primary.clone(),
+        target_primary: decision.target_primary.clone(),
         instances: Some(instances),
         last_backup,
+        last_failover: None,
     }
 }
 

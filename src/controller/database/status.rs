@@ -28,10 +28,17 @@ pub fn build(db: &Database, plan: &Plan, now: &Time) -> DatabaseStatus {
             .current_primary
             .clone()
             .or(previous.current_primary.clone()),
+        target_primary: plan
+            .target_primary
+            .clone()
+            .or(previous.target_primary.clone()),
         ready_instances,
         instances,
         last_backup: plan.last_backup.clone().or(previous.last_backup.clone()),
-        ..previous
+        last_failover: plan
+            .last_failover
+            .clone()
+            .or(previous.last_failover.clone()),
     }
 }
 

@@ -1,0 +1,127 @@
+//! What a failover cost, as this operator saw it: how long writes had no
+//! primary (from the first pass that found the recorded primary not serving
+//! to the promoted instance accepting writes) and how much WAL the old
+//! primary had reported beyond what the promoted one had received. Pure: the
+//! controller feeds it each pass's observation and the clock.
+
+use std::time::{Duration, Instant};
+
+/// One Database's memory between passes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outage {
+    /// The serving primary last seen, and the WAL position it reported.
+    last_primary: Option<(String, u64)>,
+    /// When a pass first found no serving primary.
+    down_since: Option<Instant>,
+}
+
+/// A promotion's cost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cost {
+    /// Since the primary was first found not serving; `None` when this
+    /// process did not see the start (it restarted in the middle of the
+    /// failover).
+    pub duration: Option<Duration>,
+    /// WAL the old primary reported past what the promoted instance had
+    /// received; `None` when this process never heard the old primary.
+    pub wal_gap_bytes: Option<u64>,
+}
+
+impl Outage {
+    /// A pass found `serving` (name, WAL position) as the primary, or nobody.
+    pub fn observe(&mut self, serving: Option<(&str, u64)>, now: Instant) {
+        match serving {
+            Some((name, lsn)) => {
+                self.last_primary = Some((name.to_owned(), lsn));
+                self.down_since = None;
+            }
+            None => {
+                self.down_since.get_or_insert(now);
+            }
+        }
+    }
+
+    /// `to`, which had received WAL up to `received` (when it said), was
+    /// promoted in place of `from` and accepts writes as of `now`.
+    pub fn promoted(&mut self, from: &str, to: &str, received: Option<u64>, now: Instant) -> Cost {
+        let duration = self
+            .down_since
+            .map(|since| now.saturating_duration_since(since));
+        let wal_gap_bytes = self
+            .last_primary
+            .as_ref()
+            .filter(|(name, _)| name == from)
+            .zip(received)
+            .map(|((_, lsn), received)| lsn.saturating_sub(received));
+        self.last_primary = received.map(|r| (to.to_owned(), r));
+        self.down_since = None;
+        Cost {
+            duration,
+            wal_gap_bytes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cost_runs_from_the_first_pass_without_a_primary() {
+        let start = Instant::now();
+        let mut outage = Outage::default();
+        outage.observe(Some(("pg-0", 5000)), start);
+        outage.observe(None, start + Duration::from_millis(100));
+        // Later passes without a primary do not move the start.
+        outage.observe(None, start + Duration::from_millis(900));
+        let cost = outage.promoted(
+            "pg-0",
+            "pg-1",
+            Some(4800),
+            start + Duration::from_millis(2600),
+        );
+        assert_eq!(
+            cost,
+            Cost {
+                duration: Some(Duration::from_millis(2500)),
+                wal_gap_bytes: Some(200),
+            }
+        );
+        // The next outage starts afresh, measured against the new primary.
+        outage.observe(None, start + Duration::from_secs(10));
+        let cost = outage.promoted("pg-1", "pg-2", Some(4900), start + Duration::from_secs(13));
+        assert_eq!(cost.duration, Some(Duration::from_secs(3)));
+        assert_eq!(cost.wal_gap_bytes, Some(0));
+    }
+
+    #[test]
+    fn what_this_process_did_not_see_is_not_guessed() {
+        let start = Instant::now();
+        let mut outage = Outage::default();
+        // Restarted mid-failover: neither the old primary nor the start seen.
+        let cost = outage.promoted("pg-0", "pg-1", Some(10), start);
+        assert_eq!(cost.duration, None);
+        assert_eq!(cost.wal_gap_bytes, None);
+        // A gap is only measured against the primary being replaced.
+        outage.observe(Some(("pg-2", 99)), start);
+        assert_eq!(
+            outage
+                .promoted("pg-0", "pg-1", Some(10), start)
+                .wal_gap_bytes,
+            None
+        );
+    }
+
+    #[test]
+    fn a_primary_ahead_of_the_old_one_is_no_gap() {
+        let start = Instant::now();
+        let mut outage = Outage::default();
+        outage.observe(Some(("pg-0", 100)), start);
+        assert_eq!(
+            outage
+                .promoted("pg-0", "pg-1", Some(150), start)
+                .wal_gap_bytes,
+            Some(0)
+        );
+    }
+}
