@@ -10,6 +10,7 @@
 //! other test relies on (the operator's install, its webhook certificate, the
 //! CRDs' conversion).
 
+pub mod faults;
 pub mod store;
 
 use std::fmt::Write as _;
