@@ -84,7 +84,7 @@
 //! both failovers are reachable, in synchronous and asynchronous mode. Each
 //! rule switched off alone yields a counterexample, and so do: a timing that
 //! breaks an inequality of `Timing::is_safe`, the default timing with a fence
-//! judged only once a period, a primary restarting with `Guard::default()`,
+//! judged only once a period, a primary restarting with its old (unfenced) guard,
 //! and a former primary taking a released lease back on restart. The tests
 //! print each counterexample, one line per tick (`cargo test --test
 //! failover_model -- --nocapture`).
@@ -305,8 +305,9 @@ enum Action {
 enum RestartGuard {
     /// Fenced until it renews: what the protocol requires.
     Fenced,
-    /// `Guard::default()`, which is not fenced.
-    Default,
+    /// The guard from before the restart, kept: its last renewal long past,
+    /// and not fenced.
+    Stale,
 }
 
 #[derive(Clone, Debug)]
@@ -500,7 +501,7 @@ impl FailoverModel {
         // `may_take` enforces the lease expiry rule a second time, where the
         // lease is taken: switching the rule off switches off both.
         let own_view = state.instances[r].observer.state(now);
-        if self.rules.lease_expiry && lease::may_take(&own_view, &chosen).is_err() {
+        if lease::may_take(&own_view, &chosen, &self.rules).is_err() {
             return None;
         }
         state.lease.version += 1;
@@ -582,10 +583,8 @@ impl FailoverModel {
         instance.heard_fenced = [false; N];
         instance.observer = Observer::default();
         instance.guard = Guard::default();
-        if self.restart_guard == RestartGuard::Fenced {
-            // No constructor says "fenced, never renewed"; `lost` leaves
-            // exactly that, and only a renewal lifts it.
-            instance.guard.lost();
+        if self.restart_guard == RestartGuard::Stale {
+            instance.guard.renewed(Duration::ZERO);
         }
         instance.writable = false;
     }
@@ -1045,16 +1044,16 @@ fn a_fence_judged_once_a_period_outlives_the_replicas_patience() {
     assert_counterexample("fence once a period", model, SPLIT_BRAIN);
 }
 
-/// `Guard::default()` is not fenced: a primary restarting with it, unable to
-/// renew but reaching its peers, serves in failsafe beside the replica
-/// promoted meanwhile.
+/// A guard kept across a restart is not fenced: a primary restarting with it,
+/// unable to renew but reaching its peers, serves in failsafe beside the
+/// replica promoted meanwhile. (`Guard::default()` starts fenced.)
 #[test]
-fn a_primary_restarting_with_a_default_guard_serves_without_the_lease() {
+fn a_primary_restarting_with_a_stale_guard_serves_without_the_lease() {
     let model = FailoverModel {
-        restart_guard: RestartGuard::Default,
+        restart_guard: RestartGuard::Stale,
         ..FailoverModel::new(false).budget(2, 0)
     };
-    assert_counterexample("default guard on restart", model, SPLIT_BRAIN);
+    assert_counterexample("stale guard on restart", model, SPLIT_BRAIN);
 }
 
 /// A released lease says nothing of who was primary last: the former

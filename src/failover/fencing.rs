@@ -28,11 +28,23 @@ impl Writable {
 }
 
 /// The primary's fencing memory.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Guard {
     /// When the last successful renewal (or acquisition) was sent.
     last_renewal: Option<Moment>,
     fenced: bool,
+}
+
+/// A new guard is fenced: a process that has not taken the lease yet may not
+/// write, however many peers it reaches (a replica may have been promoted
+/// while it was away).
+impl Default for Guard {
+    fn default() -> Self {
+        Self {
+            last_renewal: None,
+            fenced: true,
+        }
+    }
 }
 
 impl Guard {
@@ -98,6 +110,22 @@ mod tests {
 
     fn ms(n: u64) -> Moment {
         Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_new_guard_is_fenced_until_it_renews() {
+        let mut guard = Guard::default();
+        assert!(guard.fenced());
+        // Every peer answering does not lift it.
+        assert!(matches!(
+            guard.check(&[Some(ms(0)), Some(ms(0))], 3, ms(100), &T, &Rules::ALL),
+            Writable::Fenced { reached: 3, .. }
+        ));
+        guard.renewed(ms(200));
+        assert_eq!(
+            guard.check(&[None, None], 3, ms(300), &T, &Rules::ALL),
+            Writable::Leased
+        );
     }
 
     #[test]
@@ -173,6 +201,7 @@ mod tests {
     #[test]
     fn a_single_instance_is_its_own_majority() {
         let mut guard = Guard::default();
+        guard.renewed(ms(0));
         assert!(
             guard
                 .check(&[], 1, ms(60_000), &T, &Rules::ALL)

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::Moment;
+use super::{Moment, Rules};
 
 /// The lease as read: its resourceVersion, holder and duration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,8 +117,12 @@ impl std::fmt::Display for Refusal {
 }
 
 /// Whether `me` may write itself into the lease (the write still carries the
-/// resourceVersion observed, so a renewal in between makes it fail).
-pub fn may_take(state: &State, me: &str) -> Result<(), Refusal> {
+/// resourceVersion observed, so a renewal in between makes it fail). The
+/// rule is [`Rules::lease_expiry`], the one `elect` applies too.
+pub fn may_take(state: &State, me: &str, rules: &Rules) -> Result<(), Refusal> {
+    if !rules.lease_expiry {
+        return Ok(());
+    }
     match state {
         State::Unobserved => Err(Refusal::Unobserved),
         State::Released | State::Expired { .. } => Ok(()),
@@ -193,19 +197,30 @@ mod tests {
     fn who_may_take_the_lease() {
         let mut observer = Observer::default();
         assert_eq!(
-            may_take(&observer.state(at(0)), "pg-2"),
+            may_take(&observer.state(at(0)), "pg-2", &Rules::ALL),
             Err(Refusal::Unobserved)
         );
         observer.observe(&record("1", Some("pg-1")), at(0));
         let held = observer.state(at(2));
         assert!(matches!(
-            may_take(&held, "pg-2"),
+            may_take(&held, "pg-2", &Rules::ALL),
             Err(Refusal::HeldBy { .. })
         ));
-        assert_eq!(may_take(&held, "pg-1"), Ok(()));
-        assert_eq!(may_take(&observer.state(at(5)), "pg-2"), Ok(()));
+        assert_eq!(may_take(&held, "pg-1", &Rules::ALL), Ok(()));
+        assert_eq!(
+            may_take(&observer.state(at(5)), "pg-2", &Rules::ALL),
+            Ok(())
+        );
         observer.observe(&record("2", Some("")), at(6));
         assert_eq!(observer.state(at(6)), State::Released);
-        assert_eq!(may_take(&observer.state(at(6)), "pg-2"), Ok(()));
+        assert_eq!(
+            may_take(&observer.state(at(6)), "pg-2", &Rules::ALL),
+            Ok(())
+        );
+        let off = Rules {
+            lease_expiry: false,
+            ..Rules::ALL
+        };
+        assert_eq!(may_take(&held, "pg-2", &off), Ok(()));
     }
 }

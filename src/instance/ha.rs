@@ -258,7 +258,7 @@ impl Ha {
                 .await?
                 .ok_or_else(|| "the primary lease does not exist".to_owned())?;
             let state = self.state().observer.state(self.now());
-            match lease::may_take(&state, &self.me) {
+            match lease::may_take(&state, &self.me, &Rules::ALL) {
                 Ok(()) => {
                     let spec = lease.spec.clone().unwrap_or_default();
                     let taking = spec.holder_identity.as_deref() != Some(self.me.as_str());
