@@ -259,6 +259,19 @@ pub struct HaStatus {
     /// How long since each peer was last heard from.
     #[serde(default)]
     pub peers: Vec<PeerView>,
+    /// A replica: the WAL end its primary last reported to its WAL receiver,
+    /// kept after the primary went silent (what a failover may have lost is
+    /// measured against it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_end: Option<PrimaryEnd>,
+}
+
+/// The WAL end `instance`, as primary, last reported to a replica
+/// (`pg_stat_wal_receiver.latest_end_lsn`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PrimaryEnd {
+    pub instance: String,
+    pub lsn: Lsn,
 }
 
 /// One instance of the Database and where its manager listens.

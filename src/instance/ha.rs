@@ -30,7 +30,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
 
-use crate::contract::{HaStatus, Member, PEER_HEADER, PeerStatus, PeerView, path};
+use crate::contract::{HaStatus, Lsn, Member, PEER_HEADER, PeerStatus, PeerView, PrimaryEnd, path};
 use crate::failover::fencing::{Guard, Writable};
 use crate::failover::lease::{self, Observer, Record};
 use crate::failover::{Moment, Rules, Timing};
@@ -92,6 +92,8 @@ struct State {
     answers: BTreeMap<String, PeerStatus>,
     /// The last write of the lease by this instance succeeded and named it.
     holds: bool,
+    /// A replica: the furthest WAL end its primary reported, and who that was.
+    primary_end: Option<PrimaryEnd>,
 }
 
 impl Ha {
@@ -417,6 +419,20 @@ impl Ha {
         }
     }
 
+    /// A replica's WAL receiver heard `lsn` as the WAL end of `primary`.
+    pub fn heard_primary_end(&self, primary: &str, lsn: Lsn) {
+        let mut state = self.state();
+        match &mut state.primary_end {
+            Some(end) if end.instance == primary => end.lsn = end.lsn.max(lsn),
+            end => {
+                *end = Some(PrimaryEnd {
+                    instance: primary.to_owned(),
+                    lsn,
+                });
+            }
+        }
+    }
+
     pub fn status(&self) -> Option<HaStatus> {
         if !self.enabled() {
             return None;
@@ -446,6 +462,7 @@ impl Ha {
             fenced: state.guard.fenced(),
             members: state.members.clone(),
             peers,
+            primary_end: state.primary_end.clone(),
         })
     }
 
@@ -592,6 +609,12 @@ pub async fn lease_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             .state(ha.now())
             .holder()
             .map(str::to_owned);
+        if let Some(primary) = holder.as_deref().filter(|h| *h != ha.me)
+            && !primary_data(&shared)
+            && let Some(lsn) = super::sql::primary_end_lsn(&shared).await
+        {
+            ha.heard_primary_end(primary, lsn);
+        }
         if holder != last_holder {
             if last_holder.is_some() && !primary_data(&shared) {
                 super::sql::restart_wal_receiver(&shared).await;
@@ -650,5 +673,36 @@ pub async fn peer_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
                 }
             });
         futures::future::join_all(calls).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replica_keeps_the_furthest_wal_end_of_the_current_primary() {
+        let ha = Ha::new(None, None, "pg-2".into());
+        assert_eq!(ha.state().primary_end, None);
+        ha.heard_primary_end("pg-1", Lsn(300));
+        // An older report (a keepalive carrying the sent position) does not
+        // move it back.
+        ha.heard_primary_end("pg-1", Lsn(200));
+        assert_eq!(
+            ha.state().primary_end,
+            Some(PrimaryEnd {
+                instance: "pg-1".into(),
+                lsn: Lsn(300)
+            })
+        );
+        // A new primary starts afresh.
+        ha.heard_primary_end("pg-3", Lsn(250));
+        assert_eq!(
+            ha.state().primary_end,
+            Some(PrimaryEnd {
+                instance: "pg-3".into(),
+                lsn: Lsn(250)
+            })
+        );
     }
 }

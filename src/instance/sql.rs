@@ -373,6 +373,32 @@ pub async fn restart_wal_receiver(shared: &Shared) {
     }
 }
 
+/// A replica's view of its primary's WAL end: what the primary last reported
+/// to the streaming WAL receiver. `None` when not streaming, or PostgreSQL
+/// does not answer in time (the caller asks again a period later).
+pub async fn primary_end_lsn(shared: &Shared) -> Option<Lsn> {
+    let query = async {
+        let client = connect_local(&shared.config.socket_dir, shared.config.port)
+            .await
+            .ok()?;
+        let row = client
+            .query_opt(
+                "SELECT latest_end_lsn::text FROM pg_stat_wal_receiver WHERE status = 'streaming'",
+                &[],
+            )
+            .await
+            .ok()??;
+        lsn(row.try_get(0).ok()?)
+    };
+    tokio::time::timeout(PRIMARY_END_TIMEOUT, query)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// How long [`primary_end_lsn`] waits: well inside the lease loop's period.
+const PRIMARY_END_TIMEOUT: Duration = Duration::from_millis(400);
+
 /// Create, on this new primary, the slots of the other members, so that
 /// their WAL receivers find them when they reconnect.
 pub async fn ensure_slots(client: &Client, slots: &[String]) {

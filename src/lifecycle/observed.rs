@@ -73,6 +73,9 @@ pub struct HaView {
     pub peers: BTreeMap<String, crate::failover::quorum::Report>,
     /// It fenced itself.
     pub fenced: bool,
+    /// A replica: the furthest WAL end it heard its primary report, and
+    /// which instance that was.
+    pub primary_end: Option<(String, u64)>,
 }
 
 /// What is known of a restore bootstrap.

@@ -268,8 +268,15 @@ fn failed_over(
         .and_then(|s| observed.instances.get(&s))
         .and_then(lifecycle::Instance::status)
         .map(|s| s.received_lsn);
+    let heard = observed
+        .instances
+        .values()
+        .filter_map(|i| i.pod.as_ref()?.ha.as_ref()?.primary_end.clone())
+        .filter(|(instance, _)| instance == from)
+        .map(|(_, lsn)| lsn)
+        .max();
     let cost = ctx.outage(key, |o| {
-        o.promoted(from, to, received, std::time::Instant::now())
+        o.promoted(from, to, received, heard, std::time::Instant::now())
     });
     info!(%from, %to, duration = ?cost.duration, wal_gap_bytes = ?cost.wal_gap_bytes, "failed over");
     FailedOver {

@@ -257,6 +257,10 @@ fn ha_view(ha: &crate::contract::HaStatus) -> crate::lifecycle::HaView {
             })
             .collect(),
         fenced: ha.fenced,
+        primary_end: ha
+            .primary_end
+            .as_ref()
+            .map(|end| (end.instance.clone(), end.lsn.0)),
     }
 }
 

@@ -1,8 +1,11 @@
 //! What a failover cost, as this operator saw it: how long writes had no
 //! primary (from the first pass that found the recorded primary not serving
 //! to the promoted instance accepting writes) and how much WAL the old
-//! primary had reported beyond what the promoted one had received. Pure: the
-//! controller feeds it each pass's observation and the clock.
+//! primary had reported beyond what the promoted one had received. The old
+//! primary's last position is the furthest of what this operator last read
+//! from it and what the replicas' WAL receivers last heard from it (they ask
+//! every second, so it is at most about a second old). Pure: the controller
+//! feeds it each pass's observation and the clock.
 
 use std::time::{Duration, Instant};
 
@@ -42,17 +45,28 @@ impl Outage {
     }
 
     /// `to`, which had received WAL up to `received` (when it said), was
-    /// promoted in place of `from` and accepts writes as of `now`.
-    pub fn promoted(&mut self, from: &str, to: &str, received: Option<u64>, now: Instant) -> Cost {
+    /// promoted in place of `from` and accepts writes as of `now`. `heard`:
+    /// the furthest WAL end the replicas heard `from` report.
+    pub fn promoted(
+        &mut self,
+        from: &str,
+        to: &str,
+        received: Option<u64>,
+        heard: Option<u64>,
+        now: Instant,
+    ) -> Cost {
         let duration = self
             .down_since
             .map(|since| now.saturating_duration_since(since));
-        let wal_gap_bytes = self
+        let seen = self
             .last_primary
             .as_ref()
             .filter(|(name, _)| name == from)
+            .map(|(_, lsn)| *lsn);
+        let end = seen.max(heard);
+        let wal_gap_bytes = end
             .zip(received)
-            .map(|((_, lsn), received)| lsn.saturating_sub(received));
+            .map(|(end, received)| end.saturating_sub(received));
         self.last_primary = received.map(|r| (to.to_owned(), r));
         self.down_since = None;
         Cost {
@@ -78,6 +92,7 @@ mod tests {
             "pg-0",
             "pg-1",
             Some(4800),
+            None,
             start + Duration::from_millis(2600),
         );
         assert_eq!(
@@ -89,7 +104,13 @@ mod tests {
         );
         // The next outage starts afresh, measured against the new primary.
         outage.observe(None, start + Duration::from_secs(10));
-        let cost = outage.promoted("pg-1", "pg-2", Some(4900), start + Duration::from_secs(13));
+        let cost = outage.promoted(
+            "pg-1",
+            "pg-2",
+            Some(4900),
+            None,
+            start + Duration::from_secs(13),
+        );
         assert_eq!(cost.duration, Some(Duration::from_secs(3)));
         assert_eq!(cost.wal_gap_bytes, Some(0));
     }
@@ -99,17 +120,30 @@ mod tests {
         let start = Instant::now();
         let mut outage = Outage::default();
         // Restarted mid-failover: neither the old primary nor the start seen.
-        let cost = outage.promoted("pg-0", "pg-1", Some(10), start);
+        let cost = outage.promoted("pg-0", "pg-1", Some(10), None, start);
         assert_eq!(cost.duration, None);
         assert_eq!(cost.wal_gap_bytes, None);
         // A gap is only measured against the primary being replaced.
         outage.observe(Some(("pg-2", 99)), start);
         assert_eq!(
             outage
-                .promoted("pg-0", "pg-1", Some(10), start)
+                .promoted("pg-0", "pg-1", Some(10), None, start)
                 .wal_gap_bytes,
             None
         );
+    }
+
+    #[test]
+    fn the_replicas_word_counts_when_it_is_further() {
+        let start = Instant::now();
+        let mut outage = Outage::default();
+        outage.observe(Some(("pg-0", 100)), start);
+        let cost = outage.promoted("pg-0", "pg-1", Some(150), Some(400), start);
+        assert_eq!(cost.wal_gap_bytes, Some(250));
+        // Only the replicas heard it: still measured.
+        let mut fresh = Outage::default();
+        let cost = fresh.promoted("pg-0", "pg-1", Some(150), Some(160), start);
+        assert_eq!(cost.wal_gap_bytes, Some(10));
     }
 
     #[test]
@@ -119,7 +153,7 @@ mod tests {
         outage.observe(Some(("pg-0", 100)), start);
         assert_eq!(
             outage
-                .promoted("pg-0", "pg-1", Some(150), start)
+                .promoted("pg-0", "pg-1", Some(150), None, start)
                 .wal_gap_bytes,
             Some(0)
         );
