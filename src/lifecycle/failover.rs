@@ -236,6 +236,19 @@ pub(super) fn switchover(ctx: &Context, topology: &Topology) -> (Vec<Action>, Ve
         return (Vec::new(), Vec::new());
     };
     let Some((primary, _)) = topology.reporting_primary else {
+        // No primary to hand over from (a failover, or a restart, runs):
+        // the request stands and is taken up once one serves.
+        if topology.primary.is_some_and(|p| ctx.name(p) != wanted) {
+            return (
+                Vec::new(),
+                vec![Verdict::progress(
+                    "SwitchoverWaiting",
+                    format!(
+                        "spec.primary: switching over to {wanted} waits until a primary serves"
+                    ),
+                )],
+            );
+        }
         return (Vec::new(), Vec::new());
     };
     if ctx.name(primary) == wanted {

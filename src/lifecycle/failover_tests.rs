@@ -143,6 +143,41 @@ fn failover_waits_out_spec_failover_delay_seconds_after_the_lease_expired() {
 }
 
 #[test]
+fn a_switchover_asked_for_during_a_failover_waits_for_it() {
+    let mut spec = async_spec(3);
+    spec.primary = Some(name(2));
+    // The lease is still live: nobody is promoted yet.
+    let held = LeaseState::Held {
+        holder: name(1),
+        remaining: Duration::from_secs(3),
+    };
+    let decided = plan(
+        &spec,
+        status(P::Ready, Some(1)).as_ref(),
+        &lost_primary(held, 5),
+    );
+    assert!(
+        !decided
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Switchover { .. } | Action::Promote { .. })),
+        "{:?}",
+        decided.actions
+    );
+    assert!(
+        decided.verdicts.iter().any(|v| matches!(
+            v,
+            super::verdict::Verdict::Progress {
+                reason: "SwitchoverWaiting",
+                ..
+            }
+        )),
+        "{:?}",
+        decided.verdicts
+    );
+}
+
+#[test]
 fn a_released_lease_needs_no_confirmations() {
     let decided = plan(
         &async_spec(3),
