@@ -164,9 +164,8 @@ pub(super) async fn basebackup_command(
     staging: &Path,
 ) -> Result<std::process::Command, Error> {
     let config = &shared.config;
-    let host = config
-        .primary_host
-        .as_deref()
+    let host = shared
+        .primary_host()
         .ok_or(Error::MissingPrimary("TUSK_BOOTSTRAP=clone"))?;
     let slot = slot_name(&config.instance);
     let primary = connect_primary_patiently(shared).await?;
@@ -179,7 +178,7 @@ pub(super) async fn basebackup_command(
     command
         .arg("--pgdata")
         .arg(staging)
-        .args(["--host", host, "--port"])
+        .args(["--host", &host, "--port"])
         .arg(config.primary_port.to_string())
         .args([
             "--username",

@@ -63,16 +63,15 @@ pub fn write_passfile(shared: &Shared) -> Result<(), Error> {
 pub fn settings(shared: &Shared, pgdata: &Path, standby: bool) -> Result<Settings, Error> {
     let config = &shared.config;
     let standby = if standby {
-        let host = config
-            .primary_host
-            .as_deref()
+        let host = shared
+            .primary_host()
             .ok_or(Error::MissingPrimary("a replica"))?;
         let port = config.primary_port.to_string();
         let passfile = passfile(config);
         let passfile = passfile.to_string_lossy();
         Some(Standby {
             primary_conninfo: config::conninfo(&[
-                ("host", host),
+                ("host", &host),
                 ("port", &port),
                 ("user", REPLICATION_USER),
                 ("passfile", &passfile),

@@ -419,6 +419,19 @@ impl Ha {
         }
     }
 
+    /// Where the lease holder listens, when it is another instance and the
+    /// operator said where it is.
+    pub fn holder_address(&self) -> Option<String> {
+        let state = self.state();
+        let lease = state.observer.state(self.now());
+        let holder = lease.holder().filter(|h| *h != self.me)?;
+        state
+            .members
+            .iter()
+            .find(|m| m.name == holder)
+            .map(|m| m.address.clone())
+    }
+
     /// A replica's WAL receiver heard `lsn` as the WAL end of `primary`.
     pub fn heard_primary_end(&self, primary: &str, lsn: Lsn) {
         let mut state = self.state();
@@ -577,7 +590,9 @@ pub async fn lease_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let ha = &shared.ha;
     let mut interval = tokio::time::interval(ha.timing.period);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_holder: Option<String> = None;
+    // The primary this replica's configuration names, once the lease or the
+    // operator said (`None` before: the configuration written at start).
+    let mut following: Option<String> = None;
     loop {
         tokio::select! {
             _ = interval.tick() => {}
@@ -615,12 +630,33 @@ pub async fn lease_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         {
             ha.heard_primary_end(primary, lsn);
         }
-        if holder != last_holder {
-            if last_holder.is_some() && !primary_data(&shared) {
-                super::sql::restart_wal_receiver(&shared).await;
+        if !primary_data(&shared) && super::is_set(&shared.running) {
+            let host = shared.primary_host();
+            if host != following {
+                follow(&shared, host.as_deref()).await;
+                following = host;
             }
-            last_holder = holder;
         }
+    }
+}
+
+/// Point a running replica's `primary_conninfo` at `host`: PostgreSQL
+/// restarts its WAL receiver when a reload changes it, so the replica leaves
+/// a primary that is gone (or cut off, whose connection would otherwise hang
+/// until `wal_receiver_timeout`) for the one that took the lease.
+async fn follow(shared: &Shared, host: Option<&str>) {
+    if let Err(error) = super::files::write_config(shared) {
+        tracing::warn!(%error, "cannot write the configuration to follow the new primary");
+        return;
+    }
+    let reloaded =
+        match super::sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
+            Ok(client) => super::sql::reload(&client).await,
+            Err(error) => Err(error),
+        };
+    match reloaded {
+        Ok(()) => tracing::info!(?host, "following the primary"),
+        Err(error) => tracing::warn!(%error, "cannot reload to follow the new primary"),
     }
 }
 

@@ -316,6 +316,17 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Where this replica reaches its primary: the lease holder's pod address
+    /// when leader selection runs and the operator said where it is, else the
+    /// `-rw` Service. The Service follows the role label, which moves only
+    /// after a promotion: a demoted primary still labelled would stream from
+    /// itself, and a replica reconnecting in between from the old primary.
+    pub fn primary_host(&self) -> Option<String> {
+        self.ha
+            .holder_address()
+            .or_else(|| self.config.primary_host.clone())
+    }
+
     fn new(config: InstanceConfig, bindir: PathBuf, parameters: BTreeMap<String, String>) -> Self {
         let sync = initial_sync(&config);
         let ha = ha::Ha::new(

@@ -22,9 +22,7 @@ pub async fn rejoin(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<(), Erro
     let pgdata = &shared.config.pgdata;
     archive_ready(shared, reaped).await;
     let host = shared
-        .config
-        .primary_host
-        .as_deref()
+        .primary_host()
         .ok_or(Error::MissingPrimary("rejoining"))?;
     // An unreachable primary is a reason to wait, not to clone.
     super::sql::connect_primary(shared).await?;

@@ -41,12 +41,11 @@ pub async fn connect_local_to(
 pub async fn connect_primary(shared: &Shared) -> Result<Client, Error> {
     let config = &shared.config;
     let password = shared.password(Credential::Replication).unwrap_or_default();
-    let host = config
-        .primary_host
-        .as_deref()
+    let host = shared
+        .primary_host()
         .ok_or(Error::MissingPrimary("cloning"))?;
     let mut pg = tokio_postgres::Config::new();
-    pg.host(host)
+    pg.host(&host)
         .port(config.primary_port)
         .user(REPLICATION_USER)
         .password(password.expose())
@@ -351,26 +350,6 @@ pub async fn in_recovery(client: &Client) -> Result<bool, tokio_postgres::Error>
         .query_one("SELECT pg_is_in_recovery()", &[])
         .await?
         .try_get(0)
-}
-
-/// Make a standby's WAL receiver reconnect now (the startup process starts a
-/// new one within `wal_retrieve_retry_interval`): after a failover the old
-/// connection may otherwise hang until a TCP or receiver timeout.
-pub async fn restart_wal_receiver(shared: &Shared) {
-    let Ok(client) = connect_local(&shared.config.socket_dir, shared.config.port).await else {
-        return;
-    };
-    match client
-        .execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_wal_receiver",
-            &[],
-        )
-        .await
-    {
-        Ok(n) if n > 0 => tracing::info!("the primary changed: restarted the WAL receiver"),
-        Ok(_) => {}
-        Err(err) => tracing::debug!(error = %err, "cannot restart the WAL receiver"),
-    }
 }
 
 /// A replica's view of its primary's WAL end: what the primary last reported
