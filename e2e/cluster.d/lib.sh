@@ -593,3 +593,22 @@ cluster_logs() {
   [[ -f $LOGS/$c.log ]] || die "no log for '$c' (components: ${COMPONENTS[*]})"
   if [[ -t 1 ]]; then tail -n 200 -F "$LOGS/$c.log"; else tail -n "${TUSK_LOG_LINES:-200}" "$LOGS/$c.log"; fi
 }
+
+# A control-plane outage for the failover suite: kube-apiserver stopped
+# (SIGSTOP: connections stay open and unanswered, as with a hung or
+# partitioned server) for SECONDS, then continued. Prints "stopped <unix time>"
+# and "continued <unix time>". An interrupted run (INT, TERM) continues the
+# server too; a caller that goes away leaves the run to finish on its own.
+cluster_freeze_apiserver() {
+  local seconds=${1:-} pid
+  [[ $seconds =~ ^[0-9]+$ ]] || die "usage: e2e/cluster freeze-apiserver SECONDS"
+  [[ $(id -u) == 0 ]] || die "must run as root"
+  pid=$(comp_pid kube-apiserver) || die "kube-apiserver does not run"
+  # shellcheck disable=SC2064 # the pid is meant to be expanded now
+  trap "kill -CONT $pid 2>/dev/null || true" EXIT
+  kill -STOP "$pid"
+  echo "stopped $(date +%s.%N)"
+  sleep "$seconds"
+  kill -CONT "$pid"
+  echo "continued $(date +%s.%N)"
+}

@@ -63,9 +63,14 @@ const TMP_VOLUME: &str = "tmp";
 const API_ACCESS_VOLUME: &str = "kube-api-access";
 const API_ACCESS_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// initdb, or `pg_basebackup` of a large primary, runs before `/healthz` answers
-/// on a slow start; 360 × 10 s gives the first start an hour before the kubelet
+/// on a slow start; 3600 × 1 s gives the first start an hour before the kubelet
 /// restarts it. Once started, liveness takes over with normal thresholds.
-const STARTUP_FAILURE_THRESHOLD: i32 = 360;
+const STARTUP_FAILURE_THRESHOLD: i32 = 3600;
+/// Probed every second: readiness probes (and with them the Services'
+/// endpoints) wait for the startup probe, so after a restart in place its
+/// period is part of the write pause (10 s made a killed primary's container
+/// pause writes 9 s; the probe is an HTTP call to the manager).
+const STARTUP_PERIOD_SECONDS: i32 = 1;
 /// Time for a clean ("fast") shutdown: checkpoint, WAL flushed to replicas.
 const TERMINATION_GRACE_SECONDS: i64 = 60;
 
@@ -192,7 +197,7 @@ fn postgres_container(
             container_port("tusk", HEALTH_PORT),
         ]),
         readiness_probe: Some(Probe {
-            period_seconds: Some(5),
+            period_seconds: Some(2),
             failure_threshold: Some(3),
             ..http_probe("/readyz")
         }),
@@ -202,7 +207,7 @@ fn postgres_container(
             ..http_probe("/healthz")
         }),
         startup_probe: Some(Probe {
-            period_seconds: Some(10),
+            period_seconds: Some(STARTUP_PERIOD_SECONDS),
             failure_threshold: Some(STARTUP_FAILURE_THRESHOLD),
             ..http_probe("/healthz")
         }),

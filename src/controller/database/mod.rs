@@ -240,11 +240,16 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     })
 }
 
-/// The primary that serves in `observed`, and its WAL position.
+/// The primary that serves in `observed`, and its WAL position. A primary
+/// whose pod is being deleted does not: it is shutting down, and refuses new
+/// connections from the start.
 fn serving_primary(observed: &lifecycle::Observed) -> Option<(String, u64)> {
     observed.instances.iter().find_map(|(serial, instance)| {
+        let pod = instance.pod.as_ref()?;
         let status = instance.status()?;
-        (status.role == crate::api::status::InstanceRole::Primary && status.ready)
+        (status.role == crate::api::status::InstanceRole::Primary
+            && status.ready
+            && pod.phase != lifecycle::PodPhase::Terminating)
             .then(|| (observed.name(*serial), status.received_lsn))
     })
 }
