@@ -5,6 +5,8 @@
 //! fake managers; [`HttpInstances`] is the real one: plain HTTP to the pod IP,
 //! the bearer token (a per-Database Secret) keeping anyone else from mutating.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -29,6 +31,12 @@ use crate::telemetry;
 /// A status poll must not hold the reconcile up: a manager that cannot answer
 /// within this is treated as not answering (state Unknown).
 const STATUS_TIMEOUT: Duration = Duration::from_secs(3);
+/// For a manager that did not answer its last read: one cut off (or a node
+/// gone) would otherwise hold every pass of a failover up by the full
+/// timeout, and the decision rests on the other instances' reports, which go
+/// stale meanwhile. A manager that answers at all answers in milliseconds;
+/// the instances allow each other as long.
+const UNANSWERED_TIMEOUT: Duration = crate::failover::Timing::DEFAULT.request_timeout;
 /// Reload and sync wait for `pg_reload_conf()` and a short settle.
 const MUTATE_TIMEOUT: Duration = Duration::from_secs(15);
 const SLOW_MUTATE_TIMEOUT: Duration = Duration::from_secs(75);
@@ -119,7 +127,7 @@ pub enum CallError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    #[error("{method} {url}: no answer within {}s", .timeout.as_secs())]
+    #[error("{method} {url}: no answer within {:.1}s", .timeout.as_secs_f64())]
     Timeout {
         method: Method,
         url: String,
@@ -192,6 +200,8 @@ pub trait Instances: Send + Sync {
 #[derive(Clone)]
 pub struct HttpInstances {
     client: Client<HttpConnector, Full<Bytes>>,
+    /// Pod addresses whose last read failed to arrive in time.
+    unanswered: Arc<Mutex<HashSet<String>>>,
 }
 
 impl Default for HttpInstances {
@@ -200,6 +210,7 @@ impl Default for HttpInstances {
         connector.set_connect_timeout(Some(Duration::from_secs(2)));
         Self {
             client: Client::builder(TokioExecutor::new()).build(connector),
+            unanswered: Arc::default(),
         }
     }
 }
@@ -274,6 +285,12 @@ impl Instances for HttpInstances {
 }
 
 impl HttpInstances {
+    fn lock_unanswered(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.unanswered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// An open `GET` of `path`, bounded like a status poll.
     async fn read<T: DeserializeOwned>(
         &self,
@@ -282,12 +299,27 @@ impl HttpInstances {
         path: &str,
     ) -> Result<T, CallError> {
         let url = url(pod_ip, path);
+        let timeout = if self.lock_unanswered().contains(pod_ip) {
+            UNANSWERED_TIMEOUT
+        } else {
+            STATUS_TIMEOUT
+        };
         async {
             let answer = async {
-                let body = self
-                    .send(Method::GET, &url, None, Bytes::new(), STATUS_TIMEOUT)
-                    .await?;
-                decode(&url, &body)
+                let sent = self
+                    .send(Method::GET, &url, None, Bytes::new(), timeout)
+                    .await;
+                let mut unanswered = self.lock_unanswered();
+                match &sent {
+                    Err(CallError::Timeout { .. } | CallError::Transport { .. }) => {
+                        unanswered.insert(pod_ip.to_owned());
+                    }
+                    _ => {
+                        unanswered.remove(pod_ip);
+                    }
+                }
+                drop(unanswered);
+                decode(&url, &sent?)
             };
             // Inside the span: a failure marks the call's span, not the reconcile's.
             recorded(answer.await)
@@ -388,6 +420,40 @@ fn url(pod_ip: &str, path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A manager that accepts the connection and never answers (cut off
+    /// behind a proxy, or hung): the first read waits the full timeout, the
+    /// next ones are short, and an answer restores the full one.
+    #[tokio::test]
+    async fn a_manager_that_did_not_answer_gets_a_short_timeout_next_time() {
+        // A loopback address of its own, on the managers' fixed port.
+        let ip = "127.0.0.93";
+        let Ok(listener) = tokio::net::TcpListener::bind((ip, PORT)).await else {
+            panic!("cannot listen on {ip}:{PORT}");
+        };
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                open.push(socket);
+            }
+        });
+        let instances = HttpInstances::default();
+        let started = std::time::Instant::now();
+        let first = instances.status(ip).await;
+        let first_took = started.elapsed();
+        assert!(matches!(first, Err(CallError::Timeout { .. })), "{first:?}");
+        assert!(first_took >= STATUS_TIMEOUT, "{first_took:?}");
+        let started = std::time::Instant::now();
+        let second = instances.status(ip).await;
+        let second_took = started.elapsed();
+        assert!(
+            matches!(second, Err(CallError::Timeout { .. })),
+            "{second:?}"
+        );
+        assert!(second_took < STATUS_TIMEOUT / 2, "{second_took:?}");
+        held.abort();
+        assert!(instances.lock_unanswered().contains(ip));
+    }
 
     #[test]
     fn urls_bracket_ipv6_addresses() {
