@@ -632,8 +632,7 @@ pub async fn lease_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         }
         if !primary_data(&shared) && super::is_set(&shared.running) {
             let host = shared.primary_host();
-            if host != following {
-                follow(&shared, host.as_deref()).await;
+            if host != following && follow(&shared, host.as_deref()).await {
                 following = host;
             }
         }
@@ -643,11 +642,12 @@ pub async fn lease_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
 /// Point a running replica's `primary_conninfo` at `host`: PostgreSQL
 /// restarts its WAL receiver when a reload changes it, so the replica leaves
 /// a primary that is gone (or cut off, whose connection would otherwise hang
-/// until `wal_receiver_timeout`) for the one that took the lease.
-async fn follow(shared: &Shared, host: Option<&str>) {
+/// until `wal_receiver_timeout`) for the one that took the lease. `false`
+/// when it could not: the next period tries again.
+async fn follow(shared: &Shared, host: Option<&str>) -> bool {
     if let Err(error) = super::files::write_config(shared) {
         tracing::warn!(%error, "cannot write the configuration to follow the new primary");
-        return;
+        return false;
     }
     let reloaded =
         match super::sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
@@ -655,8 +655,14 @@ async fn follow(shared: &Shared, host: Option<&str>) {
             Err(error) => Err(error),
         };
     match reloaded {
-        Ok(()) => tracing::info!(?host, "following the primary"),
-        Err(error) => tracing::warn!(%error, "cannot reload to follow the new primary"),
+        Ok(()) => {
+            tracing::info!(?host, "following the primary");
+            true
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot reload to follow the new primary");
+            false
+        }
     }
 }
 
