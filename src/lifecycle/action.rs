@@ -63,6 +63,17 @@ pub enum Action {
     },
     /// Delete a Pod (never its PVC).
     DeletePod { name: String, reason: DeleteReason },
+    /// Replace instance `name`'s outdated pod (a rolling update step): evicted,
+    /// so that PodDisruptionBudgets are respected, or deleted when it is the
+    /// only instance (nothing to keep available, and the primary's budget
+    /// would refuse). A later pass recreates it on its PVC. `updated` of
+    /// `total` instances ran the current pod spec before this one.
+    RollPod {
+        name: String,
+        evict: bool,
+        updated: usize,
+        total: usize,
+    },
     /// Delete a PVC, and with it the instance's data.
     DeletePvc { name: String },
     /// Set the pod's `tusk.dev/role` label, which the Services select on.
@@ -124,6 +135,7 @@ impl Action {
             | Self::SetMembers { name, .. }
             | Self::Promote { name, .. }
             | Self::DeletePod { name, .. }
+            | Self::RollPod { name, .. }
             | Self::DeletePvc { name }
             | Self::LabelRole { name, .. }
             | Self::Reload { name }
@@ -146,6 +158,7 @@ impl Action {
         matches!(
             self,
             Self::DeletePod { .. }
+                | Self::RollPod { .. }
                 | Self::DeletePvc { .. }
                 | Self::LabelRole { .. }
                 | Self::Reload { .. }

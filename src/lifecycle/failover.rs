@@ -63,13 +63,13 @@ pub(super) fn members_actions(ctx: &Context) -> Vec<Action> {
 }
 
 /// Leader selection runs: the Lease and the managers' access to it exist.
-fn enabled(ctx: &Context) -> bool {
+pub(super) fn enabled(ctx: &Context) -> bool {
     ctx.observed.lease_access && ctx.observed.lease != LeaseState::Unobserved
 }
 
 /// The synchronous settings for a new primary `serial`: the quorum over the
 /// other members, as the spec asks.
-fn sync_for(ctx: &Context, serial: u32) -> (Vec<String>, i32) {
+pub(super) fn sync_for(ctx: &Context, serial: u32) -> (Vec<String>, i32) {
     let quorum = desired_sync(
         ctx.spec,
         ctx.members

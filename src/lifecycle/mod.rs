@@ -33,6 +33,8 @@ mod failover_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
+mod rollout_tests;
+#[cfg(test)]
 mod tests;
 
 pub use action::{Action, Bootstrap, DeleteReason};

@@ -21,6 +21,9 @@ pub const REQUEUE_SOON_SECONDS: u64 = 5;
 /// Requeue delay while the primary does not serve: a failover is decided on
 /// the lease's and the instances' word, which only a new pass reads.
 pub const REQUEUE_FAILOVER_SECONDS: u64 = 1;
+/// Requeue delay while a rolling update runs: the next instance goes as soon
+/// as a pass sees the last one back, which only polling its manager tells.
+pub const REQUEUE_ROLLOUT_SECONDS: u64 = 2;
 /// Requeue delay in a steady state, to keep polling the instance managers.
 pub const REQUEUE_STEADY_SECONDS: u64 = 60;
 
@@ -47,6 +50,9 @@ pub struct Plan {
     backup: Option<Desired>,
     /// The phase the topology alone would show, before verdicts weigh in.
     topology_phase: DatabasePhase,
+    /// A rolling update or a major upgrade is under way: phase `Upgrading`
+    /// while the topology shows nothing more pressing.
+    upgrading: bool,
     ready_message: String,
 }
 
@@ -69,6 +75,15 @@ impl Plan {
             .any(|v| matches!(v, Verdict::Progress { .. }));
         self.phase = match self.topology_phase {
             DatabasePhase::Ready if blocked => DatabasePhase::Blocked,
+            DatabasePhase::Ready
+            | DatabasePhase::Configuring
+            | DatabasePhase::CreatingReplicas
+            | DatabasePhase::Degraded
+            | DatabasePhase::SwitchingOver
+                if self.upgrading =>
+            {
+                DatabasePhase::Upgrading
+            }
             DatabasePhase::Ready if progress => DatabasePhase::Configuring,
             phase => phase,
         };
@@ -102,6 +117,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
             target_primary: previous.and_then(|s| s.target_primary.clone()),
             backup: None,
             topology_phase: DatabasePhase::Deleting,
+            upgrading: false,
             ready_message: String::new(),
         };
     }
@@ -135,7 +151,29 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     verdicts.extend(configuration.verdicts.iter().cloned());
     verdicts.extend(objects.verdicts.iter().cloned());
     verdicts.extend(serving::plan(&ctx, &topology));
-    let (switchover, switchover_verdicts) = failover::switchover(&ctx, &topology);
+    let step = rollout::steps(&ctx, &topology, rollout.rolling);
+    verdicts.extend(step.verdicts);
+    let reporting = topology.reporting_primary.map(|(s, _)| ctx.name(s));
+    let (switchover, switchover_verdicts) = match spec.primary.as_deref() {
+        // A switchover of its own would race the rolling update's, or go to
+        // an instance it is about to replace: the request waits for it.
+        Some(wanted)
+            if rollout.rolling
+                && reporting.as_deref() != Some(wanted)
+                && (!step.actions.is_empty() || rollout::outdated(&ctx, wanted)) =>
+        {
+            (
+                Vec::new(),
+                vec![Verdict::progress(
+                    "SwitchoverWaiting",
+                    format!(
+                        "spec.primary: switching over to {wanted} waits for the rolling update"
+                    ),
+                )],
+            )
+        }
+        _ => failover::switchover(&ctx, &topology),
+    };
     verdicts.extend(switchover_verdicts);
     let members = failover::members_actions(&ctx);
     verdicts.extend(backup::verdicts(&ctx));
@@ -159,6 +197,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         configuration.actions,
         objects.credentials,
         switchover,
+        step.actions,
     ]
     .into_iter()
     .flatten()
@@ -183,6 +222,8 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         REQUEUE_STEADY_SECONDS
     } else if watching_primary {
         REQUEUE_FAILOVER_SECONDS
+    } else if rollout.rolling {
+        REQUEUE_ROLLOUT_SECONDS
     } else {
         REQUEUE_SOON_SECONDS
     };
@@ -202,6 +243,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         target_primary,
         backup: backup::condition(&ctx),
         topology_phase: topology.phase,
+        upgrading: rollout.rolling,
         ready_message: topology.message,
     };
     plan.settle();

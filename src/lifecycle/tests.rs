@@ -855,56 +855,16 @@ pub(super) fn healthy_three() -> Observed {
 }
 
 #[test]
-fn a_changed_image_is_detected_reported_by_field_and_never_half_rolled_out() {
-    let mut observed = healthy_three();
-    observed.desired_image = "localhost/postgres:18".into();
-    for instance in observed.instances.values_mut() {
-        if let Some(pod) = &mut instance.pod {
-            pod.image = "localhost/postgres:17".into();
-            pod.outdated = true;
-        }
-    }
-    let mut spec = async_spec(3);
-    spec.version = "18".into();
-    let decided = plan(&spec, status(P::Ready, Some(1)).as_ref(), &observed);
-    assert_eq!(decided.phase, P::Blocked);
-    assert_eq!(decided.actions, []);
-    let ready = condition(&decided, READY);
-    assert_eq!(ready.reason, "RolloutNotSupported");
-    assert!(
-        ready.message.starts_with("spec.version: "),
-        "{}",
-        ready.message
-    );
-    assert!(!condition(&decided, PROGRESSING).status);
-
-    // Scaling up meanwhile adds a replica like the others, not a half rollout.
-    spec.instances = 4;
-    let decided = plan(&spec, status(P::Ready, Some(1)).as_ref(), &observed);
-    let images: Vec<&str> = decided
-        .actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::CreatePod { image, .. } => Some(image.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(images, ["localhost/postgres:17"]);
-}
-
-#[test]
-fn a_server_of_another_version_than_the_spec_is_not_ready() {
+fn a_server_older_than_the_spec_minor_is_not_ready() {
     let mut observed = healthy_three();
     for instance in observed.instances.values_mut() {
         if let Some(manager) = instance.pod.as_mut().and_then(|p| p.manager.as_mut()) {
-            manager.server_version = Some((16, 4));
+            manager.server_version = Some((17, 1));
         }
     }
-    let decided = plan(
-        &async_spec(3),
-        status(P::Ready, Some(1)).as_ref(),
-        &observed,
-    );
+    let mut spec = async_spec(3);
+    spec.version = "17.4".into();
+    let decided = plan(&spec, status(P::Ready, Some(1)).as_ref(), &observed);
     assert_eq!(condition(&decided, READY).reason, "VersionMismatch");
     assert!(
         condition(&decided, READY)

@@ -14,7 +14,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use rand::Rng;
 use rand::distr::Alphanumeric;
@@ -204,6 +204,39 @@ impl Applier<'_> {
                 Ok(Some(Done {
                     reason: "DeletedInstance",
                     note: format!("deleted pod {name} ({})", reason.as_str()),
+                }))
+            }
+            Action::RollPod {
+                name,
+                evict,
+                updated,
+                total,
+            } => {
+                if *evict {
+                    match self.api::<Pod>().evict(name, &EvictParams::default()).await {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(status)) if status.code == 404 => {}
+                        // A budget refuses for now (a drain took another
+                        // instance): the next pass asks again.
+                        Err(kube::Error::Api(status)) if status.code == 429 => {
+                            return Ok(Some(Done {
+                                reason: "EvictionRefused",
+                                note: format!(
+                                    "rolling update: evicting {name} is refused for now: {}",
+                                    status.message
+                                ),
+                            }));
+                        }
+                        Err(err) => return Err(Error::kube("evicting an instance Pod")(err)),
+                    }
+                } else {
+                    self.delete::<Pod>(name, "deleting an instance Pod").await?;
+                }
+                Ok(Some(Done {
+                    reason: "RollingUpdate",
+                    note: format!(
+                        "replacing {name} with the current pod spec ({updated} of {total} instances updated)"
+                    ),
                 }))
             }
             Action::DeletePvc { name } => {
