@@ -45,8 +45,11 @@ pub use super::status::{
 #[serde(rename_all = "camelCase")]
 pub struct DatabaseSpec {
     /// PostgreSQL major version ("17") or major.minor ("17.2"). The image is derived
-    /// from it unless `image` is set. Major versions may go up (through an upgrade
-    /// Job) but never down.
+    /// from it unless `image` is set: `postgres:17` follows the major's latest
+    /// minor, `postgres:17.2` pins one. A new minor or image rolls out one
+    /// instance at a time (replicas, a switchover, then the old primary); a new
+    /// major runs the upgrade Jobs (`pg_upgrade --check`, then `--link`).
+    /// Versions may go up, skipping majors, but never down.
     #[schemars(regex(pattern = r"^(1[3-9])(\.[0-9]{1,3})?$"), length(max = 8))]
     pub version: String,
 

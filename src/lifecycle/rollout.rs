@@ -293,8 +293,8 @@ pub(super) fn outdated(ctx: &Context, name: &str) -> bool {
 }
 
 /// An instance whose server is another major than `spec.version`, or an older
-/// minor than it names (a minor in the spec is a floor: the image's tag is the
-/// major, which carries its latest minor).
+/// minor than it names (a custom `spec.image` may carry another minor than
+/// the one named; an older one is not what the spec asks for).
 fn version_verdict(ctx: &Context) -> Option<Verdict> {
     let want: PgVersion = ctx.spec.version.parse().ok()?;
     ctx.members.iter().find_map(|serial| {

@@ -86,8 +86,10 @@ pub fn owner_reference(db: &Database) -> Option<OwnerReference> {
 }
 
 /// The PostgreSQL image of `db`: `spec.image` when set, else
-/// `<postgres_repository>:<major>` (`"17.2"` gives `postgres:17`, since the
-/// official images tag each major with its latest minor).
+/// `<postgres_repository>:<version>`: `"17"` gives `postgres:17` (the official
+/// images tag each major with its latest minor) and `"17.2"` gives
+/// `postgres:17.2` (and each minor with itself), so naming a minor pins it and
+/// changing it is a rolling update.
 ///
 /// A version that does not parse never reaches a builder in practice (validation
 /// runs first); rather than fail, the text before the first dot is used as the tag
@@ -97,6 +99,10 @@ pub fn image(db: &Database, config: &BuildConfig) -> String {
         return image.to_owned();
     }
     let tag = match db.spec.version.parse::<PgVersion>() {
+        Ok(PgVersion {
+            major,
+            minor: Some(minor),
+        }) => format!("{major}.{minor}"),
         Ok(version) => version.major.to_string(),
         Err(_) => db
             .spec

@@ -45,7 +45,7 @@ fn image_from_version_or_spec() {
     let mut db = sample_database();
     assert_eq!(image(&db, &config()), "postgres:17");
     db.spec.version = "17.2".into();
-    assert_eq!(image(&db, &config()), "postgres:17");
+    assert_eq!(image(&db, &config()), "postgres:17.2");
     db.spec.version = "13".into();
     let local = BuildConfig {
         postgres_repository: "localhost/postgres".into(),
