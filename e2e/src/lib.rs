@@ -12,6 +12,7 @@
 
 pub mod faults;
 pub mod store;
+pub mod writer;
 
 use std::fmt::Write as _;
 use std::future::Future;

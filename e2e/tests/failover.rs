@@ -26,162 +26,34 @@
 //! come from.
 //!   cargo test --manifest-path e2e/Cargo.toml --test failover -- --nocapture
 
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
 use kube::Client;
-use kube::api::{Api, DeleteParams, LogParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, LogParams, Patch, PatchParams};
 use serde_json::json;
 use tusk::api::status::DatabasePhase;
 use tusk::api::v1::Database;
 use tusk::resources::POSTGRES_CONTAINER;
 use tusk_e2e::faults::{self, LocalNode};
-use tusk_e2e::store::{sql_on as on, superuser_password};
+use tusk_e2e::store::sql_on as on;
+use tusk_e2e::writer::{
+    acknowledged, current_primary, first_write_after, longest_pause, lost_rows, nothing_lost,
+    one_writable, outage, start_writing, unix_now,
+};
 use tusk_e2e::{
     OPERATOR_NAMESPACE, Result, apply_value, database, in_namespace, in_namespace_exclusive,
-    install_operator, pod_ready, restricted, sql, wait_for, wait_ready,
+    install_operator, pod_ready, wait_for, wait_ready,
 };
 
-const WRITER: &str = "writer";
 const DB: &str = "pg";
 /// Every test's Database has three instances, `pg-1` to `pg-3`.
 const INSTANCES: u32 = 3;
 
-/// A pod inserting 1, 2, 3, ... through `<db>-rw`, one connection per row,
-/// and printing `ok N <unix time>` for each commit the server acknowledged.
-/// A row whose commit failed or whose outcome is unknown prints `fail`: only
-/// `ok` rows must survive. The TCP keepalives and user timeout bound how long
-/// a connection to a primary that vanished behind a dropped network hangs
-/// (otherwise TCP's retransmissions, a minute or more), which would be
-/// measured as the failover's time. No statement timeout: a commit cancelled
-/// while it waits for a synchronous standby reports success with a warning.
-async fn start_writer(client: &Client, ns: &str, db: &str) -> Result<()> {
-    let password = superuser_password(client, ns, db).await?;
-    let url = format!(
-        "postgresql://postgres:{password}@{db}-rw.{ns}.svc:5432/postgres?connect_timeout=2\
-         &keepalives_idle=1&keepalives_interval=1&keepalives_count=3&tcp_user_timeout=3000"
-    );
-    let script = format!(
-        "i=0; while true; do i=$((i+1)); \
-         if psql '{url}' -v ON_ERROR_STOP=1 -qAtc \"INSERT INTO acked VALUES ($i)\" >/dev/null 2>&1; \
-         then echo \"ok $i $(date +%s.%N)\"; else echo \"fail $i $(date +%s.%N)\"; fi; \
-         sleep 0.05; done"
-    );
-    let pod: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": WRITER},
-        "spec": {
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{
-                "name": "main", "image": "localhost/postgres:17", "imagePullPolicy": "IfNotPresent",
-                "command": ["bash", "-c", script],
-                "securityContext": restricted(999)
-            }]
-        }
-    }))?;
-    Api::<Pod>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &pod)
-        .await?;
-    Ok(())
-}
-
-/// The writer's log: acknowledged ids, and the Unix time of each.
-async fn acknowledged(client: &Client, ns: &str) -> Result<Vec<(i64, f64)>> {
-    let logs = Api::<Pod>::namespaced(client.clone(), ns)
-        .logs(WRITER, &LogParams::default())
-        .await?;
-    Ok(logs
-        .lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            (words.next()? == "ok").then_some(())?;
-            let id = words.next()?.parse().ok()?;
-            let at = words.next()?.parse().ok()?;
-            Some((id, at))
-        })
-        .collect())
-}
-
-/// Waits until the writer acknowledged a row after Unix time `after`;
-/// returns how long after it.
-async fn first_write_after(client: &Client, ns: &str, after: f64) -> Result<f64> {
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        if let Some((_, at)) = acknowledged(client, ns)
-            .await?
-            .into_iter()
-            .find(|(_, at)| *at > after)
-        {
-            return Ok(at - after);
-        }
-        if Instant::now() > deadline {
-            return Err("no write was acknowledged within 180 s of the fault".into());
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-/// The longest stretch without an acknowledged write between Unix times
-/// `from` and `to`, both ends counting as writes: the write pause of a
-/// switchover (which begins a moment after it is asked), or the longest a
-/// control-plane outage held writes up.
-async fn longest_pause(client: &Client, ns: &str, from: f64, to: f64) -> Result<f64> {
-    let mut times: Vec<f64> = acknowledged(client, ns)
-        .await?
-        .into_iter()
-        .map(|(_, at)| at)
-        .filter(|at| (from..=to).contains(at))
-        .collect();
-    times.insert(0, from);
-    times.push(to);
-    Ok(times
-        .windows(2)
-        .map(|pair| pair[1] - pair[0])
-        .fold(0.0, f64::max))
-}
-
-/// The longest stretch without an acknowledged write that ends after Unix
-/// time `fault`: when writes stopped and when they resumed, in seconds after
-/// the fault (the start may precede it). Unlike the first write after the
-/// fault, not fooled by writes the old primary still acknowledged between
-/// the fault's request and its effect (a deleted pod's containers are
-/// stopped a moment after the API forgot the pod).
-async fn outage(client: &Client, ns: &str, fault: f64) -> Result<(f64, f64)> {
-    let times: Vec<f64> = acknowledged(client, ns)
-        .await?
-        .into_iter()
-        .map(|(_, at)| at)
-        .collect();
-    times
-        .windows(2)
-        .filter(|pair| pair[1] > fault)
-        .map(|pair| (pair[0] - fault, pair[1] - fault))
-        .max_by(|a, b| (a.1 - a.0).total_cmp(&(b.1 - b.0)))
-        .ok_or_else(|| "no write acknowledged after the fault".into())
-}
-
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_default()
-}
-
 fn instance(serial: u32) -> String {
     format!("{DB}-{serial}")
-}
-
-async fn current_primary(client: &Client, ns: &str) -> Result<String> {
-    let dbs: Api<Database> = Api::namespaced(client.clone(), ns);
-    dbs.get(DB)
-        .await?
-        .status
-        .and_then(|s| s.current_primary)
-        .ok_or_else(|| "no current primary".into())
 }
 
 /// A 3-instance Database `pg` (replication `mode`: `sync` or `async`) with
@@ -205,25 +77,7 @@ async fn database_with_writer(client: &Client, ns: &str, mode: &str) -> Result<(
     )
     .await?;
     wait_ready(client, ns, DB, 3).await?;
-    on(
-        client,
-        ns,
-        DB,
-        "rw",
-        "CREATE TABLE acked (id bigint PRIMARY KEY)",
-    )
-    .await?;
-    start_writer(client, ns, DB).await?;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    wait_for(&pods, WRITER, Duration::from_secs(120), |p| {
-        p.status
-            .as_ref()
-            .and_then(|s| s.phase.as_deref())
-            .is_some_and(|phase| phase == "Running")
-    })
-    .await?;
-    first_write_after(client, ns, unix_now()).await?;
-    Ok(())
+    start_writing(client, ns, DB).await
 }
 
 /// Waits until the Database is Ready at its generation with all three
@@ -269,74 +123,6 @@ async fn settled(client: &Client, ns: &str, wanted: impl Fn(&str) -> bool) -> Re
     }
 }
 
-/// The acknowledged ids, and those of them missing on the primary.
-async fn lost_rows(client: &Client, ns: &str) -> Result<(BTreeSet<i64>, Vec<i64>)> {
-    let acked: BTreeSet<i64> = acknowledged(client, ns)
-        .await?
-        .into_iter()
-        .map(|(id, _)| id)
-        .collect();
-    let stored: BTreeSet<i64> = on(client, ns, DB, "rw", "SELECT id FROM acked")
-        .await?
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
-    let lost = acked.difference(&stored).copied().collect();
-    Ok((acked, lost))
-}
-
-/// Exactly one instance is out of recovery, and it is the recorded primary.
-/// Asked of each pod's own address, not through a Service.
-async fn one_writable(client: &Client, ns: &str) -> Result<String> {
-    let password = superuser_password(client, ns, DB).await?;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let asks = (1..=INSTANCES).map(|serial| {
-        let (pods, password) = (pods.clone(), password.clone());
-        async move {
-            let name = instance(serial);
-            let ip = pods
-                .get(&name)
-                .await?
-                .status
-                .and_then(|s| s.pod_ip)
-                .ok_or_else(|| format!("{name} has no IP"))?;
-            let answer = sql(
-                client,
-                ns,
-                &ip,
-                &password,
-                "postgres",
-                "SELECT pg_is_in_recovery()",
-            )
-            .await?;
-            Ok::<_, tusk_e2e::Error>((name, answer == "f"))
-        }
-    });
-    let mut writable = Vec::new();
-    for answer in futures::future::join_all(asks).await {
-        let (name, primary) = answer?;
-        if primary {
-            writable.push(name);
-        }
-    }
-    let primary = current_primary(client, ns).await?;
-    if writable != [primary.clone()] {
-        return Err(format!("writable instances {writable:?}, recorded primary {primary}").into());
-    }
-    Ok(primary)
-}
-
-/// Every acknowledged id is on the primary, and exactly one instance (the
-/// recorded primary) is writable. Returns how many rows were acknowledged.
-async fn nothing_lost(client: &Client, ns: &str) -> Result<usize> {
-    let (acked, lost) = lost_rows(client, ns).await?;
-    if !lost.is_empty() {
-        return Err(format!("acknowledged rows lost: {lost:?}").into());
-    }
-    one_writable(client, ns).await?;
-    Ok(acked.len())
-}
-
 /// After a fault at Unix time `fault`: writes resume (the time is printed),
 /// the Database settles with a primary satisfying `wanted`, nothing
 /// acknowledged is lost and one instance is writable. Returns the primary.
@@ -359,7 +145,7 @@ async fn recovers(
         "{what}: all {INSTANCES} instances ready {:.1} s after the fault, primary {primary}",
         unix_now() - fault
     );
-    let rows = nothing_lost(client, ns).await?;
+    let rows = nothing_lost(client, ns, DB).await?;
     println!("{what}: {rows} acknowledged rows, none lost; {primary} alone is writable");
     Ok(primary)
 }
@@ -397,7 +183,7 @@ async fn a_lost_primary_is_replaced_and_a_switchover_returns_without_losing_a_co
             let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
 
             // (a) The primary's pod force-deleted.
-            let old = current_primary(&client, &ns).await?;
+            let old = current_primary(&client, &ns, DB).await?;
             let fault = unix_now();
             pods.delete(&old, &force()).await?;
             // The old primary comes back as a replica (rewound), all three ready.
@@ -456,7 +242,7 @@ async fn a_lost_primary_is_replaced_and_a_switchover_returns_without_losing_a_co
             first_write_after(&client, &ns, unix_now()).await?;
             let pause = longest_pause(&client, &ns, asked, unix_now()).await?;
             println!("(f) switchover {new} → {old}: writes paused for {pause:.2} s at most");
-            let rows = nothing_lost(&client, &ns).await?;
+            let rows = nothing_lost(&client, &ns, DB).await?;
             println!("(f) after the switchover: {rows} acknowledged rows, none lost");
             println!("(a)+(f) took {:.0} s", began.elapsed().as_secs_f64());
             Ok(())
@@ -482,7 +268,7 @@ async fn a_killed_postmaster_and_a_killed_manager_lose_no_commit() {
 
             // (b1) The postmaster SIGKILLed: its manager restarts it (under
             // the lease), the container is not restarted.
-            let primary = current_primary(&client, &ns).await?;
+            let primary = current_primary(&client, &ns, DB).await?;
             let (_, restarts) = faults::main_container(&client, &ns, &primary).await?;
             let killed = faults::kill_postmaster(&client, &ns, &primary).await?;
             // After the kill returned: a write acknowledged between the
@@ -523,7 +309,7 @@ async fn a_killed_postmaster_and_a_killed_manager_lose_no_commit() {
 
             // (b2) The instance manager (the container's PID 1) SIGKILLed
             // from the host: the kubelet restarts the container.
-            let primary = current_primary(&client, &ns).await?;
+            let primary = current_primary(&client, &ns, DB).await?;
             let (container, restarts) = faults::main_container(&client, &ns, &primary).await?;
             let pid = node.host_pid(&container).await?;
             node.kill(pid).await?;
@@ -583,7 +369,7 @@ async fn an_isolated_primary_fences_a_replica_takes_over_and_it_rejoins() {
                 "CREATE TABLE fence_probe (at double precision)",
             )
             .await?;
-            let old = current_primary(&client, &ns).await?;
+            let old = current_primary(&client, &ns, DB).await?;
             // A local commit (not waiting for a synchronous standby, which an
             // isolated primary would never get) over the unix socket, which
             // the cut leaves alone: whether PostgreSQL there accepts writes.
@@ -636,7 +422,7 @@ async fn an_isolated_primary_fences_a_replica_takes_over_and_it_rejoins() {
                     _ => {}
                 }
                 if new_primary.is_none()
-                    && let Ok(p) = current_primary(&client, &ns).await
+                    && let Ok(p) = current_primary(&client, &ns, DB).await
                     && p != old
                 {
                     new_primary = Some((unix_now() - fault, p));
@@ -749,7 +535,7 @@ async fn an_operator_killed_in_the_middle_of_a_failover_leaves_one_primary() {
         |client, ns| async move {
             let began = Instant::now();
             database_with_writer(&client, &ns, "sync").await?;
-            let old = current_primary(&client, &ns).await?;
+            let old = current_primary(&client, &ns, DB).await?;
             let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
             let dbs: Api<Database> = Api::namespaced(client.clone(), &ns);
             let fault = unix_now();
@@ -839,7 +625,7 @@ async fn measures_loss(
             format!("failed over to {primary}")
         }
     );
-    let (acked, lost) = lost_rows(client, ns).await?;
+    let (acked, lost) = lost_rows(client, ns, DB).await?;
     match (lost.first(), lost.last()) {
         (Some(first), Some(last)) => println!(
             "{what}: LOST {} of {} acknowledged writes, ids {first}..={last}: {lost:?}",
@@ -848,7 +634,7 @@ async fn measures_loss(
         ),
         _ => println!("{what}: lost none of {} acknowledged writes", acked.len()),
     }
-    one_writable(client, ns).await?;
+    one_writable(client, ns, DB).await?;
     println!("{what}: {primary} alone is writable");
     Ok(primary)
 }
@@ -875,7 +661,7 @@ async fn an_asynchronous_failover_reports_the_writes_it_lost() {
             // The primary's pod force-deleted. Its manager is sent SIGTERM a
             // moment later and shuts PostgreSQL down cleanly, which sends the
             // replicas all its WAL first.
-            let old = current_primary(&client, &ns).await?;
+            let old = current_primary(&client, &ns, DB).await?;
             let fault = unix_now();
             pods.delete(&old, &force()).await?;
             let what = format!("(async) primary {old} force-deleted");
@@ -884,7 +670,7 @@ async fn an_asynchronous_failover_reports_the_writes_it_lost() {
             // Abruptly: the primary's manager (and with it PostgreSQL) killed
             // from the host, nothing flushed nor sent, then its pod deleted.
             if let Some(node) = &node {
-                let old = current_primary(&client, &ns).await?;
+                let old = current_primary(&client, &ns, DB).await?;
                 let (container, _) = faults::main_container(&client, &ns, &old).await?;
                 let pid = node.host_pid(&container).await?;
                 node.kill(pid).await?;
@@ -984,7 +770,7 @@ async fn the_api_server_stopped_for_a_minute_neither_fails_over_nor_stops_writes
         |client, ns| async move {
             let began = Instant::now();
             database_with_writer(&client, &ns, "sync").await?;
-            let primary = current_primary(&client, &ns).await?;
+            let primary = current_primary(&client, &ns, DB).await?;
             let timeline_before = timeline(&client, &ns).await?;
             let transitions = lease_transitions(&client, &ns).await?;
 
@@ -1058,7 +844,7 @@ async fn the_api_server_stopped_for_a_minute_neither_fails_over_nor_stops_writes
                 )
                 .into());
             }
-            let rows = nothing_lost(&client, &ns).await?;
+            let rows = nothing_lost(&client, &ns, DB).await?;
             println!(
                 "{what}: no failover ({primary}, timeline {timeline_after}); {rows} acknowledged \
                  rows, none lost"
