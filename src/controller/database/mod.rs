@@ -124,7 +124,12 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     };
     let own_backups = backups::of_database(db, &all_backups);
     let last_backup = backups::last_backup(&own_backups);
-    let observed = observe::reduce(db, &snapshot, &ctx.build);
+    let mut observed = observe::reduce(db, &snapshot, &ctx.build);
+    observed.backups_possible = store::effective(db, None).is_some();
+    observed.backups = own_backups
+        .iter()
+        .map(|b| (b.name_any(), backups::state(b)))
+        .collect();
     let mut decision = lifecycle::plan(&db.spec, db.status.as_ref(), &observed);
     debug!(actions = ?decision.actions, "planned");
     let key = key_of(db);
