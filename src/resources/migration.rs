@@ -256,7 +256,7 @@ mod tests {
         assert_eq!(labels[labels::COMPONENT], MIGRATION_COMPONENT);
         let spec = job.spec.clone().expect("job spec");
         assert_eq!(spec.backoff_limit, Some(MIGRATION_BACKOFF_LIMIT));
-        assert!(MIGRATION_BACKOFF_LIMIT <= 3, "no retry storm");
+        const { assert!(MIGRATION_BACKOFF_LIMIT <= 3, "no retry storm") };
         assert_eq!(
             spec.active_deadline_seconds,
             Some(MIGRATION_DEADLINE_SECONDS)
