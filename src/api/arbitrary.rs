@@ -88,12 +88,12 @@ fn migrations_status() -> impl Strategy<Value = MigrationsStatus> {
 }
 
 fn database_status() -> impl Strategy<Value = DatabaseStatus> {
-    (option::of(migrations_status()), database_status_base()).prop_map(
-        |(migrations, status)| DatabaseStatus {
+    (option::of(migrations_status()), database_status_base()).prop_map(|(migrations, status)| {
+        DatabaseStatus {
             migrations,
             ..status
-        },
-    )
+        }
+    })
 }
 
 fn database_status_base() -> impl Strategy<Value = DatabaseStatus> {

@@ -308,8 +308,7 @@ fn no_step_back(
         ));
         return errors_with_size(errors, old_size, new);
     }
-    let returns_to_applied =
-        matches!((after, running), (Some(after), Some((_, running))) if after.major == running.major);
+    let returns_to_applied = matches!((after, running), (Some(after), Some((_, running))) if after.major == running.major);
     if let (Ok(before), Some(after)) = (old_version.parse::<PgVersion>(), after)
         && !returns_to_applied
         && let Some(message) = below(old_version, before, &new.version, after)
@@ -327,7 +326,12 @@ fn no_step_back(
 
 /// Why `after` is below `before`, if it is: a lower major, or a lower minor of
 /// the same major when both name a minor.
-fn below(before_text: &str, before: PgVersion, after_text: &str, after: PgVersion) -> Option<String> {
+fn below(
+    before_text: &str,
+    before: PgVersion,
+    after_text: &str,
+    after: PgVersion,
+) -> Option<String> {
     if after.major < before.major {
         return Some(format!(
             "cannot go down from major version {} to {}",

@@ -365,16 +365,20 @@ mod tests {
             let (old, new) = upgrade(true, true, completed);
             assert_eq!(
                 backup_warnings(&old, &new),
-                ["spec.version: major upgrade 15 → 17 without a base backup in the last 24 h; \
-                  Tusk takes one first unless spec.upgrade.backupFirst is false"],
+                [
+                    "spec.version: major upgrade 15 → 17 without a base backup in the last 24 h; \
+                  Tusk takes one first unless spec.upgrade.backupFirst is false"
+                ],
                 "{completed:?}"
             );
         }
         let (old, new) = upgrade(true, false, None);
         assert_eq!(
             backup_warnings(&old, &new),
-            ["spec.version: major upgrade 15 → 17 without a base backup in the last 24 h, \
-              and spec.upgrade.backupFirst is false: none is taken first"]
+            [
+                "spec.version: major upgrade 15 → 17 without a base backup in the last 24 h, \
+              and spec.upgrade.backupFirst is false: none is taken first"
+            ]
         );
     }
 
@@ -399,8 +403,10 @@ mod tests {
         let (old, new) = upgrade(false, true, None);
         assert_eq!(
             backup_warnings(&old, &new),
-            ["spec.version: major upgrade 15 → 17 of a Database without an object store: \
-              no base backup is taken first; set spec.backup.objectStore to have one"]
+            [
+                "spec.version: major upgrade 15 → 17 of a Database without an object store: \
+              no base backup is taken first; set spec.backup.objectStore to have one"
+            ]
         );
     }
 
@@ -412,7 +418,9 @@ mod tests {
         assert!(response.allowed);
         let warnings = response.warnings.unwrap_or_default();
         assert!(
-            warnings.iter().any(|w| w.contains("without an object store")),
+            warnings
+                .iter()
+                .any(|w| w.contains("without an object store")),
             "{warnings:?}"
         );
     }
@@ -454,7 +462,10 @@ mod tests {
         let response = review_database(&review("UPDATE", new, Some(old)), None);
         assert!(!response.allowed);
         assert!(
-            response.result.message.starts_with("spec.image: is still postgres:15"),
+            response
+                .result
+                .message
+                .starts_with("spec.image: is still postgres:15"),
             "{}",
             response.result.message
         );
