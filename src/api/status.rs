@@ -55,6 +55,29 @@ pub struct DatabaseStatus {
     /// reached the API server while the webhook was down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied: Option<AppliedSpec>,
+
+    /// The schema migrations (`spec.migrations`) run so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migrations: Option<MigrationsStatus>,
+}
+
+/// The schema migrations run so far.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationsStatus {
+    /// The last `spec.migrations.version` whose Job succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<String>,
+    /// The version whose Job is running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<String>,
+    /// The version whose Job failed; cleared when a later one succeeds. Tusk
+    /// does not run it again: change `spec.migrations.version` to retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+    /// Why the failed Job failed: the last lines its container logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// A major upgrade: `pg_upgrade --check` in a Job while the old major

@@ -15,6 +15,7 @@ mod access;
 pub mod compare;
 mod hash;
 pub mod labels;
+mod migration;
 pub mod names;
 mod pdb;
 mod pod;
@@ -36,6 +37,11 @@ use crate::api::v1::Database;
 use crate::api::validate::PgVersion;
 
 pub use access::{instance_account, instance_role, instance_role_binding, primary_lease};
+pub use migration::{
+    MIGRATION_BACKOFF_LIMIT, MIGRATION_COMPONENT, MIGRATION_CONTAINER, MIGRATION_DEADLINE_SECONDS,
+    MIGRATION_UID, MIGRATION_VERSION_ANNOTATION, migration_job, migration_job_name,
+    migration_labels, migration_selector,
+};
 pub use pdb::pod_disruption_budgets;
 pub use pod::{
     APP_PASSWORD_ENV, BOOTSTRAP_ANNOTATION, DATA_MOUNT, HEALTH_PORT, INSTANCE_TOKEN_ENV, PGDATA,

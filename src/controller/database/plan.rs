@@ -3,7 +3,8 @@
 //! No I/O.
 
 use crate::api::status::{
-    AppliedSpec, DatabasePhase, InstanceStatus, LastBackup, LastFailover, UpgradeStatus,
+    AppliedSpec, DatabasePhase, InstanceStatus, LastBackup, LastFailover, MigrationsStatus,
+    UpgradeStatus,
 };
 use crate::api::v1::Database;
 use crate::api::validate::{self, FieldError};
@@ -28,6 +29,8 @@ pub struct Plan {
     pub last_failover: Option<LastFailover>,
     /// `status.upgrade`.
     pub upgrade: Option<UpgradeStatus>,
+    /// `status.migrations`; `None` keeps the recorded one.
+    pub migrations: Option<MigrationsStatus>,
 }
 
 /// Everything the reconciler checks before acting: the spec on its own, and the
@@ -63,6 +66,7 @@ pub fn invalid(db: &Database, errors: &[FieldError]) -> Plan {
         last_backup: None,
         last_failover: None,
         upgrade: db.status.as_ref().and_then(|s| s.upgrade.clone()),
+        migrations: None,
     }
 }
 
@@ -83,6 +87,7 @@ pub fn accepted(
         last_backup,
         last_failover: None,
         upgrade: decision.upgrade.clone(),
+        migrations: None,
     }
 }
 

@@ -40,6 +40,7 @@ pub fn build(db: &Database, plan: &Plan, now: &Time) -> DatabaseStatus {
             .clone()
             .or(previous.last_failover.clone()),
         upgrade: plan.upgrade.clone(),
+        migrations: plan.migrations.clone().or(previous.migrations.clone()),
     }
 }
 
