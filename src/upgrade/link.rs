@@ -138,6 +138,7 @@ pub async fn run(dirs: &Dirs, work: &Path) -> Result<String, Error> {
             "{quoted}\nThe PostgreSQL {from} data directory is unchanged and can start again."
         )));
     }
+    carry_config(pgdata, &new)?;
     state::write(pgdata, &progress(from, to, Stage::Upgraded))?;
     let _ = std::fs::remove_dir_all(work);
     let message = swap(pgdata, from, to)?;
@@ -145,6 +146,22 @@ pub async fn run(dirs: &Dirs, work: &Path) -> Result<String, Error> {
         "{message} ({})",
         check::describe_settings(&settings)
     ))
+}
+
+/// Configuration the new cluster keeps from the old: `ALTER SYSTEM`'s file
+/// and the authentication files (the instance manager renders its own
+/// `postgresql.tusk.conf`, `pg_hba.conf` and the include line at every
+/// start; `postgresql.conf` stays initdb's, tuned for the new major).
+const CARRIED: &[&str] = &["postgresql.auto.conf", "pg_hba.conf", "pg_ident.conf"];
+
+fn carry_config(old: &Path, new: &Path) -> Result<(), Error> {
+    for name in CARRIED {
+        let from = old.join(name);
+        if from.is_file() {
+            std::fs::copy(&from, new.join(name)).map_err(Error::io("copy", &from))?;
+        }
+    }
+    Ok(())
 }
 
 fn progress(from: u32, to: u32, stage: Stage) -> State {

@@ -73,11 +73,12 @@ pub enum Error {
     #[error("{0}")]
     PgUpgrade(String),
 
-    #[error("SQL failed while {context}: {source}")]
+    #[error("SQL failed while {context}: {detail}")]
     Sql {
         context: &'static str,
-        #[source]
-        source: tokio_postgres::Error,
+        /// The server's own message when it sent one (tokio-postgres'
+        /// display of a server error is only "db error").
+        detail: String,
     },
 
     #[error("cannot understand {what}: {detail}")]
@@ -102,7 +103,16 @@ impl Error {
     }
 
     fn sql(context: &'static str) -> impl FnOnce(tokio_postgres::Error) -> Error {
-        move |source| Error::Sql { context, source }
+        move |source| {
+            let detail = match source.as_db_error() {
+                Some(db) => format!("{}: {}", db.severity(), db.message()),
+                None => match std::error::Error::source(&source) {
+                    Some(cause) => format!("{source}: {cause}"),
+                    None => source.to_string(),
+                },
+            };
+            Error::Sql { context, detail }
+        }
     }
 }
 
@@ -156,6 +166,11 @@ pub enum Step {
         /// The data directory (the new one after `run`).
         #[arg(long, env = env::PGDATA)]
         pgdata: PathBuf,
+        /// The major to return to: when no upgrade is under way and PGDATA
+        /// holds another major, the rollback fails (the new server started
+        /// and the old data is gone) instead of reporting nothing to do.
+        #[arg(long)]
+        old_major: Option<u32>,
         #[command(flatten)]
         common: Common,
     },
@@ -219,7 +234,9 @@ pub async fn run(step: Step) -> Result<(), Error> {
             check::check(&dirs, &target, &common.work_dir).await
         }
         Step::Run { dirs, common } => link::run(&dirs, &common.work_dir).await,
-        Step::Rollback { pgdata, .. } => rollback::rollback(&pgdata),
+        Step::Rollback {
+            pgdata, old_major, ..
+        } => rollback::rollback(&pgdata, old_major),
     };
     let outcome = match &result {
         Ok(message) => UpgradeOutcome {

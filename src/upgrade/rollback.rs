@@ -7,8 +7,17 @@ use std::path::Path;
 use super::state::{self, Stage, State};
 use super::{Error, version};
 
-pub fn rollback(pgdata: &Path) -> Result<String, Error> {
+pub fn rollback(pgdata: &Path, old_major: Option<u32>) -> Result<String, Error> {
     let Some(current) = state::read(pgdata)? else {
+        let data = version::data_major(pgdata)?;
+        if let (Some(old), Some(data)) = (old_major, data)
+            && old != data
+        {
+            return Err(Error::Refused(format!(
+                "{} holds PostgreSQL {data} data and no upgrade is under way: the upgraded server has started and the old {old} data directory is gone, so a rollback is impossible",
+                pgdata.display()
+            )));
+        }
         // A run that failed already put everything back; a run that never
         // happened leaves nothing to do either.
         return Ok(format!(
