@@ -581,3 +581,121 @@ impl Old {
         );
     }
 }
+
+/// The instance managers' side: a Tusk 15 primary and replica; the
+/// primary's data upgraded; the 17 manager starts it, marks the upgrade
+/// started, removes the old directory and rebuilds statistics; the replica's
+/// 15 data, under a 17 image, is cloned again from the upgraded primary
+/// instead of crash-looping.
+#[tokio::test(flavor = "multi_thread")]
+async fn managers_finish_the_upgrade_and_reclone_replicas() {
+    let ready = std::time::Duration::from_secs(120);
+    let dir = TestDir::new("upgrade-managers");
+    let pg15 = Pg::installed(OLD);
+    let pg17 = Pg::installed(NEW);
+    let mut primary = Manager::start(&dir, Options::primary(&pg15, "orders-1"));
+    primary.wait_ready(ready).await;
+    let mut replica = Manager::start(&dir, Options::replica(&pg15, "orders-2", primary.pg_port));
+    replica.wait_ready(ready).await;
+    superuser(primary.pg_port)
+        .await
+        .batch_execute("CREATE TABLE kept AS SELECT g AS id FROM generate_series(1, 1000) g")
+        .await
+        .expect("fill");
+    replica.stop();
+    primary.stop();
+
+    let pgdata = primary.pgdata.clone();
+    let scratch = dir.subdir("scratch");
+    let log = scratch.join("termination-log");
+    let tusk = dir.path.join("tusk");
+    let output = {
+        let _guard = exec_lock();
+        command(
+            &tusk,
+            &[
+                "upgrade",
+                "run",
+                "--old-bindir",
+                bindir(OLD).to_str().expect("utf-8"),
+                "--new-bindir",
+                bindir(NEW).to_str().expect("utf-8"),
+                "--pgdata",
+                pgdata.to_str().expect("utf-8"),
+                "--work-dir",
+                scratch.join("work").to_str().expect("utf-8"),
+                "--termination-log",
+                log.to_str().expect("utf-8"),
+            ],
+            &[],
+        )
+        .spawn()
+    }
+    .expect("spawn")
+    .wait_with_output()
+    .expect("wait");
+    assert!(
+        output.status.success(),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let old_dir = PathBuf::from(format!("{}.{OLD}.old", pgdata.display()));
+    let state = PathBuf::from(format!("{}.upgrade.json", pgdata.display()));
+    assert!(old_dir.exists() && state.exists());
+
+    let mut primary = Manager::start(&dir, Options::primary(&pg17, "orders-1"));
+    primary.wait_ready(ready).await;
+    eventually("the old directory removed", ready, || async {
+        (!old_dir.exists() && !state.exists()).then_some(())
+    })
+    .await;
+    let n: i64 = superuser(primary.pg_port)
+        .await
+        .query_one("SELECT count(*) FROM kept", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(n, 1000);
+    eventually("statistics rebuilt", ready, || async {
+        primary
+            .logs()
+            .contains("statistics rebuilt after the upgrade")
+            .then_some(())
+    })
+    .await;
+
+    let mut replica = Manager::start(&dir, Options::replica(&pg17, "orders-2", primary.pg_port));
+    replica.wait_ready(ready).await;
+    let n: i64 = superuser(replica.pg_port)
+        .await
+        .query_one("SELECT count(*) FROM kept", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(n, 1000);
+    replica.stop();
+    primary.stop();
+
+    // A primary's data of another major is never wiped: refused, named.
+    let mut stale = Manager::start(&dir, Options::primary(&pg15, "orders-1"));
+    let exited = eventually("the 15 manager refuses 17 data", ready, || {
+        let status = stale
+            .child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten());
+        async move { status }
+    })
+    .await;
+    assert!(!exited.success());
+    assert!(
+        stale.logs().contains("cannot be downgraded"),
+        "{}",
+        stale.logs()
+    );
+    assert_eq!(
+        std::fs::read_to_string(pgdata.join("PG_VERSION"))
+            .expect("version")
+            .trim(),
+        NEW.to_string()
+    );
+}

@@ -137,7 +137,7 @@ pub struct ClusterSettings {
 /// the first real start.
 pub fn initdb_args(settings: &ClusterSettings, new_major: u32) -> Result<Vec<String>, Error> {
     let bytes = settings.control.wal_segment_bytes;
-    if bytes == 0 || bytes % (1024 * 1024) != 0 {
+    if bytes == 0 || !bytes.is_multiple_of(1024 * 1024) {
         return Err(Error::Parse {
             what: "the WAL segment size",
             detail: format!("{bytes} bytes is not a whole number of MB"),

@@ -189,7 +189,7 @@ pub fn parse_ldd(output: &str) -> Vec<(String, PathBuf)> {
         .lines()
         .filter_map(|line| {
             let (name, rest) = line.trim().split_once("=>")?;
-            let path = rest.trim().split_whitespace().next()?;
+            let path = rest.split_whitespace().next()?;
             path.starts_with('/')
                 .then(|| (name.trim().to_owned(), PathBuf::from(path)))
         })
