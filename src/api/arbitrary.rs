@@ -158,6 +158,21 @@ fn database_status_base() -> impl Strategy<Value = DatabaseStatus> {
                     storage_size: format!("{}Gi", n + 1),
                     image: (n % 2 == 0).then(|| "postgres:17".to_owned()),
                 }),
+                // Derived from other drawn values: the tuple is at its size limit.
+                upgrade: observed_generation.map(|g| crate::api::status::UpgradeStatus {
+                    from: 15,
+                    to: 17,
+                    from_image: "postgres:15".into(),
+                    to_image: "postgres:17".into(),
+                    instance: "pg-1".into(),
+                    node: (g % 2 == 0).then(|| "node-a".to_owned()),
+                    step: if g % 3 == 0 {
+                        crate::api::status::UpgradeStep::Done
+                    } else {
+                        crate::api::status::UpgradeStep::Checking
+                    },
+                    message: primary.clone(),
+                }),
                 last_backup,
                 migrations: None,
             },

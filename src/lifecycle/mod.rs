@@ -36,9 +36,9 @@ mod proptests;
 #[cfg(test)]
 mod rollout_tests;
 #[cfg(test)]
-mod upgrade_tests;
-#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upgrade_tests;
 
 pub use action::{Action, Bootstrap, DeleteReason};
 pub use backup::BACKUP_HEALTHY;

@@ -134,7 +134,10 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     let mut objects = objects::plan(&ctx);
     let rollout = rollout::plan(&ctx);
     let upgrade = upgrade::plan(&ctx, rollout.major, &rollout.image);
-    let image = upgrade.image.clone().unwrap_or_else(|| rollout.image.clone());
+    let image = upgrade
+        .image
+        .clone()
+        .unwrap_or_else(|| rollout.image.clone());
     let topology = topology::plan(&ctx, requests.hold_bootstrap, &image);
     if upgrade.hold {
         return held(&ctx, requests.verdicts, objects, upgrade, topology);

@@ -19,7 +19,8 @@
 
 use crate::api::status::{UpgradeStatus, UpgradeStep};
 use crate::api::validate::PgVersion;
-use crate::resources::names::{self, UpgradeJob};
+use crate::resources::names;
+use crate::resources::upgrade::{UpgradeStep as UpgradeJob, upgrade_job_name};
 
 use super::action::{Action, DeleteReason};
 use super::context::Context;
@@ -74,11 +75,14 @@ pub(super) fn plan(ctx: &Context, major: Option<(u32, u32)>, running_image: &str
     if let Some(upgrade) = previous.filter(|u| u.from == from && u.to == to) {
         let stays = match upgrade.step {
             UpgradeStep::CheckFailed => Some(UpgradeJob::Check),
-            UpgradeStep::RolledBack => Some(UpgradeJob::Link),
+            UpgradeStep::RolledBack => Some(UpgradeJob::Upgrade),
             _ => None,
         };
         if let Some(job) = stays
-            && ctx.observed.jobs.contains_key(&job_name(ctx, job, &upgrade))
+            && ctx
+                .observed
+                .jobs
+                .contains_key(&job_name(ctx, job, &upgrade))
         {
             return stopped(ctx, upgrade, job);
         }
@@ -90,7 +94,9 @@ pub(super) fn plan(ctx: &Context, major: Option<(u32, u32)>, running_image: &str
         return Upgrade {
             verdicts: vec![Verdict::progress(
                 "MajorUpgrade",
-                format!("spec.version: the upgrade from {from} to {to} waits for the primary to serve"),
+                format!(
+                    "spec.version: the upgrade from {from} to {to} waits for the primary to serve"
+                ),
             )],
             image: Some(running_image.to_owned()),
             active: true,
@@ -98,7 +104,7 @@ pub(super) fn plan(ctx: &Context, major: Option<(u32, u32)>, running_image: &str
         };
     };
     // Jobs of an earlier attempt would pass for this one's: they go first.
-    let stale: Vec<String> = [UpgradeJob::Check, UpgradeJob::Link, UpgradeJob::Undo]
+    let stale: Vec<String> = [UpgradeJob::Check, UpgradeJob::Upgrade, UpgradeJob::Rollback]
         .into_iter()
         .map(|job| job_name_of(&ctx.observed.database, job, from, to))
         .filter(|name| ctx.observed.jobs.contains_key(name))
@@ -151,7 +157,7 @@ fn job_name(ctx: &Context, job: UpgradeJob, upgrade: &UpgradeStatus) -> String {
 }
 
 pub(super) fn job_name_of(db: &str, job: UpgradeJob, from: u32, to: u32) -> String {
-    names::upgrade_job(db, job, from, to)
+    upgrade_job_name(db, job, from, to)
 }
 
 fn job<'a>(ctx: &'a Context, job: UpgradeJob, upgrade: &UpgradeStatus) -> Option<&'a JobState> {
@@ -241,12 +247,14 @@ fn advance(ctx: &Context, mut upgrade: UpgradeStatus, wanted: Option<u32>) -> Up
                     };
                 }
                 Some(JobState::Succeeded(_)) => {
-                    upgrade.step = if ctx.observed.backups_possible && backup_first(ctx) {
+                    upgrade.step = if ctx.observed.backups_possible && ctx.spec.upgrade.backup_first
+                    {
                         UpgradeStep::BackingUp
                     } else {
                         UpgradeStep::Stopping
                     };
-                    upgrade.message = Some(format!("pg_upgrade --check from {from} to {to} passed"));
+                    upgrade.message =
+                        Some(format!("pg_upgrade --check from {from} to {to} passed"));
                     continue;
                 }
             },
@@ -310,9 +318,9 @@ fn advance(ctx: &Context, mut upgrade: UpgradeStatus, wanted: Option<u32>) -> Up
             }
             UpgradeStep::Upgrading => {
                 out.hold = true;
-                match job(ctx, UpgradeJob::Link, &upgrade) {
+                match job(ctx, UpgradeJob::Upgrade, &upgrade) {
                     None => {
-                        out.actions.push(run(UpgradeJob::Link, &upgrade));
+                        out.actions.push(run(UpgradeJob::Upgrade, &upgrade));
                         out.verdicts.push(progress(format!(
                             "spec.version: upgrading the data of {} from {from} to {to} with pg_upgrade --link",
                             upgrade.instance
@@ -320,7 +328,7 @@ fn advance(ctx: &Context, mut upgrade: UpgradeStatus, wanted: Option<u32>) -> Up
                     }
                     Some(JobState::Running) => out.verdicts.push(progress(format!(
                         "spec.version: pg_upgrade --link from {from} to {to} runs in Job {}",
-                        job_name(ctx, UpgradeJob::Link, &upgrade)
+                        job_name(ctx, UpgradeJob::Upgrade, &upgrade)
                     ))),
                     Some(JobState::Failed(report)) => {
                         upgrade.step = UpgradeStep::RollingBack;
@@ -354,6 +362,7 @@ fn advance(ctx: &Context, mut upgrade: UpgradeStatus, wanted: Option<u32>) -> Up
                 if answered {
                     // The point of no return: PostgreSQL {to} wrote to the
                     // shared files, the old directory is gone.
+                    out.hold = false;
                     upgrade.step = UpgradeStep::Done;
                     upgrade.message = Some(format!(
                         "PostgreSQL {to} answered on the upgraded data of {}; the replicas are cloned from it",
@@ -392,6 +401,9 @@ fn advance(ctx: &Context, mut upgrade: UpgradeStatus, wanted: Option<u32>) -> Up
                         pods.join(", ")
                     )));
                 } else {
+                    // The upgraded primary starts (the topology restarts it on
+                    // its volume), then the replicas.
+                    out.hold = false;
                     out.image = Some(upgrade.to_image.clone());
                     out.verdicts.push(progress(format!(
                         "spec.version: starting PostgreSQL {to} on the upgraded data of {}; \
@@ -402,9 +414,9 @@ fn advance(ctx: &Context, mut upgrade: UpgradeStatus, wanted: Option<u32>) -> Up
             }
             UpgradeStep::RollingBack => {
                 out.hold = true;
-                match job(ctx, UpgradeJob::Undo, &upgrade) {
+                match job(ctx, UpgradeJob::Rollback, &upgrade) {
                     None => {
-                        out.actions.push(run(UpgradeJob::Undo, &upgrade));
+                        out.actions.push(run(UpgradeJob::Rollback, &upgrade));
                         out.verdicts.push(progress(format!(
                             "spec.version: putting the data directory of {from} back on {}",
                             upgrade.instance
@@ -412,7 +424,7 @@ fn advance(ctx: &Context, mut upgrade: UpgradeStatus, wanted: Option<u32>) -> Up
                     }
                     Some(JobState::Running) => out.verdicts.push(progress(format!(
                         "spec.version: Job {} puts the data directory of {from} back",
-                        job_name(ctx, UpgradeJob::Undo, &upgrade)
+                        job_name(ctx, UpgradeJob::Rollback, &upgrade)
                     ))),
                     Some(JobState::Failed(report)) => out.verdicts.push(Verdict::blocked(
                         "UpgradeRollbackFailed",
@@ -430,7 +442,7 @@ fn advance(ctx: &Context, mut upgrade: UpgradeStatus, wanted: Option<u32>) -> Up
                         if !back {
                             return Upgrade {
                                 status: Some(upgrade.clone()),
-                                ..stopped(ctx, upgrade, UpgradeJob::Link)
+                                ..stopped(ctx, upgrade, UpgradeJob::Upgrade)
                             };
                         }
                     }
@@ -442,10 +454,4 @@ fn advance(ctx: &Context, mut upgrade: UpgradeStatus, wanted: Option<u32>) -> Up
     }
     out.status = Some(upgrade);
     out
-}
-
-/// `spec.upgrade.backupFirst`, default true.
-fn backup_first(ctx: &Context) -> bool {
-    let _ = ctx;
-    true
 }

@@ -7,7 +7,9 @@ use std::time::Duration;
 use super::tests::{async_spec, condition, manager, routed, status};
 use super::upgrade::job_name_of;
 use super::*;
-use crate::api::status::{DatabasePhase as P, DatabaseStatus, InstanceRole, UpgradeStatus, UpgradeStep};
+use crate::api::status::{
+    DatabasePhase as P, DatabaseStatus, InstanceRole, UpgradeStatus, UpgradeStep,
+};
 use crate::lifecycle::action::UpgradeJob;
 use crate::lifecycle::verdict::READY;
 
@@ -19,7 +21,15 @@ fn job(step: UpgradeJob) -> String {
 }
 
 fn on(major: u32, role: InstanceRole, ready: bool) -> Instance {
-    let mut status = manager(role, ready, if role == InstanceRole::Primary { 100 } else { 90 });
+    let mut status = manager(
+        role,
+        ready,
+        if role == InstanceRole::Primary {
+            100
+        } else {
+            90
+        },
+    );
     status.server_version = Some((major, 1));
     Instance {
         pvc: Some(PvcState::Bound),
@@ -64,6 +74,8 @@ fn stopped() -> Observed {
         instance.pod = None;
     }
     observed.routing = Routing::default();
+    // A clean stop releases the lease.
+    observed.lease = LeaseState::Released;
     observed
 }
 
@@ -141,16 +153,30 @@ fn a_failed_check_changes_nothing_and_quotes_pg_upgrade() {
     let mut observed = on_fifteen();
     observed.jobs.insert(
         job(UpgradeJob::Check),
-        JobState::Failed("Your installation contains one of the reg* data types in user tables".into()),
+        JobState::Failed(
+            "Your installation contains one of the reg* data types in user tables".into(),
+        ),
     );
     let decided = plan(&spec17(), at(UpgradeStep::Checking).as_ref(), &observed);
     assert_eq!(step_of(&decided), Some(UpgradeStep::CheckFailed));
     assert_eq!(decided.actions, []);
     let ready = condition(&decided, READY);
     assert_eq!(ready.reason, "UpgradeCheckFailed");
-    assert!(ready.message.starts_with("spec.version: "), "{}", ready.message);
-    assert!(ready.message.contains("reg* data types"), "{}", ready.message);
-    assert!(ready.message.contains(&job(UpgradeJob::Check)), "{}", ready.message);
+    assert!(
+        ready.message.starts_with("spec.version: "),
+        "{}",
+        ready.message
+    );
+    assert!(
+        ready.message.contains("reg* data types"),
+        "{}",
+        ready.message
+    );
+    assert!(
+        ready.message.contains(&job(UpgradeJob::Check)),
+        "{}",
+        ready.message
+    );
 
     // It stays so (no second check), and a lost replica comes back on 15.
     observed.instances.insert(3, volume());
@@ -212,7 +238,7 @@ fn stopping_deletes_every_pod_and_nothing_restarts_them() {
     let mut observed = stopped();
     observed
         .jobs
-        .insert(job(UpgradeJob::Link), JobState::Running);
+        .insert(job(UpgradeJob::Upgrade), JobState::Running);
     let decided = plan(&spec17(), at(UpgradeStep::Upgrading).as_ref(), &observed);
     assert_eq!(decided.actions, []);
     assert_eq!(decided.phase, P::Upgrading);
@@ -223,24 +249,35 @@ fn the_upgraded_primary_starts_on_the_new_major_alone_then_done() {
     let mut observed = stopped();
     observed
         .jobs
-        .insert(job(UpgradeJob::Link), JobState::Succeeded("ok".into()));
+        .insert(job(UpgradeJob::Upgrade), JobState::Succeeded("ok".into()));
     let decided = plan(&spec17(), at(UpgradeStep::Upgrading).as_ref(), &observed);
     assert_eq!(step_of(&decided), Some(UpgradeStep::Starting));
     let primary: Vec<(u32, &str)> = decided
         .actions
         .iter()
         .filter_map(|a| match a {
-            Action::CreatePod { serial, image, role: InstanceRole::Primary, .. } => Some((*serial, image.as_str())),
+            Action::CreatePod {
+                serial,
+                image,
+                role: InstanceRole::Primary,
+                ..
+            } => Some((*serial, image.as_str())),
             _ => None,
         })
         .collect();
     assert_eq!(primary, [(1, NEW)]);
 
     let mut observed = on_fifteen();
-    observed.instances.insert(1, on(17, InstanceRole::Primary, true));
+    observed
+        .instances
+        .insert(1, on(17, InstanceRole::Primary, true));
     observed.instances.insert(2, volume());
     observed.instances.insert(3, volume());
-    let decided = plan(&spec17(), at(UpgradeStep::Starting).as_ref(), &routed(observed));
+    let decided = plan(
+        &spec17(),
+        at(UpgradeStep::Starting).as_ref(),
+        &routed(observed),
+    );
     assert_eq!(step_of(&decided), Some(UpgradeStep::Done));
     assert_eq!(created_images(&decided), [NEW, NEW]);
 }
@@ -248,24 +285,29 @@ fn the_upgraded_primary_starts_on_the_new_major_alone_then_done() {
 #[test]
 fn a_failed_link_puts_the_old_data_back_and_says_so() {
     let mut observed = stopped();
-    observed
-        .jobs
-        .insert(job(UpgradeJob::Link), JobState::Failed("initdb: boom".into()));
+    observed.jobs.insert(
+        job(UpgradeJob::Upgrade),
+        JobState::Failed("initdb: boom".into()),
+    );
     let decided = plan(&spec17(), at(UpgradeStep::Upgrading).as_ref(), &observed);
     assert_eq!(step_of(&decided), Some(UpgradeStep::RollingBack));
-    assert_eq!(upgrade_job(&decided), Some(UpgradeJob::Undo));
+    assert_eq!(upgrade_job(&decided), Some(UpgradeJob::Rollback));
     assert_eq!(created_images(&decided), Vec::<String>::new());
 
     observed
         .jobs
-        .insert(job(UpgradeJob::Undo), JobState::Succeeded("ok".into()));
+        .insert(job(UpgradeJob::Rollback), JobState::Succeeded("ok".into()));
     let decided = plan(&spec17(), decided_status(&decided).as_ref(), &observed);
     assert_eq!(step_of(&decided), Some(UpgradeStep::RolledBack));
     let ready = condition(&decided, READY);
     assert_eq!(ready.reason, "UpgradeRolledBack");
     assert!(ready.message.contains("initdb: boom"), "{}", ready.message);
     // The old major comes back on its own data.
-    assert!(created_images(&decided).contains(&OLD.to_owned()), "{:?}", decided.actions);
+    assert!(
+        created_images(&decided).contains(&OLD.to_owned()),
+        "{:?}",
+        decided.actions
+    );
 }
 
 #[test]
@@ -285,7 +327,7 @@ fn setting_the_version_back_before_the_new_server_answered_undoes_it() {
     );
     observed
         .jobs
-        .insert(job(UpgradeJob::Link), JobState::Succeeded("ok".into()));
+        .insert(job(UpgradeJob::Upgrade), JobState::Succeeded("ok".into()));
     let decided = plan(&spec15(), at(UpgradeStep::Starting).as_ref(), &observed);
     assert!(
         decided.actions.contains(&Action::DeletePod {
@@ -297,7 +339,7 @@ fn setting_the_version_back_before_the_new_server_answered_undoes_it() {
     );
     let decided = plan(&spec15(), at(UpgradeStep::Starting).as_ref(), &stopped());
     assert_eq!(step_of(&decided), Some(UpgradeStep::RollingBack));
-    assert_eq!(upgrade_job(&decided), Some(UpgradeJob::Undo));
+    assert_eq!(upgrade_job(&decided), Some(UpgradeJob::Rollback));
 
     // Before anything stopped, going back is simply the end of it.
     let decided = plan(&spec15(), at(UpgradeStep::Checking).as_ref(), &on_fifteen());
@@ -329,12 +371,12 @@ impl World {
                 Action::RunUpgradeJob { job: step, .. } => {
                     let ok = !matches!(
                         (self.fail, step),
-                        (Fail::Check, UpgradeJob::Check) | (Fail::Link, UpgradeJob::Link)
+                        (Fail::Check, UpgradeJob::Check) | (Fail::Link, UpgradeJob::Upgrade)
                     );
-                    if ok && *step == UpgradeJob::Link {
+                    if ok && *step == UpgradeJob::Upgrade {
                         self.data_major = 17;
                     }
-                    if ok && *step == UpgradeJob::Undo {
+                    if ok && *step == UpgradeJob::Rollback {
                         self.data_major = 15;
                     }
                     let state = if ok {
@@ -349,9 +391,17 @@ impl World {
                 }
                 Action::DeletePod { name, .. } | Action::RollPod { name, .. } => {
                     let serial = self.observed.serial_of(name).expect("serial");
+                    if self.observed.instances[&serial].reports_primary() {
+                        self.observed.lease = LeaseState::Released;
+                    }
                     self.observed.instances.insert(serial, volume());
                 }
-                Action::CreatePod { serial, image, role, .. } => {
+                Action::CreatePod {
+                    serial,
+                    image,
+                    role,
+                    ..
+                } => {
                     let major = if image == NEW { 17 } else { 15 };
                     let runs = if *role == InstanceRole::Primary {
                         // A server only starts on data of its own major.
@@ -362,7 +412,15 @@ impl World {
                     } else {
                         major
                     };
-                    self.observed.instances.insert(*serial, on(runs, *role, true));
+                    self.observed
+                        .instances
+                        .insert(*serial, on(runs, *role, true));
+                    if *role == InstanceRole::Primary {
+                        self.observed.lease = LeaseState::Held {
+                            holder: self.observed.name(*serial),
+                            remaining: Duration::from_secs(10),
+                        };
+                    }
                 }
                 _ => {}
             }
@@ -371,7 +429,11 @@ impl World {
     }
 
     fn primaries(&self) -> usize {
-        self.observed.instances.values().filter(|i| i.reports_primary()).count()
+        self.observed
+            .instances
+            .values()
+            .filter(|i| i.reports_primary())
+            .count()
     }
 }
 
@@ -388,21 +450,44 @@ fn every_walk_keeps_one_primary_at_most_and_never_undoes_after_the_new_server_an
             let mut answered = false;
             let mut steps = Vec::new();
             for pass in 0..30 {
-                let spec = if back_at.is_some_and(|b| pass >= b) { spec15() } else { spec17() };
+                let spec = if back_at.is_some_and(|b| pass >= b) {
+                    spec15()
+                } else {
+                    spec17()
+                };
+                // What a fresh build would give: the spec's image.
+                world.observed.desired_image = if spec.version == "17" { NEW } else { OLD }.into();
+                let desired = world.observed.desired_image.clone();
+                for pod in world
+                    .observed
+                    .instances
+                    .values_mut()
+                    .filter_map(|i| i.pod.as_mut())
+                {
+                    pod.outdated = pod.image != desired;
+                }
                 let decided = plan(&spec, previous.as_ref(), &world.observed);
-                let label = format!("{fail:?}, back at {back_at:?}, pass {pass}: {:?}", decided.actions);
+                let label = format!(
+                    "{fail:?}, back at {back_at:?}, pass {pass}: {:?}",
+                    decided.actions
+                );
                 assert!(
-                    !decided.actions.iter().any(|a| matches!(a, Action::DeletePvc { .. })),
+                    !decided
+                        .actions
+                        .iter()
+                        .any(|a| matches!(a, Action::DeletePvc { .. })),
                     "no data is ever deleted: {label}"
                 );
                 if answered {
-                    assert_ne!(upgrade_job(&decided), Some(UpgradeJob::Undo), "{label}");
+                    assert_ne!(upgrade_job(&decided), Some(UpgradeJob::Rollback), "{label}");
                 }
                 if steps.last() == Some(&UpgradeStep::CheckFailed) {
                     assert!(
                         !decided.actions.iter().any(|a| matches!(
                             a,
-                            Action::DeletePod { .. } | Action::RollPod { .. } | Action::RunUpgradeJob { .. }
+                            Action::DeletePod { .. }
+                                | Action::RollPod { .. }
+                                | Action::RunUpgradeJob { .. }
                         )),
                         "a failed check changes nothing: {label}"
                     );
@@ -410,7 +495,10 @@ fn every_walk_keeps_one_primary_at_most_and_never_undoes_after_the_new_server_an
                 world.apply(&decided.actions);
                 assert!(world.primaries() <= 1, "{label}");
                 answered |= world.observed.instances.values().any(|i| {
-                    i.reports_primary() && i.status().and_then(|s| s.server_version).is_some_and(|(m, _)| m == 17)
+                    i.reports_primary()
+                        && i.status()
+                            .and_then(|s| s.server_version)
+                            .is_some_and(|(m, _)| m == 17)
                 });
                 if let Some(step) = step_of(&decided)
                     && steps.last() != Some(&step)
@@ -445,7 +533,8 @@ fn every_walk_keeps_one_primary_at_most_and_never_undoes_after_the_new_server_an
                     // Set back: 15 again everywhere, unless 17 had answered
                     // first (then the downgrade is refused and 17 stays).
                     assert!(
-                        running == [15, 15, 15] || last == Some(UpgradeStep::Done) && running == [17, 17, 17],
+                        running == [15, 15, 15]
+                            || last == Some(UpgradeStep::Done) && running == [17, 17, 17],
                         "{fail:?} back at {back_at:?}: {steps:?} running {running:?}"
                     );
                 }

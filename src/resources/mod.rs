@@ -24,7 +24,7 @@ mod pvc;
 mod restore;
 mod secret;
 mod service;
-mod upgrade;
+pub mod upgrade;
 mod verify;
 
 #[cfg(test)]

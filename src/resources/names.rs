@@ -87,46 +87,14 @@ pub fn instance_account(db: &str) -> String {
     format!("{db}-instance")
 }
 
-/// The Jobs of a major upgrade from `from` to `to`, one per step, so that
-/// creating one twice finds the first. At most 13 characters after a name of
-/// at most 50: a Job's name is also its pods' `job-name` label (63 at most).
-pub fn upgrade_job(db: &str, step: UpgradeJob, from: u32, to: u32) -> String {
-    let step = match step {
-        UpgradeJob::Check => "check",
-        UpgradeJob::Link => "link",
-        UpgradeJob::Undo => "undo",
-    };
-    format!("{db}-u{from}-{to}-{step}")
-}
-
 /// The Backup taken before a major upgrade from `from` to `to` stops anything.
 pub fn upgrade_backup(db: &str, from: u32, to: u32) -> String {
     format!("{db}-u{from}-{to}")
 }
 
-/// The Jobs of a major upgrade.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UpgradeJob {
-    /// `pg_upgrade --check` while the old major serves.
-    Check,
-    /// `initdb` and `pg_upgrade --link` on the stopped primary's volume.
-    Link,
-    /// The old data directory put back.
-    Undo,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn upgrade_job_names_fit_a_label() {
-        let db = "d".repeat(50);
-        for step in [UpgradeJob::Check, UpgradeJob::Link, UpgradeJob::Undo] {
-            assert!(upgrade_job(&db, step, 15, 17).len() <= 63);
-        }
-        assert_eq!(upgrade_job("orders", UpgradeJob::Check, 15, 17), "orders-u15-17-check");
-    }
 
     #[test]
     fn derived_names() {

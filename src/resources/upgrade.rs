@@ -98,8 +98,9 @@ pub struct UpgradeJobInput<'a> {
     pub new_major: u32,
     /// The primary's PVC.
     pub claim: String,
-    /// The node the primary's volume is attached to (its pod's node).
-    pub node: String,
+    /// The node the primary's volume is attached to (its pod's node), when
+    /// known: the Jobs are pinned to it.
+    pub node: Option<String>,
     /// The running primary's address (its pod IP): the check reaches it
     /// there over TCP.
     pub primary_host: Option<String>,
@@ -137,7 +138,8 @@ pub fn rollback_job(input: &UpgradeJobInput<'_>) -> Job {
     job(input, UpgradeStep::Rollback)
 }
 
-fn job(input: &UpgradeJobInput<'_>, step: UpgradeStep) -> Job {
+/// The Job of `step`.
+pub fn job(input: &UpgradeJobInput<'_>, step: UpgradeStep) -> Job {
     let db_name = input.db.name_any();
     let name = upgrade_job_name(&db_name, step, input.old_major, input.new_major);
     let mut job_labels = labels::common(&db_name);
@@ -190,7 +192,7 @@ fn pod_spec(input: &UpgradeJobInput<'_>, step: UpgradeStep) -> PodSpec {
         ]),
         restart_policy: Some("Never".to_owned()),
         security_context: Some(pod_security_context()),
-        affinity: Some(on_node(&input.node)),
+        affinity: input.node.as_deref().map(on_node),
         enable_service_links: Some(false),
         automount_service_account_token: Some(false),
         ..PodSpec::default()
@@ -424,7 +426,7 @@ mod tests {
             old_major: 15,
             new_major: 17,
             claim: "orders-1".into(),
-            node: "node-a".into(),
+            node: Some("node-a".into()),
             primary_host: Some("198.18.0.7".into()),
         }
     }

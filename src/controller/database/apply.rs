@@ -10,11 +10,11 @@
 //!   failover once they exist, and pod specs are immutable anyway.
 //! - Services, PDBs and PVCs are server-side applied with field manager `tusk`.
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use rand::Rng;
@@ -170,7 +170,11 @@ impl Applier<'_> {
                 };
                 let built = resources::upgrade::job(&input, *job);
                 let name = built.name_any();
-                match self.api::<Job>().create(&PostParams::default(), &built).await {
+                match self
+                    .api::<Job>()
+                    .create(&PostParams::default(), &built)
+                    .await
+                {
                     Ok(_) => {}
                     // Created by an earlier pass: never a second run.
                     Err(kube::Error::Api(status)) if status.code == 409 => return Ok(None),

@@ -131,7 +131,9 @@ pub async fn snapshot(
             .into_iter()
             .filter(|p| {
                 owned(p.owner_references())
-                    || p.labels().get(JOB_NAME_LABEL).is_some_and(|j| job_names.contains(j))
+                    || p.labels()
+                        .get(JOB_NAME_LABEL)
+                        .is_some_and(|j| job_names.contains(j))
             })
             .partition(|p| names::serial_of(&name, &p.name_any()).is_some());
     // By name, not label: a Secret whose labels a user removed must still be
@@ -456,21 +458,17 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
 
 /// Where a Job is, with what its container reported.
 fn job_state(job: &Job, pods: &[KubePod]) -> JobState {
-    let status = job.status.clone().unwrap_or_default();
-    let finished = |type_: &str| {
-        status
-            .conditions
-            .iter()
-            .flatten()
-            .any(|c| c.type_ == type_ && c.status == "True")
-    };
-    let report = || crate::resources::job::report(pods, &job.name_any()).unwrap_or_default();
-    if finished("Complete") {
-        JobState::Succeeded(report())
-    } else if finished("Failed") {
-        JobState::Failed(report())
-    } else {
-        JobState::Running
+    use crate::resources::upgrade::{UpgradeJobOutcome, outcome};
+    let name = job.name_any();
+    let own: Vec<KubePod> = pods
+        .iter()
+        .filter(|p| p.labels().get(JOB_NAME_LABEL) == Some(&name))
+        .cloned()
+        .collect();
+    match outcome(job, &own) {
+        UpgradeJobOutcome::Running => JobState::Running,
+        UpgradeJobOutcome::Succeeded(report) => JobState::Succeeded(report),
+        UpgradeJobOutcome::Failed(report) => JobState::Failed(report),
     }
 }
 
