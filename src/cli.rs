@@ -21,6 +21,9 @@ pub enum Error {
     #[error(transparent)]
     Wal(#[from] crate::wal::Error),
 
+    #[error("upgrade: {0}")]
+    Upgrade(#[from] crate::upgrade::Error),
+
     #[error("cannot merge the CRD versions: {0}")]
     Crd(#[source] kube::core::crd::MergeError),
 
@@ -55,6 +58,10 @@ pub enum Command {
         #[arg(long, default_value = crate::instance::TERMINATION_LOG)]
         termination_log: PathBuf,
     },
+    /// A major upgrade's steps, run by the operator's Jobs on the primary's
+    /// volume (each writes its outcome as JSON to the termination log).
+    #[command(subcommand)]
+    Upgrade(crate::upgrade::Step),
     /// Copy this executable to a path with mode 0755 (for the init container that
     /// brings tusk into a stock Postgres image, which has no shell).
     CopyBinary { destination: PathBuf },
@@ -166,6 +173,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             config,
             termination_log,
         } => Ok(crate::instance::verify_backup(*config, &termination_log).await?),
+        Command::Upgrade(step) => Ok(crate::upgrade::run(step).await?),
         Command::CopyBinary { destination } => Ok(crate::instance::copy_binary(&destination)?),
         Command::Crd {
             webhook_namespace,

@@ -14,5 +14,6 @@ pub mod operator;
 pub mod postgres;
 pub mod resources;
 pub mod telemetry;
+pub mod upgrade;
 pub mod wal;
 pub mod webhook;

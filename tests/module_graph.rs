@@ -141,6 +141,21 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "cli",
         ],
     ),
+    // The in-pod upgrade steps: the manager reads their state file, so
+    // they know nothing of it (nor of the operator's side).
+    (
+        "upgrade",
+        &[
+            "controller",
+            "operator",
+            "webhook",
+            "instance",
+            "lifecycle",
+            "resources",
+            "api",
+            "cli",
+        ],
+    ),
     ("webhook", &["controller", "operator", "instance", "cli"]),
     ("controller", &["operator", "webhook", "instance", "cli"]),
 ];

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::EnvVar;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::core::ObjectMeta;
@@ -71,7 +72,31 @@ fn condition() -> impl Strategy<Value = Condition> {
         )
 }
 
+fn migrations_status() -> impl Strategy<Value = MigrationsStatus> {
+    (
+        option::of(small_string()),
+        option::of(small_string()),
+        option::of(small_string()),
+        option::of(".{0,40}"),
+    )
+        .prop_map(|(applied, running, failed, message)| MigrationsStatus {
+            applied,
+            running,
+            failed,
+            message,
+        })
+}
+
 fn database_status() -> impl Strategy<Value = DatabaseStatus> {
+    (option::of(migrations_status()), database_status_base()).prop_map(|(migrations, status)| {
+        DatabaseStatus {
+            migrations,
+            ..status
+        }
+    })
+}
+
+fn database_status_base() -> impl Strategy<Value = DatabaseStatus> {
     (
         option::of(proptest::sample::select(DatabasePhase::ALL.to_vec())),
         option::of(0i64..50),
@@ -133,7 +158,23 @@ fn database_status() -> impl Strategy<Value = DatabaseStatus> {
                     storage_size: format!("{}Gi", n + 1),
                     image: (n % 2 == 0).then(|| "postgres:17".to_owned()),
                 }),
+                // Derived from other drawn values: the tuple is at its size limit.
+                upgrade: observed_generation.map(|g| crate::api::status::UpgradeStatus {
+                    from: 15,
+                    to: 17,
+                    from_image: "postgres:15".into(),
+                    to_image: "postgres:17".into(),
+                    instance: "pg-1".into(),
+                    node: (g % 2 == 0).then(|| "node-a".to_owned()),
+                    step: if g % 3 == 0 {
+                        crate::api::status::UpgradeStep::Done
+                    } else {
+                        crate::api::status::UpgradeStep::Checking
+                    },
+                    message: primary.clone(),
+                }),
                 last_backup,
+                migrations: None,
             },
         )
 }
@@ -163,6 +204,30 @@ fn object_store() -> impl Strategy<Value = v1::ObjectStore> {
                 credentials_secret,
             },
         )
+}
+
+fn migrations() -> impl Strategy<Value = v1::MigrationsSpec> {
+    (
+        "[a-z0-9.-]{1,20}",
+        small_string(),
+        vec(".{0,12}", 0..3),
+        vec(".{0,12}", 0..3),
+        vec(
+            ("[A-Z_]{1,10}", option::of(".{0,12}")).prop_map(|(name, value)| EnvVar {
+                name,
+                value,
+                value_from: None,
+            }),
+            0..3,
+        ),
+    )
+        .prop_map(|(version, image, command, args, env)| v1::MigrationsSpec {
+            version,
+            image,
+            command,
+            args,
+            env,
+        })
 }
 
 fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
@@ -226,11 +291,13 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
             0i32..30,
             option::of(small_string()),
         ),
+        (option::of(migrations()), any::<bool>()),
     )
         .prop_map(
             |(
                 (version, image, instances, size, storage_class_name),
                 (mode, min_sync_replicas, parameters, bootstrap, backup, delay_seconds, primary),
+                (migrations, backup_first),
             )| {
                 v1::DatabaseSpec {
                     version,
@@ -249,6 +316,8 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
                     backup,
                     failover: v1::FailoverSpec { delay_seconds },
                     primary,
+                    migrations,
+                    upgrade: v1::UpgradeSpec { backup_first },
                 }
             },
         )
@@ -336,6 +405,8 @@ pub fn sample_database() -> v1::Database {
             backup: None,
             failover: v1::FailoverSpec::default(),
             primary: None,
+            migrations: None,
+            upgrade: v1::UpgradeSpec::default(),
         },
     );
     db.metadata.namespace = Some("shop".into());

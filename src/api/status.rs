@@ -46,11 +46,88 @@ pub struct DatabaseStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failover: Option<LastFailover>,
 
+    /// The major upgrade under way, or the last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<UpgradeStatus>,
+
     /// What is observed to be running (version, volume size, image), once a
     /// primary has answered; a later spec may not go below it, even if it
     /// reached the API server while the webhook was down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied: Option<AppliedSpec>,
+
+    /// The schema migrations (`spec.migrations`) run so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migrations: Option<MigrationsStatus>,
+}
+
+/// The schema migrations run so far.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationsStatus {
+    /// The last `spec.migrations.version` whose Job succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<String>,
+    /// The version whose Job is running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<String>,
+    /// The version whose Job failed; cleared when a later one succeeds. Tusk
+    /// does not run it again: change `spec.migrations.version` to retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+    /// Why the failed Job failed: the last lines its container logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A major upgrade: `pg_upgrade --check` in a Job while the old major
+/// serves, a base backup, the instances stopped, `pg_upgrade --link` in a Job
+/// on the primary's volume, and the new major started on it; undone (the old
+/// data directory put back) when it fails before the new server answered.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeStatus {
+    /// The major upgraded from.
+    pub from: u32,
+    /// The major upgraded to.
+    pub to: u32,
+    /// The image the instances ran before.
+    pub from_image: String,
+    /// The image they run after.
+    pub to_image: String,
+    /// The instance whose data directory is upgraded (the primary).
+    pub instance: String,
+    /// The node its volume is used on: the Jobs run there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Where it is.
+    pub step: UpgradeStep,
+    /// What happened last, in words (a failed check quotes pg_upgrade).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The steps of a major upgrade.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpgradeStep {
+    /// `pg_upgrade --check` runs in a Job while the old major serves.
+    Checking,
+    /// The check failed; nothing was changed.
+    CheckFailed,
+    /// A base backup is taken before anything stops.
+    BackingUp,
+    /// The instances are being stopped.
+    Stopping,
+    /// `pg_upgrade --link` runs in a Job on the primary's volume.
+    Upgrading,
+    /// The new major starts on the upgraded data directory.
+    Starting,
+    /// The new major answered: the old data directory is gone.
+    Done,
+    /// The old data directory is being put back.
+    RollingBack,
+    /// The old major runs again on its own data directory.
+    RolledBack,
 }
 
 /// An automatic failover, as the operator measured it.

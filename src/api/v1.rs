@@ -10,12 +10,13 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::EnvVar;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 pub use super::status::{
     BackupPhase, BackupStatus, DatabasePhase, DatabaseStatus, InstanceRole, InstanceStatus,
-    LastBackup,
+    LastBackup, MigrationsStatus,
 };
 
 /// A PostgreSQL cluster managed by Tusk: a primary, streaming replicas, their
@@ -93,6 +94,17 @@ pub struct DatabaseSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63))]
     pub primary: Option<String>,
+
+    /// Schema migrations that travel with the application: a Job running
+    /// `image` against the primary with the application's credentials,
+    /// whenever `version` differs from the last one that succeeded
+    /// (`status.migrations.applied`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migrations: Option<MigrationsSpec>,
+
+    /// How version changes are carried out.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub upgrade: UpgradeSpec,
 }
 
 fn default_instances() -> i32 {
@@ -363,6 +375,69 @@ pub struct FailoverSpec {
     #[serde(default)]
     #[schemars(range(min = 0, max = 3600))]
     pub delay_seconds: i32,
+}
+
+/// Schema migrations, run as a Job against `<name>-rw` once the Database is
+/// Ready and any version change in the same edit has finished. The Job gets
+/// the application's credentials from the `<name>-app` Secret as the
+/// standard libpq variables `PGHOST`, `PGPORT`, `PGDATABASE`, `PGUSER`,
+/// `PGPASSWORD`, plus `DATABASE_URL` (`postgresql://…`), so `psql -c …` or
+/// an ORM's migrate command works unchanged. It runs as a non-root user
+/// (uid 65532) with a bounded run time; a failure is retried at most twice,
+/// then reported (`status.migrations.failed`, the Ready condition) and not
+/// run again until `version` changes.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationsSpec {
+    /// The version of the schema this spec asks for, for example the
+    /// application's release (`2026.11.3`) or its last migration's id.
+    /// Any change runs the migration Job again; it is compared for equality
+    /// only, never ordered.
+    #[schemars(length(min = 1, max = 63))]
+    pub version: String,
+
+    /// The container image that carries the migrations, for example the
+    /// application's own image.
+    #[schemars(length(min = 1, max = 512))]
+    pub image: String,
+
+    /// The container's entrypoint; the image's when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+
+    /// Arguments to the entrypoint; the image's when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+
+    /// More environment variables for the container. The connection
+    /// variables Tusk sets (`PGHOST`, `PGPORT`, `PGDATABASE`, `PGUSER`,
+    /// `PGPASSWORD`, `DATABASE_URL`) come first; a variable of the same name
+    /// here replaces them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+}
+
+/// How version changes are carried out.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeSpec {
+    /// Before a major upgrade stops the primary, a fresh base backup
+    /// completes when an object store is configured (`spec.backup`, or the
+    /// operator's default store). `false` waives it: the upgrade starts
+    /// sooner, and the way back is only the old data directory Tusk keeps
+    /// until the new server answers.
+    #[serde(default = "default_true")]
+    pub backup_first: bool,
+}
+
+impl Default for UpgradeSpec {
+    fn default() -> Self {
+        Self { backup_first: true }
+    }
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// An on-demand base backup of a Database. Its spec is immutable.

@@ -208,6 +208,20 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
             ));
         }
     }
+    if let Some(migrations) = &spec.migrations {
+        if migrations.image.trim().is_empty() {
+            errors.push(FieldError::new(
+                "spec.migrations.image",
+                "is required: the container image that runs the migrations",
+            ));
+        }
+        if migrations.version.trim().is_empty() || migrations.version.len() > 63 {
+            errors.push(FieldError::new(
+                "spec.migrations.version",
+                "must be 1 to 63 characters, for example the application's release",
+            ));
+        }
+    }
     if let Some(primary) = &spec.primary {
         let serial = primary
             .strip_prefix(name)
@@ -228,11 +242,14 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
 /// transitions that would lose data or cannot be carried out.
 pub fn database_update(old: &v1::Database, new: &v1::Database) -> Vec<FieldError> {
     let mut errors = database(new);
+    let applied = old.status.as_ref().and_then(|s| s.applied.as_ref());
     errors.extend(no_step_back(
         &old.spec.version,
         &old.spec.storage.size,
+        applied.map(|a| a.version.as_str()),
         &new.spec,
     ));
+    errors.extend(image_follows_major(&old.spec, &new.spec));
     if old.spec.storage.storage_class_name != new.spec.storage.storage_class_name {
         errors.push(FieldError::new(
             "spec.storage.storageClassName",
@@ -252,36 +269,85 @@ pub fn database_update(old: &v1::Database, new: &v1::Database) -> Vec<FieldError
 /// downgrade and shrink rules as [`database_update`], for the reconciler, which
 /// has no old object but must not act on a spec that slipped past the webhook.
 pub fn against_applied(spec: &v1::DatabaseSpec, applied: &AppliedSpec) -> Vec<FieldError> {
-    no_step_back(&applied.version, &applied.storage_size, spec)
+    no_step_back(
+        &applied.version,
+        &applied.storage_size,
+        Some(&applied.version),
+        spec,
+    )
 }
 
 /// Refuses a lower PostgreSQL version or a smaller volume than before.
-fn no_step_back(old_version: &str, old_size: &str, new: &v1::DatabaseSpec) -> Vec<FieldError> {
+///
+/// The version rule, with `applied` what the primary was last seen running
+/// (`status.applied.version`) and `old_version` the previous spec's:
+/// - never below `applied`: not a lower major, nor a lower minor of the same
+///   major when both name one (that server already runs, its data is newer);
+/// - never below `old_version`, unless the new version is `applied`'s major:
+///   that is the way back while a major upgrade has not completed (the old
+///   server's data is still there, and what runs is still the old major).
+///   Once the upgraded server runs, `applied` is the new major and the way
+///   back is closed by the first rule.
+///
+/// Going up, by any number of majors (15 → 17), is always allowed.
+fn no_step_back(
+    old_version: &str,
+    old_size: &str,
+    applied: Option<&str>,
+    new: &v1::DatabaseSpec,
+) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    if let (Ok(before), Ok(after)) = (
-        old_version.parse::<PgVersion>(),
-        new.version.parse::<PgVersion>(),
-    ) {
-        let minor_down = after.major == before.major
-            && matches!((before.minor, after.minor), (Some(from), Some(to)) if to < from);
-        if after.major < before.major {
-            errors.push(FieldError::new(
-                "spec.version",
-                format!(
-                    "cannot go down from major version {} to {}: downgrades are not supported",
-                    before.major, after.major
-                ),
-            ));
-        } else if minor_down {
-            errors.push(FieldError::new(
-                "spec.version",
-                format!(
-                    "cannot go down from {old_version} to {}: downgrades are not supported",
-                    new.version
-                ),
-            ));
-        }
+    let after = new.version.parse::<PgVersion>().ok();
+    let running = applied.and_then(|a| Some((a, a.parse::<PgVersion>().ok()?)));
+    if let (Some(after), Some((text, running))) = (after, running)
+        && let Some(message) = below(text, running, &new.version, after)
+    {
+        errors.push(FieldError::new(
+            "spec.version",
+            format!("{message}: PostgreSQL {text} already runs (status.applied.version)"),
+        ));
+        return errors_with_size(errors, old_size, new);
     }
+    let returns_to_applied = matches!((after, running), (Some(after), Some((_, running))) if after.major == running.major);
+    if let (Ok(before), Some(after)) = (old_version.parse::<PgVersion>(), after)
+        && !returns_to_applied
+        && let Some(message) = below(old_version, before, &new.version, after)
+    {
+        let message = match running {
+            Some((text, running)) if running.major < before.major => format!(
+                "{message}; until the upgrade completes, only going back to {text} (what still runs) is possible"
+            ),
+            _ => format!("{message}: downgrades are not supported"),
+        };
+        errors.push(FieldError::new("spec.version", message));
+    }
+    errors_with_size(errors, old_size, new)
+}
+
+/// Why `after` is below `before`, if it is: a lower major, or a lower minor of
+/// the same major when both name a minor.
+fn below(
+    before_text: &str,
+    before: PgVersion,
+    after_text: &str,
+    after: PgVersion,
+) -> Option<String> {
+    if after.major < before.major {
+        return Some(format!(
+            "cannot go down from major version {} to {}",
+            before.major, after.major
+        ));
+    }
+    let minor_down = after.major == before.major
+        && matches!((before.minor, after.minor), (Some(from), Some(to)) if to < from);
+    minor_down.then(|| format!("cannot go down from {before_text} to {after_text}"))
+}
+
+fn errors_with_size(
+    mut errors: Vec<FieldError>,
+    old_size: &str,
+    new: &v1::DatabaseSpec,
+) -> Vec<FieldError> {
     if let (Ok(before), Ok(after)) = (
         quantity::parse_bytes(old_size),
         quantity::parse_bytes(&new.storage.size),
@@ -296,6 +362,25 @@ fn no_step_back(old_version: &str, old_size: &str, new: &v1::DatabaseSpec) -> Ve
         ));
     }
     errors
+}
+
+/// Refuses a change of major version that keeps the same `spec.image`: that
+/// image is still the old major's, so the spec would ask for a version no
+/// image provides.
+fn image_follows_major(old: &v1::DatabaseSpec, new: &v1::DatabaseSpec) -> Option<FieldError> {
+    let image = new.image.as_deref()?;
+    let before = old.version.parse::<PgVersion>().ok()?;
+    let after = new.version.parse::<PgVersion>().ok()?;
+    (before.major != after.major && old.image.as_deref() == Some(image)).then(|| {
+        FieldError::new(
+            "spec.image",
+            format!(
+                "is still {image} while spec.version goes from major {} to {}: set spec.image to \
+                 an image of PostgreSQL {}, or remove it to use the default image",
+                before.major, after.major, after.major
+            ),
+        )
+    })
 }
 
 /// Checks a Backup against the Database it names (`None`: no such Database in its namespace).
@@ -414,6 +499,26 @@ mod tests {
                 "spec.primary",
                 Box::new(|db| db.spec.primary = Some("other-1".into())),
             ),
+            (
+                "spec.migrations.image",
+                Box::new(|db| {
+                    db.spec.migrations = Some(v1::MigrationsSpec {
+                        version: "1".into(),
+                        image: " ".into(),
+                        ..Default::default()
+                    })
+                }),
+            ),
+            (
+                "spec.migrations.version",
+                Box::new(|db| {
+                    db.spec.migrations = Some(v1::MigrationsSpec {
+                        version: String::new(),
+                        image: "app:1".into(),
+                        ..Default::default()
+                    })
+                }),
+            ),
         ];
         for (path, mutate) in cases {
             let mut db = sample_database();
@@ -486,6 +591,108 @@ mod tests {
         db.spec.version = "18".into();
         db.spec.storage.size = "2Gi".into();
         assert_eq!(against_applied(&db.spec, &applied), []);
+    }
+
+    fn with_applied(mut db: v1::Database, version: &str) -> v1::Database {
+        db.status = Some(crate::api::status::DatabaseStatus {
+            applied: Some(AppliedSpec {
+                version: version.into(),
+                storage_size: "1Gi".into(),
+                image: None,
+            }),
+            ..Default::default()
+        });
+        db
+    }
+
+    fn versioned(version: &str) -> v1::Database {
+        let mut db = sample_database();
+        db.spec.version = version.into();
+        db
+    }
+
+    #[test]
+    fn going_back_to_what_still_runs_is_the_way_back_from_an_unfinished_upgrade() {
+        // 15 runs, the spec asked for 17, the upgrade has not completed.
+        let upgrading = with_applied(versioned("17"), "15.8");
+        assert_eq!(database_update(&upgrading, &versioned("15")), []);
+        assert_eq!(database_update(&upgrading, &versioned("15.8")), []);
+        let errors = database_update(&upgrading, &versioned("16"));
+        assert_eq!(paths(&errors), ["spec.version"]);
+        assert!(
+            errors[0].message.contains("only going back to 15.8"),
+            "{}",
+            errors[0].message
+        );
+        // Not below what runs, even on the way back.
+        let errors = database_update(&upgrading, &versioned("15.2"));
+        assert_eq!(paths(&errors), ["spec.version"]);
+        assert!(
+            errors[0].message.contains("15.8 already runs"),
+            "{}",
+            errors[0].message
+        );
+    }
+
+    #[test]
+    fn once_the_upgraded_server_runs_there_is_no_way_back() {
+        let upgraded = with_applied(versioned("17"), "17.2");
+        let errors = database_update(&upgraded, &versioned("15"));
+        assert_eq!(paths(&errors), ["spec.version"]);
+        assert!(
+            errors[0]
+                .message
+                .contains("cannot go down from major version 17 to 15"),
+            "{}",
+            errors[0].message
+        );
+        assert!(
+            errors[0].message.contains("status.applied.version"),
+            "{}",
+            errors[0].message
+        );
+        // Without a status, the old spec is the floor, as before.
+        assert_eq!(
+            paths(&database_update(&versioned("17"), &versioned("15"))),
+            ["spec.version"]
+        );
+    }
+
+    #[test]
+    fn skipping_majors_is_allowed() {
+        let old = with_applied(versioned("15"), "15.8");
+        assert_eq!(database_update(&old, &versioned("17")), []);
+    }
+
+    #[test]
+    fn a_major_change_must_change_a_pinned_image() {
+        let mut old = versioned("15");
+        old.spec.image = Some("registry/postgres:15-custom".into());
+        let mut same = versioned("17");
+        same.spec.image = old.spec.image.clone();
+        let errors = database_update(&old, &same);
+        assert_eq!(paths(&errors), ["spec.image"]);
+        assert!(
+            errors[0].message.contains("registry/postgres:15-custom")
+                && errors[0].message.contains("PostgreSQL 17"),
+            "{}",
+            errors[0].message
+        );
+        let mut changed = same.clone();
+        changed.spec.image = Some("registry/postgres:17-custom".into());
+        assert_eq!(database_update(&old, &changed), []);
+        // Dropping the pin uses the default image of the new major.
+        assert_eq!(database_update(&old, &versioned("17")), []);
+        // A minor change keeps the image.
+        let mut minor = old.clone();
+        minor.spec.version = "15.9".into();
+        assert_eq!(database_update(&old, &minor), []);
+        // The way back needs the old image back too.
+        let upgrading = with_applied(changed.clone(), "15.8");
+        let mut back = old.clone();
+        back.spec.image = changed.spec.image.clone();
+        assert_eq!(paths(&database_update(&upgrading, &back)), ["spec.image"]);
+        assert_eq!(database_update(&upgrading, &old), []);
     }
 
     #[test]

@@ -176,6 +176,17 @@ pub enum RestoreStage {
     Failed,
 }
 
+/// The outcome of one `tusk upgrade` step (`stage-old`, `check`, `run`,
+/// `rollback`), the one-line JSON its container leaves as its termination
+/// message for the operator. `message` quotes what pg_upgrade reported on a
+/// failure, bounded so that the whole line fits a termination message.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct UpgradeOutcome {
+    pub ok: bool,
+    #[serde(default)]
+    pub message: String,
+}
+
 /// The outcome of `tusk verify-backup`, the JSON its pod leaves as its
 /// termination message for the operator.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

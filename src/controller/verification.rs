@@ -224,19 +224,7 @@ pub async fn step(
 
 /// The verification's report in its pod's termination message.
 fn outcome_of(pods: &[Pod], job: &str) -> Result<Verification, String> {
-    let terminated = pods.iter().find_map(|pod| {
-        pod.status
-            .as_ref()?
-            .container_statuses
-            .as_ref()?
-            .iter()
-            .find(|c| c.name == POSTGRES_CONTAINER)?
-            .state
-            .as_ref()?
-            .terminated
-            .clone()
-    });
-    let Some(terminated) = terminated else {
+    let Some(terminated) = crate::resources::terminated(pods, POSTGRES_CONTAINER) else {
         return Err(format!(
             "Job {job} ended without a verification report (its pod is gone, or never started)"
         ));

@@ -31,11 +31,15 @@ pub async fn ensure_data_directory(shared: &Shared) -> Result<(), Error> {
         std::fs::remove_dir_all(&staging).map_err(Error::io("remove", &staging))?;
     }
     if pgdata.join("PG_VERSION").is_file() {
-        tracing::info!(
-            standby = files::is_standby(pgdata),
-            "using the existing data directory"
-        );
-        return Ok(());
+        if upgrade_gate(shared)? == Gate::Keep {
+            tracing::info!(
+                standby = files::is_standby(pgdata),
+                "using the existing data directory"
+            );
+            return Ok(());
+        }
+        // A replica's data of another major: gone, cloned afresh below.
+        return clone_into_place(shared, &staging).await;
     }
     if let Ok(mut entries) = std::fs::read_dir(pgdata)
         && entries.next().is_some()
@@ -51,6 +55,69 @@ pub async fn ensure_data_directory(shared: &Shared) -> Result<(), Error> {
     // point's subdirectory created by someone else) is fine too.
     std::fs::rename(&staging, pgdata).map_err(Error::io("move the new cluster into", pgdata))?;
     tracing::info!(mode = ?shared.config.bootstrap, "bootstrap complete");
+    Ok(())
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Gate {
+    Keep,
+    Reclone,
+}
+
+/// What an existing data directory's major and upgrade state allow:
+/// refuses a half-done upgrade or rollback and a primary's data of another
+/// major (an upgrade must run first, or a rollback: never wiped); a
+/// replica's data of another major (the primary was upgraded or rolled
+/// back) is removed to be cloned again rather than crash-loop. Notes an
+/// upgraded directory's first start.
+fn upgrade_gate(shared: &Shared) -> Result<Gate, Error> {
+    use crate::upgrade::{state, version};
+    let pgdata = &shared.config.pgdata;
+    let upgrade = |e: crate::upgrade::Error| Error::Upgrade(e.to_string());
+    let current = state::read(pgdata).map_err(upgrade)?;
+    match state::on_start(current.as_ref()) {
+        state::OnStart::Refuse(why) => return Err(Error::Upgrade(why)),
+        state::OnStart::FirstStart => {
+            tracing::info!("first start after a major upgrade");
+            shared.upgrade_pending.store(true, Ordering::SeqCst);
+        }
+        state::OnStart::Start => {}
+    }
+    let data = version::data_major(pgdata).map_err(upgrade)?;
+    let image = version::bindir_major(&shared.bindir).map_err(upgrade)?;
+    let Some(data) = data.filter(|d| *d != image) else {
+        return Ok(Gate::Keep);
+    };
+    if !files::is_standby(pgdata) {
+        let way = if data < image {
+            format!("run the major upgrade (tusk upgrade run) from {data} to {image} first")
+        } else {
+            format!(
+                "PostgreSQL cannot be downgraded; if the upgraded server never started, tusk upgrade rollback returns the data to {image}"
+            )
+        };
+        return Err(Error::Upgrade(format!(
+            "{} holds a primary's PostgreSQL {data} data but this image runs {image}: {way}",
+            pgdata.display()
+        )));
+    }
+    tracing::warn!(
+        data,
+        image,
+        "this replica's data is of another major than its image: cloning the primary to replace it"
+    );
+    Ok(Gate::Reclone)
+}
+
+/// Clones the primary, then replaces PGDATA with the clone: the stale data
+/// goes only once the clone is complete, so an unreachable primary leaves
+/// the pod as it was (and an empty PGDATA never meets an `initdb` bootstrap).
+async fn clone_into_place(shared: &Shared, staging: &Path) -> Result<(), Error> {
+    let pgdata = &shared.config.pgdata;
+    clone(shared, staging).await?;
+    std::fs::remove_dir_all(pgdata).map_err(Error::io("remove", pgdata))?;
+    std::fs::rename(staging, pgdata).map_err(Error::io("move the new cluster into", pgdata))?;
+    tracing::info!("cloned the primary in place of data of another major");
     Ok(())
 }
 
@@ -284,6 +351,26 @@ pub async fn maintain(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         let Ok(in_recovery) = sql::in_recovery(&client).await else {
             continue;
         };
+        if is_set(&shared.upgrade_pending) {
+            // Before anything else (the primary's setup, and with it
+            // readiness): from now on a rollback refuses.
+            match crate::upgrade::state::finish_first_start(&shared.config.pgdata) {
+                Ok(state) => {
+                    shared.upgrade_pending.store(false, Ordering::SeqCst);
+                    tracing::info!(
+                        ?state,
+                        "the upgraded server answered: the old data directory is removed"
+                    );
+                    if !in_recovery {
+                        tokio::spawn(analyze_in_stages(shared.clone()));
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot finish the upgrade's first start; retrying")
+                }
+            }
+            continue;
+        }
         if !in_recovery {
             if !is_set(&shared.setup_done) {
                 match sql::setup_primary(&client, &shared).await {
@@ -313,3 +400,52 @@ pub async fn maintain(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
 }
 
 const SLOT_CHECK_INTERVAL: Duration = Duration::from_secs(15);
+
+/// `vacuumdb --all --analyze-in-stages`, as SQL: pg_upgrade does not carry
+/// the planner's statistics over, so every database is analysed at
+/// statistics targets 1, 10 and then the configured one, each stage over
+/// all databases before the next, so usable plans come soon. In SQL rather
+/// than the program because the manager, PID 1, reaps every child. Runs in
+/// the background and never holds readiness; the outcome is logged.
+async fn analyze_in_stages(shared: Arc<Shared>) {
+    let config = &shared.config;
+    let stages = [
+        "SET default_statistics_target = 1; SET vacuum_cost_delay = 0",
+        "SET default_statistics_target = 10; RESET vacuum_cost_delay",
+        "RESET default_statistics_target",
+    ];
+    let result: Result<usize, Error> = async {
+        let client = sql::connect_local(&config.socket_dir, config.port)
+            .await
+            .map_err(Error::sql("connecting to analyze"))?;
+        let databases: Vec<String> = client
+            .query(
+                "SELECT datname FROM pg_database WHERE datallowconn ORDER BY datname",
+                &[],
+            )
+            .await
+            .map_err(Error::sql("listing the databases to analyze"))?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        drop(client);
+        for (stage, settings) in stages.iter().enumerate() {
+            for database in &databases {
+                let client = sql::connect_local_to(&config.socket_dir, config.port, database)
+                    .await
+                    .map_err(Error::sql("connecting to analyze a database"))?;
+                client
+                    .batch_execute(&format!("{settings}; ANALYZE"))
+                    .await
+                    .map_err(Error::sql("analyzing after the upgrade"))?;
+                tracing::info!(%database, stage = stage + 1, "analyzed after the upgrade");
+            }
+        }
+        Ok(databases.len())
+    }
+    .await;
+    match result {
+        Ok(n) => tracing::info!(databases = n, "statistics rebuilt after the upgrade"),
+        Err(error) => tracing::warn!(%error, "rebuilding statistics after the upgrade failed"),
+    }
+}

@@ -264,6 +264,11 @@ pub enum Error {
 
     #[error("recovery failed: {0}")]
     RestoreReplay(String),
+
+    /// The data directory is mid-upgrade, or of a major this image cannot
+    /// run as a primary: starting would crash-loop or lose the way back.
+    #[error("{0}")]
+    Upgrade(String),
 }
 
 impl Error {
@@ -303,6 +308,9 @@ pub(crate) struct Shared {
     pub running: AtomicBool,
     /// Set once the primary's roles, passwords and database are in place.
     pub setup_done: AtomicBool,
+    /// The data directory was upgraded to a new major and its server has
+    /// not answered yet (see [`crate::upgrade::state`]).
+    pub upgrade_pending: AtomicBool,
     /// Serialises rendering, reloads and promotion, which all rewrite the config.
     pub config_lock: tokio::sync::Mutex<()>,
     /// The last metrics sample and when it was taken: scrapes share it.
@@ -344,6 +352,7 @@ impl Shared {
             restart: tokio::sync::Notify::new(),
             running: AtomicBool::new(false),
             setup_done: AtomicBool::new(false),
+            upgrade_pending: AtomicBool::new(false),
             config_lock: tokio::sync::Mutex::new(()),
             metrics: metrics::SampleCache::default(),
             backups: backup::Registry::default(),

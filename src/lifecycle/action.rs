@@ -90,18 +90,37 @@ pub enum Action {
     Reload { name: String },
     /// Restart PostgreSQL in the instance so a `postmaster` parameter takes effect.
     RestartInstance { name: String },
+    /// Create Job `job` of the major upgrade `from` → `to` of `instance`'s
+    /// data directory (creating it again finds it).
+    RunUpgradeJob {
+        job: UpgradeJob,
+        from: u32,
+        to: u32,
+        instance: String,
+        /// The node the instance's volume is used on.
+        node: Option<String>,
+        from_image: String,
+        to_image: String,
+    },
+    /// Delete Job `name` (one of Tusk's own; never data).
+    DeleteJob { name: String },
+    /// Create Backup `name` of this Database (creating it again finds it).
+    TakeBackup { name: String },
     /// Drop, on `primary`, the physical replication slot of an instance that no
     /// longer exists, so the primary stops keeping WAL for it.
     DropSlot { primary: String, slot: String },
 }
 
 pub use crate::contract::Bootstrap;
+pub use crate::resources::upgrade::UpgradeStep as UpgradeJob;
 
 /// Why a pod is deleted; goes into the Event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeleteReason {
     /// `spec.instances` went down.
     ScaleDown,
+    /// A major upgrade stops every instance before it upgrades the data.
+    MajorUpgrade,
     /// The pod failed and will not restart by itself; it is recreated on the
     /// same PVC.
     PodFailed,
@@ -112,6 +131,7 @@ impl DeleteReason {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ScaleDown => "ScaleDown",
+            Self::MajorUpgrade => "MajorUpgrade",
             Self::PodFailed => "PodFailed",
         }
     }
@@ -129,7 +149,10 @@ impl Action {
             | Self::EnsurePodDisruptionBudgets
             | Self::DeletePodDisruptionBudget { .. }
             | Self::ConfigureSync { .. }
+            | Self::TakeBackup { .. }
+            | Self::DeleteJob { .. }
             | Self::DropSlot { .. } => None,
+            Self::RunUpgradeJob { instance, .. } => Some(instance.clone()),
             Self::CreatePvc { serial } | Self::CreatePod { serial, .. } => Some(name_of(*serial)),
             Self::Switchover { from: name, .. }
             | Self::SetMembers { name, .. }

@@ -26,6 +26,7 @@ mod roles;
 mod rollout;
 mod serving;
 mod topology;
+mod upgrade;
 mod verdict;
 
 #[cfg(test)]
@@ -36,13 +37,15 @@ mod proptests;
 mod rollout_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upgrade_tests;
 
 pub use action::{Action, Bootstrap, DeleteReason};
 pub use backup::BACKUP_HEALTHY;
 pub use context::restore_pending;
 pub use observed::{
-    HaView, Instance, InstanceState, LeaseState, ManagerStatus, Observed, Pod, PodPhase, PvcState,
-    RestoreView, Routing, SyncStandbys,
+    BackupState, HaView, Instance, InstanceState, JobState, LeaseState, ManagerStatus, Observed,
+    Pod, PodPhase, PvcState, RestoreView, Routing, SyncStandbys,
 };
 pub use plan::{Plan, REQUEUE_SOON_SECONDS, REQUEUE_STEADY_SECONDS, plan};
 pub use verdict::{DEGRADED, Desired, PROGRESSING, READY, Verdict};

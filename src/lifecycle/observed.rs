@@ -60,6 +60,30 @@ pub struct Observed {
     /// The Lease, and the account, Role and binding the managers hold it
     /// with, all exist.
     pub lease_access: bool,
+    /// The Jobs Tusk runs for this Database, by name.
+    pub jobs: BTreeMap<String, JobState>,
+    /// The Backups of this Database, by name.
+    pub backups: BTreeMap<String, BackupState>,
+    /// Backups can be taken: an object store is configured.
+    pub backups_possible: bool,
+}
+
+/// Where a Job is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobState {
+    Running,
+    /// It succeeded; what its container reported.
+    Succeeded(String),
+    /// It failed for good; what its container reported.
+    Failed(String),
+}
+
+/// Where a Backup is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackupState {
+    Running,
+    Completed,
+    Failed(String),
 }
 
 pub use crate::failover::lease::State as LeaseState;
@@ -111,6 +135,9 @@ impl Default for Observed {
             restore: RestoreView::default(),
             lease: LeaseState::Unobserved,
             lease_access: false,
+            jobs: BTreeMap::new(),
+            backups: BTreeMap::new(),
+            backups_possible: false,
         }
     }
 }
@@ -191,6 +218,8 @@ pub struct Pod {
     pub api_mismatch: Option<u32>,
     /// The pod IP.
     pub address: Option<String>,
+    /// The node it was scheduled to.
+    pub node: Option<String>,
     /// Leader selection as its manager reports it (when it answered and takes part).
     pub ha: Option<HaView>,
 }

@@ -12,7 +12,7 @@ use super::context::Context;
 use super::observed::Observed;
 use super::verdict::{self, Desired, Verdict};
 use super::{
-    backup, configuration, failover, objects, requests, roles, rollout, serving, topology,
+    backup, configuration, failover, objects, requests, roles, rollout, serving, topology, upgrade,
 };
 
 /// Requeue delay while something is under way or unclear: instance managers are
@@ -46,6 +46,8 @@ pub struct Plan {
     /// What to record as `status.targetPrimary`: the instance being promoted
     /// while a failover or switchover runs, else the current primary.
     pub target_primary: Option<String>,
+    /// What to record as `status.upgrade`.
+    pub upgrade: Option<crate::api::status::UpgradeStatus>,
     /// `BackupHealthy`, beside the three the verdicts make.
     backup: Option<Desired>,
     /// The phase the topology alone would show, before verdicts weigh in.
@@ -53,6 +55,9 @@ pub struct Plan {
     /// A rolling update or a major upgrade is under way: phase `Upgrading`
     /// while the topology shows nothing more pressing.
     upgrading: bool,
+    /// A major upgrade holds every instance stopped: phase `Upgrading`
+    /// whatever the topology shows.
+    held: bool,
     ready_message: String,
 }
 
@@ -74,6 +79,7 @@ impl Plan {
             .iter()
             .any(|v| matches!(v, Verdict::Progress { .. }));
         self.phase = match self.topology_phase {
+            _ if self.held => DatabasePhase::Upgrading,
             DatabasePhase::Ready if blocked => DatabasePhase::Blocked,
             DatabasePhase::Ready
             | DatabasePhase::Configuring
@@ -115,9 +121,11 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
             verdicts,
             current_primary: previous.and_then(|s| s.current_primary.clone()),
             target_primary: previous.and_then(|s| s.target_primary.clone()),
+            upgrade: previous.and_then(|s| s.upgrade.clone()),
             backup: None,
             topology_phase: DatabasePhase::Deleting,
             upgrading: false,
+            held: false,
             ready_message: String::new(),
         };
     }
@@ -125,7 +133,15 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     let requests = requests::plan(&ctx);
     let mut objects = objects::plan(&ctx);
     let rollout = rollout::plan(&ctx);
-    let topology = topology::plan(&ctx, requests.hold_bootstrap, &rollout.image);
+    let upgrade = upgrade::plan(&ctx, rollout.major, &rollout.image);
+    let image = upgrade
+        .image
+        .clone()
+        .unwrap_or_else(|| rollout.image.clone());
+    let topology = topology::plan(&ctx, requests.hold_bootstrap, &image);
+    if upgrade.hold {
+        return held(&ctx, requests.verdicts, objects, upgrade, topology);
+    }
     let roles = roles::plan(&ctx, &topology);
     let configuration = configuration::plan(&ctx, &topology);
     objects::credentials(&ctx, &topology, &mut objects);
@@ -147,6 +163,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         verdicts.push(Verdict::degraded(topology.reason, topology.message.clone()));
     }
     verdicts.extend(rollout.verdicts);
+    verdicts.extend(upgrade.verdicts);
     verdicts.extend(roles.verdicts.iter().cloned());
     verdicts.extend(configuration.verdicts.iter().cloned());
     verdicts.extend(objects.verdicts.iter().cloned());
@@ -198,6 +215,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         objects.credentials,
         switchover,
         step.actions,
+        upgrade.actions,
     ]
     .into_iter()
     .flatten()
@@ -241,10 +259,44 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         conditions: Vec::new(),
         current_primary,
         target_primary,
+        upgrade: upgrade.status,
         backup: backup::condition(&ctx),
         topology_phase: topology.phase,
-        upgrading: rollout.rolling,
+        upgrading: rollout.rolling || upgrade.active,
+        held: false,
         ready_message: topology.message,
+    };
+    plan.settle();
+    plan
+}
+
+/// A pass while a major upgrade holds the instances stopped: the Secrets,
+/// Services and Lease are kept, and only the upgrade acts on instances.
+fn held(
+    ctx: &Context,
+    mut verdicts: Vec<Verdict>,
+    objects: objects::Objects,
+    upgrade: upgrade::Upgrade,
+    topology: topology::Topology,
+) -> Plan {
+    verdicts.extend(upgrade.verdicts);
+    verdicts.extend(objects.verdicts.iter().cloned());
+    let actions: Vec<Action> = objects.first.into_iter().chain(upgrade.actions).collect();
+    let primary = topology.primary.map(|s| ctx.name(s));
+    let mut plan = Plan {
+        phase: DatabasePhase::Upgrading,
+        actions,
+        requeue_after_seconds: Some(REQUEUE_SOON_SECONDS),
+        verdicts,
+        conditions: Vec::new(),
+        current_primary: primary.clone(),
+        target_primary: primary,
+        upgrade: upgrade.status,
+        backup: backup::condition(ctx),
+        topology_phase: topology.phase,
+        upgrading: true,
+        held: true,
+        ready_message: String::new(),
     };
     plan.settle();
     plan

@@ -56,6 +56,7 @@ pub(super) fn plan(ctx: &Context) -> Rollout {
     if let Some((running, wanted)) = major {
         // New pods keep the major that runs: the data directory is that major's.
         let image = running_image(ctx, &pods);
+
         return Rollout {
             image,
             verdicts,

@@ -290,6 +290,14 @@ fn a_new_major_is_not_rolled_and_new_pods_keep_what_runs() {
         })
         .collect();
     assert_eq!(images, [OLD]);
+    assert!(
+        decided.verdicts.iter().any(|v| matches!(
+            v,
+            Verdict::Progress { reason: "MajorUpgrade", message } if message.starts_with("spec.version: ")
+        )),
+        "{:?}",
+        decided.verdicts
+    );
 }
 
 /// Applies a plan's rollout actions the way the cluster would, in one step:

@@ -29,6 +29,8 @@ pub(super) fn spec(instances: i32, mode: ReplicationMode, min_sync: i32) -> Data
         backup: None,
         failover: Default::default(),
         primary: None,
+        migrations: None,
+        upgrade: Default::default(),
     }
 }
 

@@ -14,7 +14,9 @@
 mod access;
 pub mod compare;
 mod hash;
+mod job;
 pub mod labels;
+mod migration;
 pub mod names;
 mod pdb;
 mod pod;
@@ -22,6 +24,7 @@ mod pvc;
 mod restore;
 mod secret;
 mod service;
+pub mod upgrade;
 mod verify;
 
 #[cfg(test)]
@@ -36,6 +39,12 @@ use crate::api::v1::Database;
 use crate::api::validate::PgVersion;
 
 pub use access::{instance_account, instance_role, instance_role_binding, primary_lease};
+pub use job::terminated;
+pub use migration::{
+    MIGRATION_BACKOFF_LIMIT, MIGRATION_COMPONENT, MIGRATION_CONTAINER, MIGRATION_DEADLINE_SECONDS,
+    MIGRATION_UID, MIGRATION_VERSION_ANNOTATION, migration_job, migration_job_name,
+    migration_labels, migration_selector,
+};
 pub use pdb::pod_disruption_budgets;
 pub use pod::{
     APP_PASSWORD_ENV, BOOTSTRAP_ANNOTATION, DATA_MOUNT, HEALTH_PORT, INSTANCE_TOKEN_ENV, PGDATA,
@@ -49,6 +58,10 @@ pub use secret::{
     SUPERUSER_USERNAME, SecretKind, secret,
 };
 pub use service::services;
+pub use upgrade::{
+    UpgradeJobInput, UpgradeJobOutcome, UpgradeStep, check_job, outcome, rollback_job, upgrade_job,
+    upgrade_job_name,
+};
 pub use verify::{BACKUP_LABEL, verify_job, verify_job_name};
 
 /// Operator-wide settings the builders need besides the Database itself (from the

@@ -87,6 +87,11 @@ pub fn instance_account(db: &str) -> String {
     format!("{db}-instance")
 }
 
+/// The Backup taken before a major upgrade from `from` to `to` stops anything.
+pub fn upgrade_backup(db: &str, from: u32, to: u32) -> String {
+    format!("{db}-u{from}-{to}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -57,9 +57,9 @@ pub use crate::contract::env::{
 /// belong to it.
 const POSTGRES_UID: i64 = 999;
 pub(super) const DATA_VOLUME: &str = "data";
-const TUSK_BIN_VOLUME: &str = "tusk-bin";
-const RUN_VOLUME: &str = "run";
-const TMP_VOLUME: &str = "tmp";
+pub(super) const TUSK_BIN_VOLUME: &str = "tusk-bin";
+pub(super) const RUN_VOLUME: &str = "run";
+pub(super) const TMP_VOLUME: &str = "tmp";
 const API_ACCESS_VOLUME: &str = "kube-api-access";
 const API_ACCESS_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// initdb, or `pg_basebackup` of a large primary, runs before `/healthz` answers
@@ -162,7 +162,7 @@ fn pod_spec(db: &Database, db_name: &str, instance: &str, config: &BuildConfig) 
     }
 }
 
-fn bootstrap_container(config: &BuildConfig) -> Container {
+pub(super) fn bootstrap_container(config: &BuildConfig) -> Container {
     Container {
         name: "bootstrap-tusk".to_owned(),
         image: Some(config.tusk_image.clone()),
@@ -341,7 +341,7 @@ fn field_env(name: &str, field_path: &str) -> EnvVar {
     }
 }
 
-fn secret_env(name: &str, db_name: &str, kind: SecretKind) -> EnvVar {
+pub(super) fn secret_env(name: &str, db_name: &str, kind: SecretKind) -> EnvVar {
     EnvVar {
         name: name.to_owned(),
         value: None,
@@ -377,7 +377,7 @@ fn http_probe(path: &str) -> Probe {
     }
 }
 
-fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
+pub(super) fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
     VolumeMount {
         name: volume.to_owned(),
         mount_path: path.to_owned(),
@@ -458,7 +458,7 @@ fn api_access_volume() -> Volume {
 
 /// Pod Security "restricted" at the pod level, as the official image's `postgres`
 /// user so the data directory has the owner PostgreSQL insists on.
-fn pod_security_context() -> PodSecurityContext {
+pub(super) fn pod_security_context() -> PodSecurityContext {
     PodSecurityContext {
         run_as_non_root: Some(true),
         run_as_user: Some(POSTGRES_UID),
@@ -478,7 +478,7 @@ fn pod_security_context() -> PodSecurityContext {
 /// Pod Security "restricted" for each container. The root file system is
 /// read-only: PostgreSQL writes only to its data volume, its socket directory and
 /// /tmp, each an explicit volume.
-fn container_security_context() -> SecurityContext {
+pub(super) fn container_security_context() -> SecurityContext {
     SecurityContext {
         allow_privilege_escalation: Some(false),
         capabilities: Some(Capabilities {

@@ -3,6 +3,7 @@
 //! webhook is registered for v1 only with `matchPolicy: Equivalent`, so the API
 //! server converts v1alpha1 requests to v1 before they arrive here.
 
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use serde::de::DeserializeOwned;
@@ -32,8 +33,13 @@ fn with_warnings(mut response: AdmissionResponse, warnings: Vec<String>) -> Admi
     response
 }
 
-/// Legal changes that deserve a second look.
-pub fn database_warnings(old: &Database, new: &Database) -> Vec<String> {
+/// How recent a base backup must be for a major upgrade not to warn.
+const RECENT_BACKUP: SignedDuration = SignedDuration::from_hours(24);
+
+/// Legal changes that deserve a second look. `new` has the operator's
+/// default store filled in ([`store::with_default`]), and `now` dates the
+/// last backup.
+pub fn database_warnings(old: &Database, new: &Database, now: Timestamp) -> Vec<String> {
     let mut warnings = Vec::new();
     if new.spec.instances < old.spec.instances {
         warnings.push(format!(
@@ -47,9 +53,10 @@ pub fn database_warnings(old: &Database, new: &Database) -> Vec<String> {
     ) && after.major > before.major
     {
         warnings.push(format!(
-            "spec.version goes from major {} to {}: a major upgrade runs pg_upgrade and cannot be undone",
+            "spec.version goes from major {} to {}: a major upgrade runs pg_upgrade and cannot be undone once the upgraded server accepts writes",
             before.major, after.major
         ));
+        warnings.extend(backup_warning(old, new, before.major, after.major, now));
     }
     if new.spec.instances == 1 && old.spec.instances > 1 {
         warnings.push(
@@ -57,6 +64,48 @@ pub fn database_warnings(old: &Database, new: &Database) -> Vec<String> {
         );
     }
     warnings
+}
+
+/// A major upgrade without a recent base backup to go back to. The last
+/// backup is read from `old`'s status: the stored one, whatever the request
+/// carries.
+fn backup_warning(
+    old: &Database,
+    db: &Database,
+    from: u32,
+    to: u32,
+    now: Timestamp,
+) -> Option<String> {
+    let upgrade = format!("spec.version: major upgrade {from} → {to}");
+    let has_store = db
+        .spec
+        .backup
+        .as_ref()
+        .is_some_and(|b| b.object_store.is_some());
+    if !has_store {
+        return Some(format!(
+            "{upgrade} of a Database without an object store: no base backup is taken first; \
+             set spec.backup.objectStore to have one"
+        ));
+    }
+    let completed = old
+        .status
+        .as_ref()
+        .and_then(|s| s.last_backup.as_ref())
+        .and_then(|b| b.completed_at.as_ref())
+        .map(|t| t.0);
+    if completed.is_some_and(|at| now.duration_since(at) <= RECENT_BACKUP) {
+        return None;
+    }
+    Some(if db.spec.upgrade.backup_first {
+        format!(
+            "{upgrade} without a base backup in the last 24 h; Tusk takes one first unless spec.upgrade.backupFirst is false"
+        )
+    } else {
+        format!(
+            "{upgrade} without a base backup in the last 24 h, and spec.upgrade.backupFirst is false: none is taken first"
+        )
+    })
 }
 
 /// The decision for one Database request (pure), `default_store` being the
@@ -87,12 +136,11 @@ pub fn review_database(
                     if request.sub_resource.is_some() || old.spec == new.spec {
                         return response;
                     }
-                    let errors = validate::database_update(
-                        &store::with_default(&old, default_store),
-                        &store::with_default(&new, default_store),
-                    );
+                    let old = store::with_default(&old, default_store);
+                    let new = store::with_default(&new, default_store);
+                    let errors = validate::database_update(&old, &new);
                     if errors.is_empty() {
-                        with_warnings(response, database_warnings(&old, &new))
+                        with_warnings(response, database_warnings(&old, &new, Timestamp::now()))
                     } else {
                         deny(response, &errors)
                     }
@@ -267,6 +315,159 @@ mod tests {
         assert!(
             warnings.iter().any(|w| w.contains("no replica")),
             "{warnings:?}"
+        );
+    }
+
+    fn upgrade(
+        store: bool,
+        backup_first: bool,
+        completed: Option<Timestamp>,
+    ) -> (Database, Database) {
+        let mut old = sample_database();
+        old.spec.version = "15".into();
+        if store {
+            old.spec.backup = Some(crate::api::v1::BackupConfig {
+                object_store: Some(ObjectStore {
+                    bucket: "backups".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        }
+        old.status = Some(crate::api::status::DatabaseStatus {
+            last_backup: completed.map(|at| crate::api::status::LastBackup {
+                name: "orders-1".into(),
+                completed_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at)),
+            }),
+            ..Default::default()
+        });
+        let mut new = old.clone();
+        new.spec.version = "17".into();
+        new.spec.upgrade.backup_first = backup_first;
+        (old, new)
+    }
+
+    fn now() -> Timestamp {
+        "2026-11-24T12:00:00Z".parse().unwrap()
+    }
+
+    fn backup_warnings(old: &Database, new: &Database) -> Vec<String> {
+        database_warnings(old, new, now())
+            .into_iter()
+            .filter(|w| w.starts_with("spec.version: major upgrade"))
+            .collect()
+    }
+
+    #[test]
+    fn a_major_upgrade_without_a_recent_backup_warns() {
+        let day_and_a_bit = now() - SignedDuration::from_hours(25);
+        for completed in [None, Some(day_and_a_bit)] {
+            let (old, new) = upgrade(true, true, completed);
+            assert_eq!(
+                backup_warnings(&old, &new),
+                [
+                    "spec.version: major upgrade 15 → 17 without a base backup in the last 24 h; \
+                  Tusk takes one first unless spec.upgrade.backupFirst is false"
+                ],
+                "{completed:?}"
+            );
+        }
+        let (old, new) = upgrade(true, false, None);
+        assert_eq!(
+            backup_warnings(&old, &new),
+            [
+                "spec.version: major upgrade 15 → 17 without a base backup in the last 24 h, \
+              and spec.upgrade.backupFirst is false: none is taken first"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_major_upgrade_with_a_recent_backup_does_not_warn_about_backups() {
+        let (old, new) = upgrade(true, true, Some(now() - SignedDuration::from_hours(3)));
+        assert_eq!(backup_warnings(&old, &new), Vec::<String>::new());
+        // Still the warning that it is a major upgrade.
+        assert!(
+            database_warnings(&old, &new, now())
+                .iter()
+                .any(|w| w.contains("runs pg_upgrade"))
+        );
+        // A minor change is no major upgrade.
+        let mut minor = old.clone();
+        minor.spec.version = "15.9".into();
+        assert_eq!(database_warnings(&old, &minor, now()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_major_upgrade_without_an_object_store_warns() {
+        let (old, new) = upgrade(false, true, None);
+        assert_eq!(
+            backup_warnings(&old, &new),
+            [
+                "spec.version: major upgrade 15 → 17 of a Database without an object store: \
+              no base backup is taken first; set spec.backup.objectStore to have one"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_review_carries_the_backup_warning() {
+        let old = db_json(|db| db.spec.version = "15".into());
+        let new = db_json(|db| db.spec.version = "17".into());
+        let response = review_database(&review("UPDATE", new, Some(old)), None);
+        assert!(response.allowed);
+        let warnings = response.warnings.unwrap_or_default();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("without an object store")),
+            "{warnings:?}"
+        );
+    }
+
+    #[test]
+    fn a_migration_without_an_image_is_denied_naming_the_field() {
+        let response = review_database(
+            &review(
+                "CREATE",
+                db_json(|db| {
+                    db.spec.migrations = Some(crate::api::v1::MigrationsSpec {
+                        version: "2026.11".into(),
+                        image: String::new(),
+                        ..Default::default()
+                    })
+                }),
+                None,
+            ),
+            None,
+        );
+        assert!(!response.allowed);
+        assert!(
+            response.result.message.contains("spec.migrations.image"),
+            "{}",
+            response.result.message
+        );
+    }
+
+    #[test]
+    fn a_major_change_keeping_a_pinned_image_is_denied_naming_spec_image() {
+        let old = db_json(|db| {
+            db.spec.version = "15".into();
+            db.spec.image = Some("postgres:15".into());
+        });
+        let new = db_json(|db| {
+            db.spec.version = "17".into();
+            db.spec.image = Some("postgres:15".into());
+        });
+        let response = review_database(&review("UPDATE", new, Some(old)), None);
+        assert!(!response.allowed);
+        assert!(
+            response
+                .result
+                .message
+                .starts_with("spec.image: is still postgres:15"),
+            "{}",
+            response.result.message
         );
     }
 

@@ -10,6 +10,7 @@
 //!   failover once they exist, and pod specs are immutable anyway.
 //! - Services, PDBs and PVCs are server-side applied with field manager `tusk`.
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -146,6 +147,79 @@ impl Applier<'_> {
                     .await?;
                 }
                 Ok(None)
+            }
+            Action::RunUpgradeJob {
+                job,
+                from,
+                to,
+                instance,
+                node,
+                from_image,
+                to_image,
+            } => {
+                let input = resources::upgrade::UpgradeJobInput {
+                    db: self.db,
+                    config: self.build,
+                    old_image: from_image.clone(),
+                    new_image: to_image.clone(),
+                    old_major: *from,
+                    new_major: *to,
+                    claim: names::pvc(instance),
+                    node: node.clone(),
+                    primary_host: self.snapshot.pod_ip(instance),
+                };
+                let built = resources::upgrade::job(&input, *job);
+                let name = built.name_any();
+                match self
+                    .api::<Job>()
+                    .create(&PostParams::default(), &built)
+                    .await
+                {
+                    Ok(_) => {}
+                    // Created by an earlier pass: never a second run.
+                    Err(kube::Error::Api(status)) if status.code == 409 => return Ok(None),
+                    Err(err) => return Err(Error::kube("creating an upgrade Job")(err)),
+                }
+                Ok(Some(Done {
+                    reason: "UpgradeJob",
+                    note: format!(
+                        "created Job {name}: {} of {instance} from PostgreSQL {from} to {to}",
+                        job.as_str()
+                    ),
+                }))
+            }
+            Action::DeleteJob { name } => {
+                let params = DeleteParams {
+                    propagation_policy: Some(kube::api::PropagationPolicy::Background),
+                    ..DeleteParams::default()
+                };
+                match self.api::<Job>().delete(name, &params).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
+                    Err(err) => return Err(Error::kube("deleting a Job")(err)),
+                }
+                Ok(Some(Done {
+                    reason: "DeletedJob",
+                    note: format!("deleted Job {name}"),
+                }))
+            }
+            Action::TakeBackup { name } => {
+                let Some(backup) = super::backups::upgrade_backup(self.db, name) else {
+                    return Ok(None);
+                };
+                match self
+                    .api::<crate::api::v1::Backup>()
+                    .create(&PostParams::default(), &backup)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 409 => return Ok(None),
+                    Err(err) => return Err(Error::kube("creating a Backup")(err)),
+                }
+                Ok(Some(Done {
+                    reason: "BackupBeforeUpgrade",
+                    note: format!("created Backup {name} before a major upgrade"),
+                }))
             }
             Action::DeletePodDisruptionBudget { name } => {
                 self.delete::<PodDisruptionBudget>(name, "deleting a PodDisruptionBudget")

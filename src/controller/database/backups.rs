@@ -146,6 +146,37 @@ pub fn scheduled_backup(db: &Database, at: Timestamp) -> Option<Backup> {
     Some(backup)
 }
 
+/// The Backup a major upgrade takes before it stops anything, owned by the
+/// Database like a scheduled one.
+pub fn upgrade_backup(db: &Database, name: &str) -> Option<Backup> {
+    let owner = owner_reference(db)?;
+    let annotations = BTreeMap::from([(BEFORE_UPGRADE.to_owned(), "true".to_owned())]);
+    let mut backup = backup_for(db, name.to_owned(), annotations);
+    backup.metadata.owner_references = Some(vec![owner]);
+    Some(backup)
+}
+
+/// Where a Backup is, for the lifecycle.
+pub fn state(backup: &Backup) -> crate::lifecycle::BackupState {
+    use crate::lifecycle::BackupState;
+    let status = backup.status.clone().unwrap_or_default();
+    match status.phase {
+        Some(BackupPhase::Completed) => BackupState::Completed,
+        Some(BackupPhase::Failed) => BackupState::Failed(
+            status
+                .conditions
+                .iter()
+                .find(|c| c.status == "False")
+                .map(|c| c.message.clone())
+                .unwrap_or_else(|| "the Backup failed".to_owned()),
+        ),
+        Some(BackupPhase::Pending | BackupPhase::Running) | None => BackupState::Running,
+    }
+}
+
+/// Marks the Backup a major upgrade took first.
+pub const BEFORE_UPGRADE: &str = "tusk.dev/before-upgrade";
+
 /// The final Backup of a Database being deleted: named for the deletion, and
 /// owned by nothing, so the record of the last backup outlives the Database.
 pub fn final_backup(db: &Database) -> Option<Backup> {

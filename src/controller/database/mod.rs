@@ -6,6 +6,7 @@ mod apply;
 pub mod backups;
 mod finalize;
 pub mod instances;
+pub mod migrations;
 pub mod observe;
 pub mod outage;
 pub mod plan;
@@ -124,7 +125,12 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     };
     let own_backups = backups::of_database(db, &all_backups);
     let last_backup = backups::last_backup(&own_backups);
-    let observed = observe::reduce(db, &snapshot, &ctx.build);
+    let mut observed = observe::reduce(db, &snapshot, &ctx.build);
+    observed.backups_possible = store::effective(db, None).is_some();
+    observed.backups = own_backups
+        .iter()
+        .map(|b| (b.name_any(), backups::state(b)))
+        .collect();
     let mut decision = lifecycle::plan(&db.spec, db.status.as_ref(), &observed);
     debug!(actions = ?decision.actions, "planned");
     let key = key_of(db);
@@ -193,6 +199,11 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     {
         decision.add(Verdict::blocked(refusal_reason(error), error.to_string()));
     }
+    // Schema migrations start only on a settled Database (phase Ready).
+    let migration =
+        migrations::step(ctx, db, &namespace, decision.phase == DatabasePhase::Ready).await;
+    migration.weigh(&mut decision);
+    failure = failure.or(migration.error);
     let mut plan = plan::accepted(
         &decision,
         observe::instance_statuses(db, &snapshot),
@@ -200,6 +211,7 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         last_backup.clone(),
     );
     plan.last_failover = last_failover.map(|f| f.record);
+    plan.migrations = migration.status;
     write_status(db, api, ctx, &plan).await?;
     let next_run = policy::schedule(ctx, db, &namespace, &own_backups).await?;
     policy::retention(

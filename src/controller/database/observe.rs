@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::join_all;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod as KubePod, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -23,7 +24,8 @@ use crate::contract::env::BOOTSTRAP_ANNOTATION;
 use crate::contract::{API_VERSION, Bootstrap, Credential, Lsn, RestoreProgress, Role, Status};
 use crate::controller::Error;
 use crate::lifecycle::{
-    Instance, ManagerStatus, Observed, Pod, PodPhase, PvcState, RestoreView, Routing, SyncStandbys,
+    Instance, JobState, ManagerStatus, Observed, Pod, PodPhase, PvcState, RestoreView, Routing,
+    SyncStandbys,
 };
 use crate::postgres::params::{self, Change};
 use crate::resources::{
@@ -34,6 +36,9 @@ use crate::resources::{
 /// instances (by its own field manager, so re-applying the Secret's labels
 /// never removes it). A recreated Secret lacks it.
 pub const PASSWORD_SYNCED_ANNOTATION: &str = "tusk.dev/password-synced";
+
+/// The label the Job controller puts on its pods.
+const JOB_NAME_LABEL: &str = "job-name";
 
 /// The label the EndpointSlice controller puts on every slice of a Service.
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -47,7 +52,11 @@ pub struct Snapshot {
     /// answer yet, by pod name.
     pub restoring: BTreeMap<String, RestoreProgress>,
     pub pvcs: Vec<PersistentVolumeClaim>,
+    /// The instance pods.
     pub pods: Vec<KubePod>,
+    /// The Jobs Tusk runs for the Database, and their pods.
+    pub jobs: Vec<Job>,
+    pub job_pods: Vec<KubePod>,
     /// The Secrets' metadata (their data is never needed to observe).
     pub secrets: Vec<ObjectMeta>,
     pub services: Vec<Service>,
@@ -104,16 +113,29 @@ pub async fn snapshot(
         .await
         .map_err(Error::kube("listing the Database's PVCs"))?
         .items;
-    let pods: Vec<KubePod> = Api::<KubePod>::namespaced(client.clone(), namespace)
+    let jobs: Vec<Job> = Api::<Job>::namespaced(client.clone(), namespace)
         .list(&params)
         .await
-        .map_err(Error::kube("listing the Database's Pods"))?
+        .map_err(Error::kube("listing the Database's Jobs"))?
         .items
         .into_iter()
-        // Only the instance pods, not Jobs another feature starts for it.
-        .filter(|p| names::serial_of(&name, &p.name_any()).is_some())
-        .filter(|p| owned(p.owner_references()))
+        .filter(|j| owned(j.owner_references()))
         .collect();
+    let job_names: BTreeSet<String> = jobs.iter().map(ResourceExt::name_any).collect();
+    let (pods, job_pods): (Vec<KubePod>, Vec<KubePod>) =
+        Api::<KubePod>::namespaced(client.clone(), namespace)
+            .list(&params)
+            .await
+            .map_err(Error::kube("listing the Database's Pods"))?
+            .items
+            .into_iter()
+            .filter(|p| {
+                owned(p.owner_references())
+                    || p.labels()
+                        .get(JOB_NAME_LABEL)
+                        .is_some_and(|j| job_names.contains(j))
+            })
+            .partition(|p| names::serial_of(&name, &p.name_any()).is_some());
     // By name, not label: a Secret whose labels a user removed must still be
     // found (and relabelled), not recreated over.
     let mut secret_names: Vec<String> = SecretKind::ALL
@@ -205,6 +227,8 @@ pub async fn snapshot(
             .filter(|p| owned(p.owner_references()))
             .collect(),
         pods,
+        jobs,
+        job_pods,
         secrets,
         services,
         pdbs,
@@ -314,6 +338,7 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
             outdated: outdated(db, serial, pod, build),
             api_mismatch,
             address: pod.status.as_ref().and_then(|s| s.pod_ip.clone()),
+            node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
             ha: reported
                 .filter(|_| api_mismatch.is_none())
                 .and_then(|s| s.ha.as_ref())
@@ -420,6 +445,30 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
         instances,
         sync,
         parameter_change,
+        jobs: snapshot
+            .jobs
+            .iter()
+            .map(|job| (job.name_any(), job_state(job, &snapshot.job_pods)))
+            .collect(),
+        // Filled by the reconciler, which lists the Backups.
+        backups: BTreeMap::new(),
+        backups_possible: false,
+    }
+}
+
+/// Where a Job is, with what its container reported.
+fn job_state(job: &Job, pods: &[KubePod]) -> JobState {
+    use crate::resources::upgrade::{UpgradeJobOutcome, outcome};
+    let name = job.name_any();
+    let own: Vec<KubePod> = pods
+        .iter()
+        .filter(|p| p.labels().get(JOB_NAME_LABEL) == Some(&name))
+        .cloned()
+        .collect();
+    match outcome(job, &own) {
+        UpgradeJobOutcome::Running => JobState::Running,
+        UpgradeJobOutcome::Succeeded(report) => JobState::Succeeded(report),
+        UpgradeJobOutcome::Failed(report) => JobState::Failed(report),
     }
 }
 

@@ -2,7 +2,10 @@
 //! touches nothing), then the lifecycle's plan turned into the status to show.
 //! No I/O.
 
-use crate::api::status::{AppliedSpec, DatabasePhase, InstanceStatus, LastBackup, LastFailover};
+use crate::api::status::{
+    AppliedSpec, DatabasePhase, InstanceStatus, LastBackup, LastFailover, MigrationsStatus,
+    UpgradeStatus,
+};
 use crate::api::v1::Database;
 use crate::api::validate::{self, FieldError};
 use crate::controller::conditions::{DEGRADED, Desired, PROGRESSING, READY};
@@ -24,6 +27,10 @@ pub struct Plan {
     pub last_backup: Option<LastBackup>,
     /// `status.lastFailover`; `None` keeps the recorded one.
     pub last_failover: Option<LastFailover>,
+    /// `status.upgrade`.
+    pub upgrade: Option<UpgradeStatus>,
+    /// `status.migrations`; `None` keeps the recorded one.
+    pub migrations: Option<MigrationsStatus>,
 }
 
 /// Everything the reconciler checks before acting: the spec on its own, and the
@@ -58,6 +65,8 @@ pub fn invalid(db: &Database, errors: &[FieldError]) -> Plan {
         instances: None,
         last_backup: None,
         last_failover: None,
+        upgrade: db.status.as_ref().and_then(|s| s.upgrade.clone()),
+        migrations: None,
     }
 }
 
@@ -77,6 +86,8 @@ pub fn accepted(
         instances: Some(instances),
         last_backup,
         last_failover: None,
+        upgrade: decision.upgrade.clone(),
+        migrations: None,
     }
 }
 

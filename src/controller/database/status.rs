@@ -39,6 +39,8 @@ pub fn build(db: &Database, plan: &Plan, now: &Time) -> DatabaseStatus {
             .last_failover
             .clone()
             .or(previous.last_failover.clone()),
+        upgrade: plan.upgrade.clone(),
+        migrations: plan.migrations.clone().or(previous.migrations.clone()),
     }
 }
 

@@ -178,6 +178,7 @@ async fn a_first_pass_creates_credentials_services_and_the_first_volume_then_wri
         calls,
         [
             format!("GET {ns}/persistentvolumeclaims"),
+            "GET /apis/batch/v1/namespaces/shop/jobs".to_owned(),
             format!("GET {ns}/pods"),
             format!("GET {ns}/secrets"),
             format!("GET {ns}/services"),

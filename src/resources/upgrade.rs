@@ -1,0 +1,745 @@
+//! The Jobs of a major upgrade, on the primary's volume: `check` (while the
+//! old primary runs; the volume read-only), `upgrade` (`tusk upgrade run`,
+//! the primary stopped) and `rollback`.
+//!
+//! Each pod runs `tusk copy-binary` from the operator image, then (check and
+//! upgrade) `tusk upgrade stage-old` in the OLD image into an emptyDir, then
+//! `tusk upgrade <step>` in the NEW image (the rollback: in the old one,
+//! which is known to run, and needs no staged programs). The pod is pinned
+//! to the primary's node (a ReadWriteOnce volume is shared only there) and
+//! reports its outcome as its termination message, which [`outcome`] reads.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, EmptyDirVolumeSource, NodeAffinity, NodeSelector, NodeSelectorRequirement,
+    NodeSelectorTerm, PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodTemplateSpec,
+    ResourceRequirements, Volume,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::ResourceExt;
+
+use super::pod::{
+    DATA_VOLUME, RUN_VOLUME, TMP_VOLUME, TUSK_BIN_VOLUME, bootstrap_container,
+    container_security_context, mount, pod_security_context, secret_env,
+};
+use super::secret::SecretKind;
+use super::{BuildConfig, DATA_MOUNT, PGDATA, POSTGRES_PORT, TUSK_BIN, hash, labels, object_meta};
+use crate::api::v1::Database;
+use crate::contract::{UpgradeOutcome, env};
+
+/// The step a Job runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpgradeStep {
+    Check,
+    Upgrade,
+    Rollback,
+}
+
+impl UpgradeStep {
+    /// The `tusk upgrade` subcommand.
+    fn command(self) -> &'static str {
+        match self {
+            UpgradeStep::Check => "check",
+            UpgradeStep::Upgrade => "run",
+            UpgradeStep::Rollback => "rollback",
+        }
+    }
+
+    /// In the Job's name and its step label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpgradeStep::Check => "check",
+            UpgradeStep::Upgrade => "upgrade",
+            UpgradeStep::Rollback => "rollback",
+        }
+    }
+
+    fn deadline_seconds(self) -> i64 {
+        match self {
+            UpgradeStep::Check => CHECK_DEADLINE_SECONDS,
+            UpgradeStep::Upgrade => UPGRADE_DEADLINE_SECONDS,
+            UpgradeStep::Rollback => ROLLBACK_DEADLINE_SECONDS,
+        }
+    }
+}
+
+/// The Job's label naming its step.
+pub const STEP_LABEL: &str = "tusk.dev/upgrade-step";
+/// `app.kubernetes.io/component` of the Jobs and their pods: not
+/// `database`, so no instance selector (Services, PDBs) ever picks them.
+pub const COMPONENT: &str = "upgrade";
+/// The main container; its termination message is the outcome.
+pub const UPGRADE_CONTAINER: &str = "upgrade";
+/// The init container that stages the old major.
+pub const STAGE_CONTAINER: &str = "stage-old";
+/// Where the old major is staged (an emptyDir), and its programs.
+pub const OLD_STAGE: &str = "/upgrade/old";
+const OLD_STAGE_VOLUME: &str = "old-postgres";
+
+/// A check runs pg_upgrade's checks and an initdb; an upgrade also dumps
+/// and restores the schema (minutes with many objects; the data is linked,
+/// not copied); a rollback only renames.
+const CHECK_DEADLINE_SECONDS: i64 = 1800;
+const UPGRADE_DEADLINE_SECONDS: i64 = 7200;
+const ROLLBACK_DEADLINE_SECONDS: i64 = 600;
+
+/// What the upgrade Jobs are built from.
+#[derive(Clone, Debug)]
+pub struct UpgradeJobInput<'a> {
+    pub db: &'a Database,
+    pub config: &'a BuildConfig,
+    /// The image the primary ran before (the old major).
+    pub old_image: String,
+    /// The image of the new major.
+    pub new_image: String,
+    pub old_major: u32,
+    pub new_major: u32,
+    /// The primary's PVC.
+    pub claim: String,
+    /// The node the primary's volume is attached to (its pod's node), when
+    /// known: the Jobs are pinned to it.
+    pub node: Option<String>,
+    /// The running primary's address (its pod IP): the check reaches it
+    /// there over TCP.
+    pub primary_host: Option<String>,
+}
+
+/// The Job name of `step` for `db` from `from` to `to`:
+/// `<db>-upgrade-check-15-17`, `<db>-upgrade-15-17`,
+/// `<db>-upgrade-rollback-15-17`. The same every time, so a second create
+/// is a conflict, not a second run. Within 63 characters: a long Database
+/// name is cut and a hash of it keeps the names apart.
+pub fn upgrade_job_name(db: &str, step: UpgradeStep, from: u32, to: u32) -> String {
+    let suffix = match step {
+        UpgradeStep::Upgrade => format!("-upgrade-{from}-{to}"),
+        other => format!("-upgrade-{}-{from}-{to}", other.as_str()),
+    };
+    let name = format!("{db}{suffix}");
+    if name.len() <= 63 {
+        return name;
+    }
+    let digest = hash::fnv1a64_hex(db.as_bytes());
+    let keep = 63usize.saturating_sub(suffix.len() + 7);
+    let prefix = db[..keep.min(db.len())].trim_end_matches('-');
+    format!("{prefix}-{}{suffix}", &digest[..6])
+}
+
+pub fn check_job(input: &UpgradeJobInput<'_>) -> Job {
+    job(input, UpgradeStep::Check)
+}
+
+pub fn upgrade_job(input: &UpgradeJobInput<'_>) -> Job {
+    job(input, UpgradeStep::Upgrade)
+}
+
+pub fn rollback_job(input: &UpgradeJobInput<'_>) -> Job {
+    job(input, UpgradeStep::Rollback)
+}
+
+/// The Job of `step`.
+pub fn job(input: &UpgradeJobInput<'_>, step: UpgradeStep) -> Job {
+    let db_name = input.db.name_any();
+    let name = upgrade_job_name(&db_name, step, input.old_major, input.new_major);
+    let mut job_labels = labels::common(&db_name);
+    job_labels.insert(labels::COMPONENT.to_owned(), COMPONENT.to_owned());
+    job_labels.insert(STEP_LABEL.to_owned(), step.as_str().to_owned());
+    Job {
+        metadata: object_meta(input.db, name, job_labels.clone()),
+        spec: Some(JobSpec {
+            backoff_limit: Some(0),
+            active_deadline_seconds: Some(step.deadline_seconds()),
+            template: PodTemplateSpec {
+                metadata: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                    labels: Some(job_labels),
+                    ..Default::default()
+                }),
+                spec: Some(pod_spec(input, step)),
+            },
+            ..JobSpec::default()
+        }),
+        status: None,
+    }
+}
+
+fn pod_spec(input: &UpgradeJobInput<'_>, step: UpgradeStep) -> PodSpec {
+    let mut init = vec![bootstrap_container(input.config)];
+    if step != UpgradeStep::Rollback {
+        init.push(stage_container(input));
+    }
+    let empty = |name: &str| Volume {
+        name: name.to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    };
+    PodSpec {
+        init_containers: Some(init),
+        containers: vec![main_container(input, step)],
+        volumes: Some(vec![
+            Volume {
+                name: DATA_VOLUME.to_owned(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: input.claim.clone(),
+                    read_only: (step == UpgradeStep::Check).then_some(true),
+                }),
+                ..Volume::default()
+            },
+            empty(TUSK_BIN_VOLUME),
+            empty(OLD_STAGE_VOLUME),
+            empty(RUN_VOLUME),
+            empty(TMP_VOLUME),
+        ]),
+        restart_policy: Some("Never".to_owned()),
+        security_context: Some(pod_security_context()),
+        affinity: input.node.as_deref().map(on_node),
+        enable_service_links: Some(false),
+        automount_service_account_token: Some(false),
+        ..PodSpec::default()
+    }
+}
+
+/// Required to run on `node` (by name, as DaemonSets pin theirs), still
+/// through the scheduler, so resources and taints are respected.
+fn on_node(node: &str) -> Affinity {
+    Affinity {
+        node_affinity: Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: vec![NodeSelectorTerm {
+                    match_fields: Some(vec![NodeSelectorRequirement {
+                        key: "metadata.name".to_owned(),
+                        operator: "In".to_owned(),
+                        values: Some(vec![node.to_owned()]),
+                    }]),
+                    ..NodeSelectorTerm::default()
+                }],
+            }),
+            ..NodeAffinity::default()
+        }),
+        ..Affinity::default()
+    }
+}
+
+fn tusk() -> String {
+    format!("{TUSK_BIN}/tusk")
+}
+
+fn stage_container(input: &UpgradeJobInput<'_>) -> Container {
+    Container {
+        name: STAGE_CONTAINER.to_owned(),
+        image: Some(input.old_image.clone()),
+        image_pull_policy: input.config.image_pull_policy.clone(),
+        command: Some(vec![
+            tusk(),
+            "upgrade".to_owned(),
+            "stage-old".to_owned(),
+            "--dest".to_owned(),
+            OLD_STAGE.to_owned(),
+        ]),
+        volume_mounts: Some(vec![
+            mount(TUSK_BIN_VOLUME, TUSK_BIN, true),
+            mount(OLD_STAGE_VOLUME, OLD_STAGE, false),
+            mount(TMP_VOLUME, "/tmp", false),
+        ]),
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        resources: Some(resources()),
+        security_context: Some(container_security_context()),
+        ..Container::default()
+    }
+}
+
+fn main_container(input: &UpgradeJobInput<'_>, step: UpgradeStep) -> Container {
+    let mut command = vec![tusk(), "upgrade".to_owned(), step.command().to_owned()];
+    let new_bindir = format!("/usr/lib/postgresql/{}/bin", input.new_major);
+    let dirs = [
+        "--old-bindir".to_owned(),
+        format!("{OLD_STAGE}/bin"),
+        "--new-bindir".to_owned(),
+        new_bindir,
+        "--pgdata".to_owned(),
+        PGDATA.to_owned(),
+    ];
+    let mut vars = Vec::new();
+    match step {
+        UpgradeStep::Check => {
+            command.extend(dirs);
+            if let Some(host) = &input.primary_host {
+                command.extend([
+                    "--primary-host".to_owned(),
+                    host.clone(),
+                    "--port".to_owned(),
+                    POSTGRES_PORT.to_string(),
+                ]);
+            }
+            vars.push(secret_env(
+                env::SUPERUSER_PASSWORD,
+                &input.db.name_any(),
+                SecretKind::Superuser,
+            ));
+        }
+        UpgradeStep::Upgrade => command.extend(dirs),
+        UpgradeStep::Rollback => command.extend([
+            "--pgdata".to_owned(),
+            PGDATA.to_owned(),
+            "--old-major".to_owned(),
+            input.old_major.to_string(),
+        ]),
+    }
+    let image = match step {
+        UpgradeStep::Rollback => input.old_image.clone(),
+        _ => input.new_image.clone(),
+    };
+    let mut mounts = vec![
+        mount(DATA_VOLUME, DATA_MOUNT, step == UpgradeStep::Check),
+        mount(TUSK_BIN_VOLUME, TUSK_BIN, true),
+        mount(RUN_VOLUME, "/var/run/postgresql", false),
+        mount(TMP_VOLUME, "/tmp", false),
+    ];
+    if step != UpgradeStep::Rollback {
+        mounts.push(mount(OLD_STAGE_VOLUME, OLD_STAGE, true));
+    }
+    Container {
+        name: UPGRADE_CONTAINER.to_owned(),
+        image: Some(image),
+        image_pull_policy: input.config.image_pull_policy.clone(),
+        command: Some(command),
+        env: (!vars.is_empty()).then_some(vars),
+        working_dir: Some("/tmp".to_owned()),
+        volume_mounts: Some(mounts),
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        resources: Some(resources()),
+        security_context: Some(container_security_context()),
+        ..Container::default()
+    }
+}
+
+fn resources() -> ResourceRequirements {
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_owned(), Quantity("100m".to_owned())),
+            ("memory".to_owned(), Quantity("256Mi".to_owned())),
+        ])),
+        limits: Some(BTreeMap::from([(
+            "memory".to_owned(),
+            Quantity("2Gi".to_owned()),
+        )])),
+        ..ResourceRequirements::default()
+    }
+}
+
+/// Where an upgrade Job is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpgradeJobOutcome {
+    Running,
+    /// The step's own report.
+    Succeeded(String),
+    /// The step's report (quoting pg_upgrade), or why there is none.
+    Failed(String),
+}
+
+/// The outcome of upgrade Job `job` from its status and its `pods` (listed
+/// by `job-name=<name>`): its report from the termination message once it
+/// ended; a failure without report (a staging failure, the deadline, an
+/// image that cannot be pulled) says what Kubernetes said.
+pub fn outcome(job: &Job, pods: &[Pod]) -> UpgradeJobOutcome {
+    let name = job.name_any();
+    let status = job.status.clone().unwrap_or_default();
+    let condition = |kind: &str| {
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == kind && c.status == "True")
+            .cloned()
+    };
+    let complete = status.succeeded.unwrap_or(0) > 0 || condition("Complete").is_some();
+    let failed = condition("Failed");
+    if !complete && failed.is_none() && status.failed.unwrap_or(0) == 0 {
+        return UpgradeJobOutcome::Running;
+    }
+    let report = super::terminated(pods, UPGRADE_CONTAINER).and_then(|t| {
+        serde_json::from_str::<UpgradeOutcome>(t.message.as_deref().unwrap_or_default().trim()).ok()
+    });
+    match (complete, report) {
+        (true, Some(r)) if r.ok => UpgradeJobOutcome::Succeeded(r.message),
+        (true, None) => UpgradeJobOutcome::Succeeded(format!("Job {name} completed")),
+        (_, Some(r)) => UpgradeJobOutcome::Failed(r.message),
+        (false, None) => UpgradeJobOutcome::Failed(unreported_failure(&name, pods, failed)),
+    }
+}
+
+fn unreported_failure(
+    name: &str,
+    pods: &[Pod],
+    condition: Option<k8s_openapi::api::batch::v1::JobCondition>,
+) -> String {
+    let containers = [STAGE_CONTAINER, "bootstrap-tusk", UPGRADE_CONTAINER];
+    for container in containers {
+        if let Some(t) = super::terminated(pods, container).filter(|t| t.exit_code != 0) {
+            let message = t.message.unwrap_or_default();
+            let message = serde_json::from_str::<UpgradeOutcome>(message.trim())
+                .map(|r| r.message)
+                .unwrap_or(message);
+            return format!(
+                "Job {name}: container {container} failed ({}, exit code {}): {}",
+                t.reason.unwrap_or_default(),
+                t.exit_code,
+                message.trim()
+            );
+        }
+    }
+    match condition {
+        Some(c) => format!(
+            "Job {name} failed ({}): {}",
+            c.reason.unwrap_or_default(),
+            c.message.unwrap_or_default()
+        ),
+        None => format!("Job {name} failed without a report (its pod is gone, or never started)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::arbitrary::sample_database;
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus,
+    };
+
+    fn config() -> BuildConfig {
+        BuildConfig {
+            postgres_repository: "localhost/postgres".into(),
+            tusk_image: "localhost/tusk:dev".into(),
+            image_pull_policy: Some("IfNotPresent".into()),
+            instance_env: Vec::new(),
+            default_store: None,
+        }
+    }
+
+    fn input<'a>(db: &'a Database, config: &'a BuildConfig) -> UpgradeJobInput<'a> {
+        UpgradeJobInput {
+            db,
+            config,
+            old_image: "localhost/postgres:15".into(),
+            new_image: "localhost/postgres:17".into(),
+            old_major: 15,
+            new_major: 17,
+            claim: "orders-1".into(),
+            node: Some("node-a".into()),
+            primary_host: Some("198.18.0.7".into()),
+        }
+    }
+
+    fn spec(job: &Job) -> PodSpec {
+        job.spec
+            .clone()
+            .and_then(|s| s.template.spec)
+            .expect("pod spec")
+    }
+
+    fn command(job: &Job) -> Vec<String> {
+        spec(job).containers[0].command.clone().unwrap_or_default()
+    }
+
+    #[test]
+    fn names_are_per_step_and_per_versions_and_fit() {
+        assert_eq!(
+            upgrade_job_name("orders", UpgradeStep::Check, 15, 17),
+            "orders-upgrade-check-15-17"
+        );
+        assert_eq!(
+            upgrade_job_name("orders", UpgradeStep::Upgrade, 15, 17),
+            "orders-upgrade-15-17"
+        );
+        assert_eq!(
+            upgrade_job_name("orders", UpgradeStep::Rollback, 15, 17),
+            "orders-upgrade-rollback-15-17"
+        );
+        let long_a = format!("{}a", "x".repeat(49));
+        let long_b = format!("{}b", "x".repeat(49));
+        for step in [
+            UpgradeStep::Check,
+            UpgradeStep::Upgrade,
+            UpgradeStep::Rollback,
+        ] {
+            let a = upgrade_job_name(&long_a, step, 15, 17);
+            let b = upgrade_job_name(&long_b, step, 15, 17);
+            assert!(a.len() <= 63 && b.len() <= 63, "{a}");
+            assert_ne!(a, b);
+            assert_eq!(a, upgrade_job_name(&long_a, step, 15, 17));
+            assert!(a.ends_with("-15-17") && !a.contains("--"), "{a}");
+        }
+    }
+
+    #[test]
+    fn the_check_job_stages_the_old_major_and_reads_the_volume_only() {
+        let mut db = sample_database();
+        db.metadata.namespace = Some("shop".into());
+        db.metadata.uid = Some("db-uid".into());
+        let config = config();
+        let job = check_job(&input(&db, &config));
+        assert_eq!(
+            job.metadata.name.as_deref(),
+            Some("orders-upgrade-check-15-17")
+        );
+        assert_eq!(job.metadata.namespace.as_deref(), Some("shop"));
+        let owner = &job.metadata.owner_references.clone().unwrap_or_default()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str()),
+            ("Database", "db-uid")
+        );
+        let labels = job.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels
+                .get("app.kubernetes.io/component")
+                .map(String::as_str),
+            Some("upgrade")
+        );
+        assert_eq!(
+            labels.get("tusk.dev/database").map(String::as_str),
+            Some("orders")
+        );
+        assert_eq!(labels.get(STEP_LABEL).map(String::as_str), Some("check"));
+        let job_spec = job.spec.clone().expect("spec");
+        assert_eq!(job_spec.backoff_limit, Some(0));
+        assert!(job_spec.active_deadline_seconds.is_some());
+        assert_eq!(job_spec.ttl_seconds_after_finished, None);
+
+        let pod = spec(&job);
+        assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+        let init = pod.init_containers.clone().unwrap_or_default();
+        let names: Vec<&str> = init.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["bootstrap-tusk", "stage-old"]);
+        assert_eq!(init[1].image.as_deref(), Some("localhost/postgres:15"));
+        assert_eq!(
+            init[1].command.clone().unwrap_or_default(),
+            [
+                "/tusk/bin/tusk",
+                "upgrade",
+                "stage-old",
+                "--dest",
+                "/upgrade/old"
+            ]
+        );
+        let main = &pod.containers[0];
+        assert_eq!(main.image.as_deref(), Some("localhost/postgres:17"));
+        assert_eq!(
+            command(&job),
+            [
+                "/tusk/bin/tusk",
+                "upgrade",
+                "check",
+                "--old-bindir",
+                "/upgrade/old/bin",
+                "--new-bindir",
+                "/usr/lib/postgresql/17/bin",
+                "--pgdata",
+                "/var/lib/postgresql/data/pgdata",
+                "--primary-host",
+                "198.18.0.7",
+                "--port",
+                "5432"
+            ]
+        );
+        let password = main.env.clone().unwrap_or_default();
+        let secret = password[0]
+            .value_from
+            .as_ref()
+            .and_then(|s| s.secret_key_ref.as_ref())
+            .map(|r| (r.name.as_str(), r.key.as_str()));
+        assert_eq!(password[0].name, "POSTGRES_SUPERUSER_PASSWORD");
+        assert_eq!(secret, Some(("orders-superuser", "password")));
+        let data = main
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == DATA_VOLUME)
+            .expect("data mount");
+        assert_eq!(
+            (data.mount_path.as_str(), data.read_only),
+            ("/var/lib/postgresql/data", Some(true))
+        );
+        let claim = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == DATA_VOLUME)
+            .expect("volume");
+        assert_eq!(
+            claim
+                .persistent_volume_claim
+                .as_ref()
+                .map(|c| (c.claim_name.as_str(), c.read_only)),
+            Some(("orders-1", Some(true)))
+        );
+        let fields = pod
+            .affinity
+            .and_then(|a| a.node_affinity)
+            .and_then(|n| n.required_during_scheduling_ignored_during_execution)
+            .map(|s| {
+                s.node_selector_terms[0]
+                    .match_fields
+                    .clone()
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default();
+        assert_eq!(fields[0].key, "metadata.name");
+        assert_eq!(fields[0].values, Some(vec!["node-a".to_owned()]));
+    }
+
+    #[test]
+    fn the_upgrade_writes_and_the_rollback_runs_in_the_old_image_without_staging() {
+        let db = sample_database();
+        let config = config();
+        let job = upgrade_job(&input(&db, &config));
+        assert_eq!(job.metadata.name.as_deref(), Some("orders-upgrade-15-17"));
+        assert_eq!(&command(&job)[..3], ["/tusk/bin/tusk", "upgrade", "run"]);
+        assert!(!command(&job).iter().any(|a| a == "--primary-host"));
+        let pod = spec(&job);
+        let data = pod.containers[0]
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == DATA_VOLUME)
+            .expect("data");
+        assert_eq!(data.read_only, None);
+        assert_eq!(pod.containers[0].env, None, "no password needed");
+
+        let job = rollback_job(&input(&db, &config));
+        assert_eq!(
+            job.metadata.name.as_deref(),
+            Some("orders-upgrade-rollback-15-17")
+        );
+        assert_eq!(
+            command(&job),
+            [
+                "/tusk/bin/tusk",
+                "upgrade",
+                "rollback",
+                "--pgdata",
+                "/var/lib/postgresql/data/pgdata",
+                "--old-major",
+                "15"
+            ]
+        );
+        let pod = spec(&job);
+        assert_eq!(
+            pod.containers[0].image.as_deref(),
+            Some("localhost/postgres:15")
+        );
+        assert_eq!(pod.init_containers.clone().unwrap_or_default().len(), 1);
+    }
+
+    /// The checks of Pod Security "restricted" a pod spec can fail.
+    #[test]
+    fn every_job_meets_pod_security_restricted() {
+        let db = sample_database();
+        let config = config();
+        let input = input(&db, &config);
+        for job in [check_job(&input), upgrade_job(&input), rollback_job(&input)] {
+            let pod = spec(&job);
+            let ctx = pod.security_context.clone().unwrap_or_default();
+            assert_eq!(ctx.run_as_non_root, Some(true));
+            assert_eq!(ctx.run_as_user, Some(999));
+            assert!(pod.volumes.iter().flatten().all(|v| v.host_path.is_none()));
+            for c in pod
+                .init_containers
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .chain(pod.containers.clone())
+            {
+                let ctx = c.security_context.clone().unwrap_or_default();
+                assert_eq!(ctx.allow_privilege_escalation, Some(false), "{}", c.name);
+                assert_eq!(
+                    ctx.capabilities.and_then(|c| c.drop),
+                    Some(vec!["ALL".to_owned()]),
+                    "{}",
+                    c.name
+                );
+                // The copy of tusk is the instance pods' container, unbounded there too.
+                assert!(
+                    c.name == "bootstrap-tusk" || c.resources.and_then(|r| r.limits).is_some(),
+                    "{}",
+                    c.name
+                );
+            }
+        }
+    }
+
+    fn finished(condition: &str, reason: &str) -> Job {
+        Job {
+            status: Some(JobStatus {
+                conditions: Some(vec![JobCondition {
+                    type_: condition.into(),
+                    status: "True".into(),
+                    reason: Some(reason.into()),
+                    message: Some("Job was active longer than specified deadline".into()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Job::default()
+        }
+    }
+
+    fn pod(container: &str, exit_code: i32, message: &str, init: bool) -> Pod {
+        let statuses = vec![ContainerStatus {
+            name: container.into(),
+            state: Some(ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    exit_code,
+                    message: Some(message.into()),
+                    reason: Some(if exit_code == 0 { "Completed" } else { "Error" }.into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }];
+        Pod {
+            status: Some(PodStatus {
+                container_statuses: (!init).then(|| statuses.clone()),
+                init_container_statuses: init.then_some(statuses),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_outcome_comes_from_the_report_or_from_what_kubernetes_says() {
+        assert_eq!(outcome(&Job::default(), &[]), UpgradeJobOutcome::Running);
+        let done = finished("Complete", "Completed");
+        let report = r#"{"ok":true,"message":"pg_upgrade --check from 15 to 17 passed"}"#;
+        assert_eq!(
+            outcome(&done, &[pod(UPGRADE_CONTAINER, 0, report, false)]),
+            UpgradeJobOutcome::Succeeded("pg_upgrade --check from 15 to 17 passed".into())
+        );
+        let failed = finished("Failed", "BackoffLimitExceeded");
+        let report = r#"{"ok":false,"message":"pg_upgrade --check from 15 to 17 failed:\nChecking data type usage failed"}"#;
+        assert_eq!(
+            outcome(&failed, &[pod(UPGRADE_CONTAINER, 1, report, false)]),
+            UpgradeJobOutcome::Failed(
+                "pg_upgrade --check from 15 to 17 failed:\nChecking data type usage failed".into()
+            )
+        );
+        let staging =
+            r#"{"ok":false,"message":"/usr/lib/postgresql/15/bin is not laid out as expected"}"#;
+        let UpgradeJobOutcome::Failed(why) =
+            outcome(&failed, &[pod(STAGE_CONTAINER, 1, staging, true)])
+        else {
+            panic!("failed");
+        };
+        assert!(
+            why.contains("stage-old") && why.contains("not laid out"),
+            "{why}"
+        );
+        let UpgradeJobOutcome::Failed(why) = outcome(&finished("Failed", "DeadlineExceeded"), &[])
+        else {
+            panic!("failed");
+        };
+        assert!(why.contains("DeadlineExceeded"), "{why}");
+    }
+}

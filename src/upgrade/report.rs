@@ -1,0 +1,198 @@
+//! What pg_upgrade said, quoted for a person: the lines of its output that
+//! explain a failure, and the beginning of the report files it names (e.g.
+//! `tables_using_reg.txt`) or the end of the logs it points to, bounded to
+//! fit a termination message.
+
+use std::path::Path;
+
+/// The quote's budget, below the 4 KiB termination message to leave room
+/// for the JSON around it and its escapes.
+pub const QUOTE_LIMIT: usize = 3000;
+/// Lines quoted from each report file.
+const REPORT_LINES: usize = 8;
+/// Lines quoted from the end of each log file named.
+const LOG_LINES: usize = 6;
+/// pg_upgrade's output after its first failing check, at most this many lines.
+const OUTPUT_LINES: usize = 25;
+
+/// The largest index `<= at` on a character boundary of `text`.
+pub fn floor_char_boundary(text: &str, at: usize) -> usize {
+    if at >= text.len() {
+        return text.len();
+    }
+    (0..=at)
+        .rev()
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(0)
+}
+
+/// The last `max` bytes of `text` (on a character boundary).
+pub fn tail(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+/// The lines of pg_upgrade's `stdout` that tell why it failed: from the
+/// first line that is not a passing check or a banner, on; all of it when
+/// no such line stands out.
+pub fn failure_lines(stdout: &str) -> Vec<&str> {
+    let lines: Vec<&str> = stdout.lines().collect();
+    let first = lines.iter().position(|line| {
+        let l = line.trim();
+        !l.is_empty()
+            && !l.ends_with(" ok")
+            && !l.starts_with("Performing Consistency Checks")
+            && !l.chars().all(|c| c == '-')
+    });
+    let from = first.unwrap_or(0);
+    lines[from..]
+        .iter()
+        .copied()
+        .filter(|l| !l.trim().is_empty())
+        .take(OUTPUT_LINES)
+        .collect()
+}
+
+/// Absolute paths of files named in `lines` (pg_upgrade puts each on a line
+/// of its own, or in quotes after "Consult the last few lines of").
+pub fn named_files(lines: &[&str]) -> Vec<String> {
+    let mut files = Vec::new();
+    for line in lines {
+        for word in line.split_whitespace() {
+            let word = word.trim_matches(|c| c == '"' || c == '\'' || c == ',');
+            let word = word
+                .strip_suffix('.')
+                .filter(|w| w.contains('.'))
+                .unwrap_or(word);
+            if word.starts_with('/')
+                && (word.ends_with(".txt") || word.ends_with(".log"))
+                && !files.iter().any(|f| f == word)
+            {
+                files.push(word.to_owned());
+            }
+        }
+    }
+    files
+}
+
+/// The quote: `context` (what was being done), pg_upgrade's failure lines,
+/// then for each file they name its first lines (reports) or last lines
+/// (logs) as read by `read`; cut to [`QUOTE_LIMIT`].
+pub fn quote(
+    context: &str,
+    stdout: &str,
+    stderr: &str,
+    read: impl Fn(&Path) -> Option<String>,
+) -> String {
+    let lines = failure_lines(stdout);
+    let mut out = format!("{context}:\n{}", lines.join("\n"));
+    let stderr = stderr.trim();
+    if !stderr.is_empty() {
+        out.push('\n');
+        out.push_str(tail(stderr, 500));
+    }
+    for file in named_files(&lines) {
+        let Some(text) = read(Path::new(&file)) else {
+            continue;
+        };
+        let name = Path::new(&file)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| file.clone());
+        let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let excerpt: Vec<&str> = if file.ends_with(".log") {
+            all[all.len().saturating_sub(LOG_LINES)..].to_vec()
+        } else {
+            all.iter().copied().take(REPORT_LINES).collect()
+        };
+        out.push_str(&format!("\n{name}:\n  {}", excerpt.join("\n  ")));
+        if !file.ends_with(".log") && all.len() > REPORT_LINES {
+            out.push_str(&format!("\n  … {} more lines", all.len() - REPORT_LINES));
+        }
+    }
+    if out.len() > QUOTE_LIMIT {
+        let cut = floor_char_boundary(&out, QUOTE_LIMIT);
+        out.truncate(cut);
+        out.push_str(" […]");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REG: &str = "\
+Performing Consistency Checks on Old Live Server
+------------------------------------------------
+Checking cluster versions                                     ok
+Checking database user is the install user                    ok
+Checking data type usage                                      failed check: Checking for reg* data types in user tables
+
+Data type checks failed: 
+Your installation contains one of the reg* data types in user tables.
+These data types reference system OIDs that are not preserved by
+pg_upgrade, so this cluster cannot currently be upgraded.  You can
+drop the problem columns and restart the upgrade.
+
+A list of the problem columns is in the file:
+    /data/new/pg_upgrade_output.d/20261124T225301.769/tables_using_reg.txt
+
+Failure, exiting
+";
+
+    #[test]
+    fn a_failed_check_is_quoted_with_its_report_file() {
+        let quoted = quote("pg_upgrade --check failed", REG, "", |path| {
+            path.ends_with("tables_using_reg.txt")
+                .then(|| "In database: app\n  public.t.f\n".to_owned())
+        });
+        assert!(
+            quoted.starts_with("pg_upgrade --check failed:\nChecking data type usage"),
+            "{quoted}"
+        );
+        assert!(!quoted.contains("install user"), "{quoted}");
+        assert!(quoted.contains("reg* data types in user tables"));
+        assert!(
+            quoted.contains("tables_using_reg.txt:\n  In database: app\n    public.t.f"),
+            "{quoted}"
+        );
+        assert!(quoted.len() <= QUOTE_LIMIT + 8);
+    }
+
+    #[test]
+    fn a_log_is_quoted_by_its_last_lines_and_everything_is_bounded() {
+        let stdout = "Restoring database schemas in the new cluster\n\
+            *failure*\n\
+            Consult the last few lines of \"/new/pg_upgrade_output.d/x/log/pg_upgrade_dump_5.log\" for\n\
+            the probable cause of the failure.\n";
+        let log = (1..=50)
+            .map(|i| format!("line {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let quoted = quote("pg_upgrade failed", stdout, "", |_| Some(log.clone()));
+        assert!(
+            quoted.contains("pg_upgrade_dump_5.log:\n  line 45"),
+            "{quoted}"
+        );
+        assert!(!quoted.contains("line 44\n"), "{quoted}");
+
+        let huge = "x".repeat(10_000);
+        let quoted = quote("pg_upgrade failed", &huge, "", |_| None);
+        assert!(quoted.len() <= QUOTE_LIMIT + 8);
+        assert!(quoted.ends_with("[…]"));
+    }
+
+    #[test]
+    fn tails_and_boundaries_respect_characters() {
+        assert_eq!(tail("héllo", 4), "llo");
+        assert_eq!(floor_char_boundary("hé", 2), 1);
+        assert_eq!(floor_char_boundary("hé", 10), 3);
+    }
+}
