@@ -1,0 +1,280 @@
+//! Major upgrades on the cluster (issue #16, item 2): `spec.version` 15 → 17
+//! runs `pg_upgrade --check` in a Job while 15 serves, stops the instances,
+//! runs `pg_upgrade --link` in a Job on the primary's volume, starts 17 on it
+//! and re-clones the replicas; a check that fails leaves 15 running,
+//! untouched, with the cause in the Ready condition.
+//!
+//! Times are printed, never asserted: `bench/upgrade` measures them.
+//!   cargo test --manifest-path e2e/Cargo.toml --test major_upgrades -- --nocapture
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use tusk::api::status::{DatabasePhase, UpgradeStep};
+use tusk::api::v1::Database;
+use tusk::resources::POSTGRES_CONTAINER;
+use tusk_e2e::faults::psql_local;
+use tusk_e2e::{
+    Result, apply_value, database, in_namespace, install_operator, wait_for, wait_ready,
+};
+
+const DB: &str = "pg";
+/// Long enough for two Jobs, a stop, a start and two clones on a busy node.
+const UPGRADE_TIMEOUT: Duration = Duration::from_secs(600);
+
+fn spec(version: &str, instances: i32) -> serde_json::Value {
+    json!({
+        "version": version, "instances": instances, "storage": {"size": "1Gi"},
+        "bootstrap": {"initdb": {"database": "app", "owner": "app"}}
+    })
+}
+
+/// `statements` on instance `pod` through its unix socket, in database `app`.
+async fn on(client: &Client, ns: &str, pod: &str, statements: &[&str]) -> Result<String> {
+    let mut all = vec!["\\c app"];
+    all.extend(statements);
+    let out = psql_local(client, ns, pod, &all).await?;
+    if !out.success {
+        return Err(format!("psql on {pod} failed: {}{}", out.stdout, out.stderr).into());
+    }
+    Ok(out.stdout.trim().to_owned())
+}
+
+async fn primary(client: &Client, ns: &str) -> Result<String> {
+    let databases: Api<Database> = Api::namespaced(client.clone(), ns);
+    let db = databases.get(DB).await?;
+    db.status
+        .and_then(|s| s.current_primary)
+        .ok_or_else(|| "no current primary".into())
+}
+
+async fn set_version(client: &Client, ns: &str, version: &str) -> Result<()> {
+    let databases: Api<Database> = Api::namespaced(client.clone(), ns);
+    databases
+        .patch(
+            DB,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"version": version}})),
+        )
+        .await?;
+    Ok(())
+}
+
+fn ready_condition(db: &Database) -> Option<(String, String, String)> {
+    db.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+fn postgres_image(pod: &Pod) -> String {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.containers.iter().find(|c| c.name == POSTGRES_CONTAINER))
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_fifteen_database_is_upgraded_to_seventeen_with_all_its_data() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    in_namespace("major-upgrade", UPGRADE_TIMEOUT * 2, |client, ns| async move {
+        apply_value(&client, Some(&ns), database(DB, spec("15", 3)), &PatchParams::apply(tusk_e2e::MANAGER)).await?;
+        wait_ready(&client, &ns, DB, 3).await?;
+        let old = primary(&client, &ns).await?;
+        on(
+            &client,
+            &ns,
+            &old,
+            &[
+                "CREATE TABLE items (id bigserial PRIMARY KEY, label text NOT NULL, created timestamptz DEFAULT now())",
+                "INSERT INTO items (label) SELECT 'item-' || g FROM generate_series(1, 5000) g",
+                "CREATE INDEX items_label ON items (label)",
+                "CREATE SEQUENCE tickets START 100",
+                "SELECT nextval('tickets') FROM generate_series(1, 5)",
+            ],
+        )
+        .await?;
+        let before = on(&client, &ns, &old, &["SELECT sum(id), count(*) FROM items"]).await?;
+
+        let started = Instant::now();
+        set_version(&client, &ns, "17").await?;
+        let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
+        let mut steps: Vec<UpgradeStep> = Vec::new();
+        let done = loop {
+            let db = databases.get(DB).await?;
+            let status = db.status.clone().unwrap_or_default();
+            if let Some(step) = status.upgrade.as_ref().map(|u| u.step)
+                && steps.last() != Some(&step)
+            {
+                println!("{:>6.1} s: {step:?} ({:?})", started.elapsed().as_secs_f64(), status.phase);
+                steps.push(step);
+            }
+            let settled = status.phase == Some(DatabasePhase::Ready)
+                && status.observed_generation == db.metadata.generation
+                && status.ready_instances == Some(3)
+                && status.upgrade.as_ref().is_some_and(|u| u.step == UpgradeStep::Done);
+            if settled {
+                break db;
+            }
+            if started.elapsed() > UPGRADE_TIMEOUT {
+                return Err(format!(
+                    "not upgraded after {UPGRADE_TIMEOUT:?}: steps {steps:?}, Ready {:?}",
+                    ready_condition(&db)
+                )
+                .into());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        println!("15 -> 17 of 3 instances: Ready again after {:.1} s", started.elapsed().as_secs_f64());
+        for step in [
+            UpgradeStep::Checking,
+            UpgradeStep::Stopping,
+            UpgradeStep::Upgrading,
+            UpgradeStep::Starting,
+            UpgradeStep::Done,
+        ] {
+            assert!(steps.contains(&step), "{step:?} never seen: {steps:?}");
+        }
+        let upgrade = done.status.as_ref().and_then(|s| s.upgrade.clone()).expect("upgrade");
+        assert_eq!((upgrade.from, upgrade.to), (15, 17));
+
+        let new = primary(&client, &ns).await?;
+        assert_eq!(new, old, "the upgraded data directory is the primary's");
+        assert!(
+            on(&client, &ns, &new, &["SHOW server_version_num"]).await?.starts_with("17"),
+            "the primary runs 17"
+        );
+        assert_eq!(on(&client, &ns, &new, &["SELECT sum(id), count(*) FROM items"]).await?, before);
+        let plan = on(
+            &client,
+            &ns,
+            &new,
+            &["SET enable_seqscan = off", "EXPLAIN SELECT * FROM items WHERE label = 'item-42'"],
+        )
+        .await?;
+        assert!(plan.contains("items_label"), "the index is used on 17: {plan}");
+        assert_eq!(on(&client, &ns, &new, &["SELECT nextval('tickets')"]).await?, "105");
+
+        // Every replica streams from the upgraded primary and runs 17.
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        for serial in 1..=3 {
+            let name = format!("{DB}-{serial}");
+            let pod = pods.get(&name).await?;
+            assert_eq!(postgres_image(&pod), "localhost/postgres:17", "{name}");
+            assert!(on(&client, &ns, &name, &["SHOW server_version_num"]).await?.starts_with("17"));
+            if name != new {
+                assert_eq!(on(&client, &ns, &name, &["SELECT count(*) FROM items"]).await?, "5000");
+            }
+        }
+        let streaming = on(
+            &client,
+            &ns,
+            &new,
+            &["SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'"],
+        )
+        .await?;
+        assert_eq!(streaming, "2", "both replicas stream from the upgraded primary");
+        // Writes work on 17, and the old data directory is gone.
+        on(&client, &ns, &new, &["INSERT INTO items (label) VALUES ('after')"]).await?;
+        let kept = tusk_e2e::faults::exec(
+            &client,
+            &ns,
+            &new,
+            POSTGRES_CONTAINER,
+            &["sh", "-c", "ls -d /var/lib/postgresql/data/pgdata.15.old 2>/dev/null || true"],
+        )
+        .await?;
+        assert_eq!(kept.stdout.trim(), "", "the old data directory is removed once 17 answered");
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_failing_check_leaves_fifteen_running_and_names_the_cause() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    in_namespace("upgrade-check", UPGRADE_TIMEOUT, |client, ns| async move {
+        apply_value(
+            &client,
+            Some(&ns),
+            database(DB, spec("15", 1)),
+            &PatchParams::apply(tusk_e2e::MANAGER),
+        )
+        .await?;
+        wait_ready(&client, &ns, DB, 1).await?;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let uid = pods.get(&format!("{DB}-1")).await?.uid();
+        // pg_upgrade refuses user tables with reg* columns (other than
+        // regclass, regrole and regtype): their OIDs do not survive.
+        on(
+            &client,
+            &ns,
+            &format!("{DB}-1"),
+            &[
+                "CREATE TABLE hooks (fn regproc)",
+                "INSERT INTO hooks VALUES ('now')",
+            ],
+        )
+        .await?;
+
+        set_version(&client, &ns, "17").await?;
+        let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
+        let failed = wait_for(&databases, DB, UPGRADE_TIMEOUT, |db| {
+            ready_condition(db).is_some_and(|(_, reason, _)| reason == "UpgradeCheckFailed")
+        })
+        .await?;
+        let (status, _, message) = ready_condition(&failed).expect("Ready");
+        println!("Ready: {message}");
+        assert_eq!(status, "False");
+        assert!(message.starts_with("spec.version: "), "{message}");
+        assert!(
+            message.contains("reg*"),
+            "pg_upgrade's words are quoted: {message}"
+        );
+        let upgrade = failed
+            .status
+            .as_ref()
+            .and_then(|s| s.upgrade.clone())
+            .expect("upgrade");
+        assert_eq!(upgrade.step, UpgradeStep::CheckFailed);
+        assert_eq!(
+            failed.status.as_ref().and_then(|s| s.phase),
+            Some(DatabasePhase::Blocked)
+        );
+
+        // 15 runs on, untouched: the same pod, its data, writable.
+        let pod = pods.get(&format!("{DB}-1")).await?;
+        assert_eq!(pod.uid(), uid, "the instance was not restarted");
+        assert_eq!(postgres_image(&pod), "localhost/postgres:15");
+        let name = format!("{DB}-1");
+        assert!(
+            on(&client, &ns, &name, &["SHOW server_version_num"])
+                .await?
+                .starts_with("15")
+        );
+        assert_eq!(
+            on(&client, &ns, &name, &["SELECT count(*) FROM hooks"]).await?,
+            "1"
+        );
+        on(&client, &ns, &name, &["INSERT INTO hooks VALUES ('now')"]).await?;
+
+        // Asking for 15 again is the way back: Ready on 15.
+        set_version(&client, &ns, "15").await?;
+        let back = wait_ready(&client, &ns, DB, 1).await?;
+        assert_eq!(pods.get(&name).await?.uid(), uid);
+        println!(
+            "back on 15: Ready {:?}",
+            ready_condition(&back).map(|(_, reason, _)| reason)
+        );
+        Ok(())
+    })
+    .await;
+}
