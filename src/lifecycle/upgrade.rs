@@ -184,7 +184,7 @@ fn stopped(ctx: &Context, upgrade: UpgradeStatus, job: UpgradeJob) -> Upgrade {
         UpgradeStep::CheckFailed => (
             "UpgradeCheckFailed",
             format!(
-                "spec.version: pg_upgrade --check from {} to {} failed, nothing was changed and {} runs on: {what}; \
+                "spec.version: the upgrade from {} to {} was not started, {} runs on unchanged. {what}; \
                  fix the cause, then delete Job {name} to check again",
                 upgrade.from, upgrade.to, upgrade.from
             ),
@@ -370,6 +370,13 @@ fn advance(ctx: &Context, mut upgrade: UpgradeStatus, wanted: Option<u32>) -> Up
                     ));
                     out.active = false;
                     out.image = Some(upgrade.to_image.clone());
+                    // The new system identifier starts a new WAL history: the
+                    // old base backups do not restore with it.
+                    if ctx.observed.backups_possible {
+                        out.actions.push(Action::TakeBackup {
+                            name: names::upgraded_backup(&ctx.observed.database, from, to),
+                        });
+                    }
                 } else if back {
                     out.hold = true;
                     let pods: Vec<String> = ctx

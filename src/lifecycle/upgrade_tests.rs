@@ -273,13 +273,26 @@ fn the_upgraded_primary_starts_on_the_new_major_alone_then_done() {
         .insert(1, on(17, InstanceRole::Primary, true));
     observed.instances.insert(2, volume());
     observed.instances.insert(3, volume());
-    let decided = plan(
-        &spec17(),
-        at(UpgradeStep::Starting).as_ref(),
-        &routed(observed),
-    );
+    let mut observed = routed(observed);
+    let decided = plan(&spec17(), at(UpgradeStep::Starting).as_ref(), &observed);
     assert_eq!(step_of(&decided), Some(UpgradeStep::Done));
     assert_eq!(created_images(&decided), [NEW, NEW]);
+    assert!(
+        !decided
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::TakeBackup { .. }))
+    );
+    // With a store, the upgraded system's first base backup is taken at once.
+    observed.backups_possible = true;
+    let decided = plan(&spec17(), at(UpgradeStep::Starting).as_ref(), &observed);
+    assert!(
+        decided.actions.contains(&Action::TakeBackup {
+            name: "orders-upgrade-15-17-after".into()
+        }),
+        "{:?}",
+        decided.actions
+    );
 }
 
 #[test]

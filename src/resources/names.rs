@@ -89,7 +89,13 @@ pub fn instance_account(db: &str) -> String {
 
 /// The Backup taken before a major upgrade from `from` to `to` stops anything.
 pub fn upgrade_backup(db: &str, from: u32, to: u32) -> String {
-    format!("{db}-u{from}-{to}")
+    format!("{db}-upgrade-{from}-{to}-before")
+}
+
+/// The first Backup of the upgraded system (a new system identifier, so
+/// the old base backups cannot be restored with its WAL).
+pub fn upgraded_backup(db: &str, from: u32, to: u32) -> String {
+    format!("{db}-upgrade-{from}-{to}-after")
 }
 
 #[cfg(test)]
