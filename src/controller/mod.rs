@@ -195,12 +195,29 @@ impl Context {
         action: &str,
         note: String,
     ) {
+        self.publish_about(obj, None, type_, reason, action, note)
+            .await;
+    }
+
+    /// [`Context::publish`] with a related object (the pod an action touched).
+    /// The recorder counts repeats of one reason and action about one object
+    /// as one series and keeps its first note: the related object makes each
+    /// instance's Events a series of their own.
+    pub async fn publish_about<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        related: Option<k8s_openapi::api::core::v1::ObjectReference>,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         let event = Event {
             type_,
             reason: reason.to_owned(),
             note: Some(note),
             action: action.to_owned(),
-            secondary: None,
+            secondary: related,
         };
         if let Err(error) = self.recorder.publish(&event, &obj.object_ref(&())).await {
             warn!(%error, reason, "could not publish an event");

@@ -14,7 +14,7 @@
 //! directory must be upgraded first): it is not rolled, new pods keep what
 //! runs, and the upgrade planner takes over.
 
-use crate::api::status::InstanceRole;
+use crate::api::status::{DatabasePhase, InstanceRole};
 use crate::api::validate::PgVersion;
 use crate::contract::API_VERSION;
 
@@ -70,9 +70,21 @@ pub(super) fn plan(ctx: &Context) -> Rollout {
     Rollout {
         image: observed.desired_image.clone(),
         verdicts,
-        rolling: outdated > 0,
+        rolling: outdated > 0 || settling(ctx),
         major: None,
     }
+}
+
+/// The last outdated pod is gone but the update is not over until every
+/// instance is back: an instance replaced last (or re-cloned after a major
+/// upgrade) is still on its way.
+fn settling(ctx: &Context) -> bool {
+    let upgrading = ctx.previous.and_then(|s| s.phase) == Some(DatabasePhase::Upgrading);
+    upgrading
+        && ctx.members.iter().any(|s| {
+            ctx.instance(*s)
+                .is_none_or(|i| !(i.reports_primary() || back(i)))
+        })
 }
 
 /// The members' pods that are not being deleted, by name.

@@ -408,3 +408,40 @@ fn a_walk_rolls_replicas_then_switches_over_then_the_old_primary() {
         );
     }
 }
+
+#[test]
+fn the_update_shows_upgrading_until_the_last_replaced_instance_is_back() {
+    // The old primary, replaced last, is on its way back.
+    let mut observed = leased(
+        routed(super::tests::observed(vec![
+            (1, replica(true)),
+            (2, primary(true)),
+            (3, replica(true)),
+        ])),
+        "orders-2",
+    );
+    observed.desired_image = NEW.into();
+    observed.instances.get_mut(&1).expect("1").pod = None;
+    let observed = routed(observed);
+    let decided = plan(
+        &async_spec(3),
+        status(P::Upgrading, Some(2)).as_ref(),
+        &observed,
+    );
+    assert_eq!(decided.phase, P::Upgrading);
+    // Once it is back, the update is over.
+    let observed = leased(
+        routed(super::tests::observed(vec![
+            (1, replica(true)),
+            (2, primary(true)),
+            (3, replica(true)),
+        ])),
+        "orders-2",
+    );
+    let decided = plan(
+        &async_spec(3),
+        status(P::Upgrading, Some(2)).as_ref(),
+        &observed,
+    );
+    assert_eq!(decided.phase, P::Ready);
+}

@@ -181,8 +181,24 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
                         last_failover.as_ref().and_then(|f| f.wal_gap_bytes),
                     );
                 }
-                ctx.publish(db, EventType::Normal, done.reason, "Reconcile", done.note)
-                    .await;
+                let related = action
+                    .target(|serial| crate::resources::names::instance_name(&name, serial))
+                    .map(|pod| k8s_openapi::api::core::v1::ObjectReference {
+                        api_version: Some("v1".to_owned()),
+                        kind: Some("Pod".to_owned()),
+                        name: Some(pod),
+                        namespace: Some(namespace.clone()),
+                        ..Default::default()
+                    });
+                ctx.publish_about(
+                    db,
+                    related,
+                    EventType::Normal,
+                    done.reason,
+                    "Reconcile",
+                    done.note,
+                )
+                .await;
             }
             Ok(None) => {}
             Err(error) => {
