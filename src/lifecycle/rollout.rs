@@ -20,7 +20,7 @@ use crate::contract::API_VERSION;
 
 use super::action::Action;
 use super::context::Context;
-use super::observed::{Instance, Pod};
+use super::observed::{Instance, Pod, PodPhase};
 use super::topology::Topology;
 use super::verdict::Verdict;
 
@@ -170,6 +170,18 @@ pub(super) fn steps(ctx: &Context, topology: &Topology, rolling: bool) -> Step {
         .copied()
         .find(|s| *s != primary && !ctx.instance(*s).is_some_and(back))
     {
+        // Away already, on an old pod spec, and never started (a replica whose
+        // new image could not be pulled, then the spec was set back): no
+        // PostgreSQL can run in a pending pod, and replacing it takes nothing
+        // more away.
+        let stale = ctx.instance(away).is_some_and(|i| {
+            i.pod
+                .as_ref()
+                .is_some_and(|p| p.outdated && p.phase == PodPhase::Pending && p.manager.is_none())
+        });
+        if stale && !topology_busy {
+            return replace(ctx, away, true, updated, total);
+        }
         return waiting(format!(
             "rolling update: {progress}; waiting for {} to be ready and streaming before the next",
             ctx.name(away)

@@ -445,3 +445,36 @@ fn the_update_shows_upgrading_until_the_last_replaced_instance_is_back() {
     );
     assert_eq!(decided.phase, P::Ready);
 }
+
+#[test]
+fn a_replica_stuck_on_a_bad_image_is_replaced_when_the_spec_changes_again() {
+    // orders-2 runs a pod spec that never became ready, and the spec moved on.
+    let mut observed = outdated_three();
+    update(&mut observed, 3);
+    let stuck = observed
+        .instances
+        .get_mut(&2)
+        .and_then(|i| i.pod.as_mut())
+        .expect("pod");
+    stuck.ready = false;
+    stuck.manager = None;
+    stuck.phase = PodPhase::Pending;
+    let observed = routed(observed);
+    let decided = plan(
+        &async_spec(3),
+        status(P::Upgrading, Some(1)).as_ref(),
+        &observed,
+    );
+    assert_eq!(decided.actions, [roll("orders-2", true, 1, 3)]);
+    // One that ran (its manager silent: maybe a partition) is waited for.
+    let mut observed = observed;
+    if let Some(pod) = observed.instances.get_mut(&2).and_then(|i| i.pod.as_mut()) {
+        pod.phase = PodPhase::Running;
+    }
+    let decided = plan(
+        &async_spec(3),
+        status(P::Upgrading, Some(1)).as_ref(),
+        &observed,
+    );
+    assert_eq!(decided.actions, []);
+}
