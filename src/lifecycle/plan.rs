@@ -148,6 +148,10 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
 
     // What the spec asks for and cannot have comes first: it names the field.
     let mut verdicts = requests.verdicts;
+    // A rolling update's word comes before the topology's: an instance it
+    // took away is expected, and what it waits for is the news.
+    let step = rollout::steps(&ctx, &topology, rollout.rolling);
+    verdicts.extend(step.verdicts);
     match topology.phase {
         DatabasePhase::Ready => {}
         DatabasePhase::Failed | DatabasePhase::FailingOver | DatabasePhase::Blocked => {
@@ -168,8 +172,6 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     verdicts.extend(configuration.verdicts.iter().cloned());
     verdicts.extend(objects.verdicts.iter().cloned());
     verdicts.extend(serving::plan(&ctx, &topology));
-    let step = rollout::steps(&ctx, &topology, rollout.rolling);
-    verdicts.extend(step.verdicts);
     let reporting = topology.reporting_primary.map(|(s, _)| ctx.name(s));
     let (switchover, switchover_verdicts) = match spec.primary.as_deref() {
         // A switchover of its own would race the rolling update's, or go to

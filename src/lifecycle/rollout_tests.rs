@@ -97,7 +97,9 @@ fn the_next_replica_goes_only_once_the_last_is_back_and_streaming() {
     );
     assert_eq!(decided.actions, []);
     assert_eq!(decided.phase, P::Upgrading);
-    assert!(!condition(&decided, READY).status);
+    let ready = condition(&decided, READY);
+    assert!(!ready.status);
+    assert_eq!(ready.reason, "RollingUpdate", "{}", ready.message);
     assert!(
         decided.verdicts.iter().any(|v| matches!(
             v,
