@@ -53,7 +53,8 @@ async fn wait_blocked(client: &Client, ns: &str, name: &str, reason: &str) -> Re
 /// change while Tusk refuses a request.
 async fn pods_as_they_are(client: &Client, ns: &str, db: &str) -> Result<BTreeMap<String, String>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let selector = format!("tusk.dev/database={db}");
+    // The instance pods, not the pods of the Jobs Tusk runs for the Database.
+    let selector = format!("tusk.dev/database={db},app.kubernetes.io/component=database");
     Ok(pods
         .list(&ListParams::default().labels(&selector))
         .await?
@@ -257,8 +258,9 @@ async fn the_status_tells_the_truth_and_drift_is_put_back() {
                 condition(db, "Ready").is_some_and(|c| {
                     c.status == "False"
                         && c.reason == "RollingUpdate"
-                        && c.message
-                            .contains("waiting for pg-2 to be ready and streaming")
+                        && c.message.contains(
+                            "1 of 2 instances updated; waiting for pg-2 to be ready and streaming",
+                        )
                 })
             })
             .await?;
@@ -364,12 +366,21 @@ async fn the_status_tells_the_truth_and_drift_is_put_back() {
             .await?;
             let db = wait_ready(&client, &ns, "pg", 2).await?;
 
-            // A new major: named, nothing replaced (the last step: a major cannot go back).
+            // A new major: named, checked first, nothing replaced (the last
+            // step: a major cannot go back).
             let generation = db.metadata.generation;
+            let before = pods_as_they_are(&client, &ns, "pg").await?;
             let mut major = spec.clone();
             major["version"] = json!("18");
             apply_value(&client, Some(&ns), database("pg", major), &apply).await?;
-            let db = wait_blocked(&client, &ns, "pg", "RolloutNotSupported").await?;
+            // Its check Job runs first (here it cannot even pull 18): no
+            // instance is touched meanwhile, and Ready says why it is False.
+            let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
+            let db = wait_for(&databases, "pg", Duration::from_secs(120), |db| {
+                condition(db, "Ready")
+                    .is_some_and(|c| c.status == "False" && c.reason == "MajorUpgrade")
+            })
+            .await?;
             assert!(db.metadata.generation > generation);
             let message = &condition(&db, "Ready").ok_or("no Ready")?.message;
             assert!(message.starts_with("spec.version:"), "{message}");
