@@ -6,12 +6,13 @@
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tusk::api::status::{DatabasePhase, MigrationsStatus};
 use tusk::api::v1::Database;
+use tusk_e2e::store::superuser_password;
 use tusk_e2e::{Result, apply_value, database, in_namespace, install_operator, sql, wait_for};
 
 /// How long a migration may take to be recorded: a failing one runs three
@@ -45,16 +46,6 @@ fn ready(db: &Database) -> Option<(String, String, String)> {
         .iter()
         .find(|c| c.type_ == "Ready")
         .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-}
-
-async fn superuser_password(client: &Client, ns: &str, db: &str) -> Result<String> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let secret = secrets.get(&format!("{db}-superuser")).await?;
-    let bytes = secret
-        .data
-        .and_then(|d| d.get("password").cloned())
-        .ok_or("no password in the superuser Secret")?;
-    Ok(String::from_utf8(bytes.0)?)
 }
 
 /// The migration Jobs of Database `db` that are not being deleted.
