@@ -51,7 +51,18 @@ async fn take_backup(client: &Client, ns: &str, db: &str, name: &str) -> Result<
 /// Closes the primary's WAL segment and waits until the archive holds it:
 /// what a recovery can reach.
 async fn archive_all(client: &Client, ns: &str, db: &str) -> Result<()> {
-    on(client, ns, db, "rw", "SELECT pg_switch_wal()").await?;
+    // The segment just closed, not the one at the insert position: anything
+    // written after the switch (autovacuum's analyze of the fresh rows, a
+    // standby snapshot) opens a segment only archive_timeout closes.
+    let closed = on(
+        client,
+        ns,
+        db,
+        "rw",
+        "SELECT pg_walfile_name(pg_switch_wal())",
+    )
+    .await?;
+    let closed = closed.trim();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     loop {
         let archived = on(
@@ -59,14 +70,14 @@ async fn archive_all(client: &Client, ns: &str, db: &str) -> Result<()> {
             ns,
             db,
             "rw",
-            "SELECT last_archived_wal >= pg_walfile_name(pg_current_wal_lsn() - 1) FROM pg_stat_archiver",
+            &format!("SELECT last_archived_wal >= '{closed}' FROM pg_stat_archiver"),
         )
         .await?;
         if archived.trim() == "t" {
             return Ok(());
         }
         if tokio::time::Instant::now() > deadline {
-            return Err(format!("{db}'s last segment is not archived").into());
+            return Err(format!("{db}'s segment {closed} is not archived").into());
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
