@@ -13,6 +13,7 @@ mod backup;
 mod bootstrap;
 mod files;
 mod ha;
+mod lockfile;
 pub mod metrics;
 mod process;
 mod rejoin;

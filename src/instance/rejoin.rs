@@ -15,7 +15,7 @@ use crate::contract::{Credential, Lsn};
 use crate::postgres::SUPERUSER;
 
 use super::process::Reaped;
-use super::{Error, Shared, bootstrap, files};
+use super::{Error, Shared, bootstrap, files, lockfile};
 
 /// Make PGDATA a standby of the current primary.
 pub async fn rejoin(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<(), Error> {
@@ -26,6 +26,9 @@ pub async fn rejoin(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<(), Erro
         .ok_or(Error::MissingPrimary("rejoining"))?;
     // An unreachable primary is a reason to wait, not to clone.
     super::sql::connect_primary(shared).await?;
+    // pg_rewind finishes an unclean stop's crash recovery with a single-user
+    // postgres, which a stale lock file would refuse.
+    lockfile::clear_stale(pgdata)?;
     let mut command = std::process::Command::new(shared.bindir.join("pg_rewind"));
     command
         .arg("--target-pgdata")
