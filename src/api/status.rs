@@ -328,6 +328,10 @@ pub struct BackupStatus {
     /// The instance (pod) taking or that took the backup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
+    /// The PostgreSQL image that instance ran: one that can restore the
+    /// backup, also once the Database has moved to another major.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     /// Whether a throwaway restore proved the backup (`spec.backup.verify`);
     /// absent until one has run.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -31,7 +31,7 @@ use crate::api::v1::{Backup, BackupTarget, Database};
 use crate::api::validate::{self, FieldError};
 use crate::contract::{BackupRequest, BackupRun, BackupStage, BackupState, Role};
 use crate::controller::Error;
-use crate::resources::{PASSWORD_KEY, labels, names};
+use crate::resources::{self, PASSWORD_KEY, labels, names};
 use crate::telemetry;
 use crate::telemetry::metrics::BackupResult;
 
@@ -78,6 +78,8 @@ pub struct Candidate {
     pub ip: Option<String>,
     pub role: Option<Role>,
     pub ready: bool,
+    /// Its PostgreSQL image.
+    pub image: String,
 }
 
 /// What to do with a valid Backup.
@@ -418,6 +420,11 @@ async fn apply(
                         info!(%instance, "backup started");
                         next_status =
                             from_run(&next_status, &instance, Some(&run), generation, &now);
+                        next_status.image = candidates
+                            .iter()
+                            .find(|c| c.name == instance)
+                            .map(|c| c.image.clone())
+                            .filter(|image| !image.is_empty());
                     }
                     Ok(_) => {}
                     Err(error) => {
@@ -541,6 +548,7 @@ async fn candidates(
                 .any(|c| c.type_ == "Ready" && c.status == "True");
             Candidate {
                 role: p.labels().get(labels::ROLE).and_then(|r| Role::parse(r)),
+                image: resources::postgres_image(&p),
                 name: p.name_any(),
                 ip: status.pod_ip,
                 ready,
@@ -647,6 +655,7 @@ mod tests {
             ip: Some(format!("10.0.0.{}", name.len())),
             role: Some(role),
             ready,
+            image: "postgres:17".into(),
         }
     }
 

@@ -49,7 +49,7 @@ pub use pdb::pod_disruption_budgets;
 pub use pod::{
     APP_PASSWORD_ENV, BOOTSTRAP_ANNOTATION, DATA_MOUNT, HEALTH_PORT, INSTANCE_TOKEN_ENV, PGDATA,
     POSTGRES_CONTAINER, POSTGRES_PORT, REPLICATION_PASSWORD_ENV, SPEC_HASH_ANNOTATION,
-    SUPERUSER_PASSWORD_ENV, TUSK_BIN, instance_pod, instance_pod_with, spec_hash,
+    SUPERUSER_PASSWORD_ENV, TUSK_BIN, instance_pod, instance_pod_with, postgres_image, spec_hash,
 };
 pub use pvc::pvc;
 pub use restore::{RestoreSource, with_restore};

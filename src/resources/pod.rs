@@ -127,6 +127,15 @@ pub fn instance_pod_with(
 /// start ([`env::START_ONLY`]: parameters and synchronous replication, which
 /// the operator changes through the instance API). The same for the same spec
 /// in every process and every operator version that serialises it alike.
+/// The image of an instance pod's PostgreSQL container; empty when it has none.
+pub fn postgres_image(pod: &Pod) -> String {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.containers.iter().find(|c| c.name == POSTGRES_CONTAINER))
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default()
+}
+
 pub fn spec_hash(spec: &PodSpec) -> String {
     let mut spec = spec.clone();
     for container in &mut spec.containers {

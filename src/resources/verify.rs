@@ -63,6 +63,10 @@ pub fn verify_job(
         .iter_mut()
         .filter(|c| c.name == POSTGRES_CONTAINER)
     {
+        // A backup taken before a major upgrade is restored by its own major.
+        if let Some(image) = backup.status.as_ref().and_then(|s| s.image.clone()) {
+            container.image = Some(image);
+        }
         container.command = Some(vec![format!("{TUSK_BIN}/tusk"), "verify-backup".to_owned()]);
         container.ports = None;
         container.readiness_probe = None;
@@ -242,5 +246,24 @@ mod tests {
                 .any(|v| v.name == "TUSK_RESTORE_AWS_ACCESS_KEY_ID")
         );
         assert_eq!(verify_job_name(&"x".repeat(80)).len(), 63);
+        assert_eq!(
+            postgres.image,
+            Some(crate::resources::image(&db, &config)),
+            "no image recorded: the Database's"
+        );
+
+        // Taken on 15, verified after the Database moved to 17: 15 restores it.
+        backup.status = Some(crate::api::status::BackupStatus {
+            image: Some("localhost/postgres:15".into()),
+            ..Default::default()
+        });
+        let job = verify_job(&db, &backup, &source, &config);
+        let pod = job.spec.and_then(|s| s.template.spec).expect("pod spec");
+        let postgres = pod
+            .containers
+            .iter()
+            .find(|c| c.name == POSTGRES_CONTAINER)
+            .expect("postgres");
+        assert_eq!(postgres.image.as_deref(), Some("localhost/postgres:15"));
     }
 }

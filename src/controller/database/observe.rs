@@ -29,7 +29,7 @@ use crate::lifecycle::{
 };
 use crate::postgres::params::{self, Change};
 use crate::resources::{
-    self, BuildConfig, SPEC_HASH_ANNOTATION, SecretKind, compare, labels, names,
+    self, BuildConfig, SPEC_HASH_ANNOTATION, SecretKind, compare, labels, names, postgres_image,
 };
 
 /// Set on a credential Secret once its password has been given to the
@@ -501,14 +501,6 @@ fn outdated(db: &Database, serial: u32, pod: &KubePod, build: &BuildConfig) -> b
         .as_ref()
         .and_then(|a| a.get(SPEC_HASH_ANNOTATION));
     want != have || have.is_none()
-}
-
-fn postgres_image(pod: &KubePod) -> String {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.containers.iter().find(|c| c.name == "postgres"))
-        .and_then(|c| c.image.clone())
-        .unwrap_or_default()
 }
 
 fn pod_ready(pod: &KubePod) -> bool {
