@@ -13,10 +13,11 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use tusk::api::status::{DatabasePhase, UpgradeStep};
-use tusk::api::v1::Database;
+use tusk::api::status::{BackupPhase, BackupStatus, DatabasePhase, UpgradeStep};
+use tusk::api::v1::{Backup, Database};
 use tusk::resources::POSTGRES_CONTAINER;
 use tusk_e2e::faults::psql_local;
+use tusk_e2e::store::{in_store, spec_with_store, store_up};
 use tusk_e2e::{
     Result, apply_value, database, in_namespace, install_operator, wait_for, wait_ready,
 };
@@ -80,6 +81,51 @@ fn postgres_image(pod: &Pod) -> String {
         .unwrap_or_default()
 }
 
+/// Sets `spec.version` to 17 and waits for the upgrade to be done with
+/// `instances` ready: the Database and the steps seen on the way.
+async fn upgrade_to_seventeen(
+    client: &Client,
+    ns: &str,
+    instances: i32,
+) -> Result<(Database, Vec<UpgradeStep>)> {
+    let started = Instant::now();
+    set_version(client, ns, "17").await?;
+    let databases: Api<Database> = Api::namespaced(client.clone(), ns);
+    let mut steps: Vec<UpgradeStep> = Vec::new();
+    loop {
+        let db = databases.get(DB).await?;
+        let status = db.status.clone().unwrap_or_default();
+        if let Some(step) = status.upgrade.as_ref().map(|u| u.step)
+            && steps.last() != Some(&step)
+        {
+            println!(
+                "{:>6.1} s: {step:?} ({:?})",
+                started.elapsed().as_secs_f64(),
+                status.phase
+            );
+            steps.push(step);
+        }
+        let settled = status.phase == Some(DatabasePhase::Ready)
+            && status.observed_generation == db.metadata.generation
+            && status.ready_instances == Some(instances)
+            && status
+                .upgrade
+                .as_ref()
+                .is_some_and(|u| u.step == UpgradeStep::Done);
+        if settled {
+            return Ok((db, steps));
+        }
+        if started.elapsed() > UPGRADE_TIMEOUT {
+            return Err(format!(
+                "not upgraded after {UPGRADE_TIMEOUT:?}: steps {steps:?}, Ready {:?}",
+                ready_condition(&db)
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_fifteen_database_is_upgraded_to_seventeen_with_all_its_data() {
     let client = tusk_e2e::client().await;
@@ -104,34 +150,7 @@ async fn a_fifteen_database_is_upgraded_to_seventeen_with_all_its_data() {
         let before = on(&client, &ns, &old, &["SELECT sum(id), count(*) FROM items"]).await?;
 
         let started = Instant::now();
-        set_version(&client, &ns, "17").await?;
-        let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
-        let mut steps: Vec<UpgradeStep> = Vec::new();
-        let done = loop {
-            let db = databases.get(DB).await?;
-            let status = db.status.clone().unwrap_or_default();
-            if let Some(step) = status.upgrade.as_ref().map(|u| u.step)
-                && steps.last() != Some(&step)
-            {
-                println!("{:>6.1} s: {step:?} ({:?})", started.elapsed().as_secs_f64(), status.phase);
-                steps.push(step);
-            }
-            let settled = status.phase == Some(DatabasePhase::Ready)
-                && status.observed_generation == db.metadata.generation
-                && status.ready_instances == Some(3)
-                && status.upgrade.as_ref().is_some_and(|u| u.step == UpgradeStep::Done);
-            if settled {
-                break db;
-            }
-            if started.elapsed() > UPGRADE_TIMEOUT {
-                return Err(format!(
-                    "not upgraded after {UPGRADE_TIMEOUT:?}: steps {steps:?}, Ready {:?}",
-                    ready_condition(&db)
-                )
-                .into());
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        };
+        let (done, steps) = upgrade_to_seventeen(&client, &ns, 3).await?;
         println!("15 -> 17 of 3 instances: Ready again after {:.1} s", started.elapsed().as_secs_f64());
         for step in [
             UpgradeStep::Checking,
@@ -276,5 +295,149 @@ async fn a_failing_check_leaves_fifteen_running_and_names_the_cause() {
         );
         Ok(())
     })
+    .await;
+}
+
+/// A Backup's status once `done` says so, within the backup timeout.
+async fn backup_when(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    done: impl Fn(&BackupStatus) -> bool,
+) -> Result<BackupStatus> {
+    let backups: Api<Backup> = Api::namespaced(client.clone(), ns);
+    let backup = wait_for(&backups, name, Duration::from_secs(300), |b| {
+        b.status.as_ref().is_some_and(&done)
+    })
+    .await?;
+    Ok(backup.status.unwrap_or_default())
+}
+
+/// With an object store (item 2, "backup first" and "the new system
+/// identifier's path"): a base backup of 15 completes before anything stops
+/// and is proven by a restore with 15; once 17 answers, the new system
+/// identifier archives its WAL and gets its first base backup under its own
+/// path, proven by a restore with 17.
+#[tokio::test]
+async fn with_a_store_a_backup_comes_first_and_the_new_system_archives_its_own() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    in_namespace(
+        "major-upgrade-store",
+        UPGRADE_TIMEOUT * 2,
+        |client, ns| async move {
+            let (endpoint, bucket) = store_up(&ns).await?;
+            let mut spec = spec_with_store(1, &endpoint, &bucket);
+            spec["version"] = json!("15");
+            spec["backup"]["verify"] = json!(true);
+            spec["bootstrap"] = json!({"initdb": {"database": "app", "owner": "app"}});
+            apply_value(
+                &client,
+                Some(&ns),
+                database(DB, spec),
+                &PatchParams::apply(tusk_e2e::MANAGER),
+            )
+            .await?;
+            wait_ready(&client, &ns, DB, 1).await?;
+            let pod = format!("{DB}-1");
+            on(
+                &client,
+                &ns,
+                &pod,
+                &["CREATE TABLE items AS SELECT g AS id FROM generate_series(1, 1000) g"],
+            )
+            .await?;
+            let system = "SELECT system_identifier FROM pg_control_system()";
+            let old_system = on(&client, &ns, &pod, &[system]).await?;
+
+            let (_, steps) = upgrade_to_seventeen(&client, &ns, 1).await?;
+            let at = |step| steps.iter().position(|s| *s == step);
+            assert!(
+                at(UpgradeStep::Checking) < at(UpgradeStep::BackingUp)
+                    && at(UpgradeStep::BackingUp) < at(UpgradeStep::Stopping)
+                    && at(UpgradeStep::BackingUp).is_some(),
+                "checked, backed up, then stopped: {steps:?}"
+            );
+
+            // The backup was complete before the instance stopped (the pod that
+            // runs 17 was created after the stop).
+            let before = backup_when(&client, &ns, &format!("{DB}-upgrade-15-17-before"), |s| {
+                s.phase == Some(BackupPhase::Completed) && s.verified.is_some()
+            })
+            .await?;
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+            let restarted = pods
+                .get(&pod)
+                .await?
+                .metadata
+                .creation_timestamp
+                .ok_or("no creation time")?;
+            let completed = before
+                .completed_at
+                .clone()
+                .ok_or("the before-backup has no completion time")?;
+            assert!(
+                completed.0 <= restarted.0,
+                "completed {completed:?}, instance re-created {restarted:?}"
+            );
+            assert_eq!(before.image.as_deref(), Some("localhost/postgres:15"));
+            assert_eq!(
+                before.verified,
+                Some(true),
+                "a restore with 15 proves it: {:?}",
+                before.conditions
+            );
+            let location = before.location.clone().unwrap_or_default();
+            assert!(location.contains(&format!("/{old_system}/")), "{location}");
+
+            // The new system: its own identifier, its first base backup, its WAL.
+            let new_system = on(&client, &ns, &pod, &[system]).await?;
+            assert_ne!(
+                new_system, old_system,
+                "pg_upgrade makes a new system identifier"
+            );
+            let after = backup_when(&client, &ns, &format!("{DB}-upgrade-15-17-after"), |s| {
+                s.phase == Some(BackupPhase::Completed) && s.verified.is_some()
+            })
+            .await?;
+            let location = after.location.clone().unwrap_or_default();
+            assert!(location.contains(&format!("/{new_system}/")), "{location}");
+            assert_eq!(after.image.as_deref(), Some("localhost/postgres:17"));
+            assert_eq!(
+                after.verified,
+                Some(true),
+                "a restore with 17 proves it: {:?}",
+                after.conditions
+            );
+
+            on(&client, &ns, &pod, &["INSERT INTO items VALUES (1001)"]).await?;
+            let closed = on(
+                &client,
+                &ns,
+                &pod,
+                &["SELECT pg_walfile_name(pg_switch_wal())"],
+            )
+            .await?;
+            let archived = format!("SELECT last_archived_wal >= '{closed}' FROM pg_stat_archiver");
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while on(&client, &ns, &pod, &[&archived]).await? != "t" {
+                if Instant::now() > deadline {
+                    return Err(format!("segment {closed} of 17 is not archived").into());
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            let stored = in_store(
+                &client,
+                &ns,
+                &format!("ls /data/buckets/tusk/e2e/{DB}/{new_system}/wal/*/ 2>/dev/null"),
+            )
+            .await?;
+            assert!(
+                stored.contains(&closed),
+                "segment {closed} under the new system's path: {stored}"
+            );
+            Ok(())
+        },
+    )
     .await;
 }
