@@ -1,7 +1,8 @@
 //! Component tests: `tusk instance` with `TUSK_BOOTSTRAP=restore` against a
 //! real S3 server (versitygw on loopback) and real PostgreSQL: a base backup
 //! and the WAL after it, restored to a time between two commits, to the end
-//! of the archive, and refused (naming why) for a target before the backup.
+//! of the archive, and refused (naming why) for a target before the backup
+//! and for an image of another major.
 
 mod instance_support;
 mod objectstore_support;
@@ -263,6 +264,23 @@ async fn restores_to_a_time_and_to_the_end_of_the_archive(pg: Pg) {
     assert_eq!(refused["downloaded_bytes"], 0, "{refused}");
     assert!(!early.pgdata.join("PG_VERSION").exists());
     drop(early);
+
+    // With the other major: refused before any download, naming both.
+    let other = Pg::installed(if pg.major == 15 { 17 } else { 15 });
+    let mismatched = restored(&other, &dir, &server, "other", &[]);
+    let refused = eventually("the other major's restore refused", READY, || async {
+        let progress = restore_progress(&mismatched).await?;
+        (progress["stage"] == "failed").then_some(progress)
+    })
+    .await;
+    let error = refused["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!("taken with PostgreSQL {}", pg.major))
+            && error.contains(&format!("this image runs {}", other.major)),
+        "{refused}"
+    );
+    assert_eq!(refused["downloaded_bytes"], 0, "{refused}");
+    drop(mismatched);
 
     // The source's archive was only read.
     let after = source_keys(store.list("team/orders/").await.expect("list"));

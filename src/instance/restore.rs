@@ -122,6 +122,11 @@ pub async fn restore(shared: &Shared, source: &Source, staging: &Path) -> Result
     });
     let chosen = choose(&store, source).await?;
     let location = source.location(chosen.system);
+    let image = crate::upgrade::version::bindir_major(&shared.bindir)
+        .map_err(|e| Error::Restore(e.to_string()))?;
+    if let Some(why) = other_major(&chosen.manifest.id, chosen.manifest.pg_version, image) {
+        return Err(Error::RestoreRefused { location, why });
+    }
     tracing::info!(
         source = %location,
         backup = %chosen.manifest.id,
@@ -278,6 +283,21 @@ async fn choose_in(
             },
         ),
     )
+}
+
+/// Why backup `id`, taken by `server_version_num` `taken_by`, cannot be
+/// restored by PostgreSQL `image`: it was taken by another major, whose data
+/// files this one cannot read. Checked before any download (a recovery from a
+/// Database's archive may choose a backup from before its major upgrade,
+/// under the old system identifier).
+fn other_major(id: &str, taken_by: u32, image: u32) -> Option<String> {
+    // server_version_num: major * 10000 + minor since PostgreSQL 10.
+    let taken = taken_by / 10_000;
+    (taken != image).then(|| {
+        format!(
+            "backup {id} was taken with PostgreSQL {taken} and this image runs {image}: a base backup is restored by its own major (restore with spec.version {taken}, then upgrade)"
+        )
+    })
 }
 
 /// The PostgreSQL form of a target.
@@ -488,6 +508,20 @@ mod tests {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
         );
         vars
+    }
+
+    #[test]
+    fn a_backup_of_another_major_is_refused_naming_both() {
+        assert_eq!(other_major("20261124T020000Z", 170_005, 17), None);
+        assert_eq!(other_major("20261124T020000Z", 150_018, 15), None);
+        let why = other_major("20261124T020000Z", 150_018, 17).expect("refused");
+        assert!(
+            why.contains("20261124T020000Z")
+                && why.contains("PostgreSQL 15")
+                && why.contains("runs 17")
+                && why.contains("spec.version 15"),
+            "{why}"
+        );
     }
 
     #[test]
