@@ -122,11 +122,6 @@ pub fn instance_pod_with(
     }
 }
 
-/// A stable hash (FNV-1a over the JSON form) of what a pod must be recreated
-/// for: the pod spec without the environment that only seeds the manager at
-/// start ([`env::START_ONLY`]: parameters and synchronous replication, which
-/// the operator changes through the instance API). The same for the same spec
-/// in every process and every operator version that serialises it alike.
 /// The image of an instance pod's PostgreSQL container; empty when it has none.
 pub fn postgres_image(pod: &Pod) -> String {
     pod.spec
@@ -136,6 +131,11 @@ pub fn postgres_image(pod: &Pod) -> String {
         .unwrap_or_default()
 }
 
+/// A stable hash (FNV-1a over the JSON form) of what a pod must be recreated
+/// for: the pod spec without the environment that only seeds the manager at
+/// start ([`env::START_ONLY`]: parameters and synchronous replication, which
+/// the operator changes through the instance API). The same for the same spec
+/// in every process and every operator version that serialises it alike.
 pub fn spec_hash(spec: &PodSpec) -> String {
     let mut spec = spec.clone();
     for container in &mut spec.containers {
