@@ -12,17 +12,23 @@ use instance_support::*;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-/// (4) SIGKILL the postmaster: the manager starts a new one on the same data,
-/// and the instance answers again.
-async fn a_killed_postgres_is_restarted(pg: Pg) {
-    let dir = TestDir::new(&format!("supervise{}", pg.major));
-    let mut manager = Manager::start(&dir, Options::primary(&pg, "orders-1"));
+/// A ready primary `orders-1` holding table `survives` with the row 7.
+async fn primary_with_a_row(dir: &TestDir, pg: &Pg) -> Manager {
+    let mut manager = Manager::start(dir, Options::primary(pg, "orders-1"));
     manager.wait_ready(Duration::from_secs(60)).await;
     superuser(manager.pg_port)
         .await
         .batch_execute("CREATE TABLE survives (id int); INSERT INTO survives VALUES (7)")
         .await
         .expect("write");
+    manager
+}
+
+/// (4) SIGKILL the postmaster: the manager starts a new one on the same data,
+/// and the instance answers again.
+async fn a_killed_postgres_is_restarted(pg: Pg) {
+    let dir = TestDir::new(&format!("supervise{}", pg.major));
+    let mut manager = primary_with_a_row(&dir, &pg).await;
 
     let old = manager.postmaster_pid().expect("postmaster.pid");
     kill(Pid::from_raw(old), Signal::SIGKILL).expect("kill the postmaster");
@@ -71,14 +77,7 @@ fn works_in(pgdata: &Path) -> bool {
 /// forever; the manager removes the stale file and the data comes back.
 async fn a_stale_lock_file_does_not_keep_postgres_down(pg: Pg) {
     let dir = TestDir::new(&format!("stalepid{}", pg.major));
-    let options = || Options::primary(&pg, "orders-1");
-    let mut manager = Manager::start(&dir, options());
-    manager.wait_ready(Duration::from_secs(60)).await;
-    superuser(manager.pg_port)
-        .await
-        .batch_execute("CREATE TABLE survives (id int); INSERT INTO survives VALUES (7)")
-        .await
-        .expect("write");
+    let mut manager = primary_with_a_row(&dir, &pg).await;
     let postmaster = manager.postmaster_pid().expect("postmaster.pid");
 
     // The manager first, so that nothing restarts the postmaster.
@@ -113,7 +112,7 @@ async fn a_stale_lock_file_does_not_keep_postgres_down(pg: Pg) {
     let rest: String = contents.lines().skip(1).map(|l| format!("{l}\n")).collect();
     std::fs::write(&lock, format!("{}\n{rest}", holder.id())).expect("rewrite the lock file");
 
-    let mut restarted = Manager::start(&dir, options());
+    let mut restarted = Manager::start(&dir, Options::primary(&pg, "orders-1"));
     restarted.wait_ready(Duration::from_secs(60)).await;
     let id: i32 = superuser(restarted.pg_port)
         .await

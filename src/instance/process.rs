@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::ha::{self, Duty};
-use super::{Error, FAST_SHUTDOWN_TIMEOUT, Shared, bootstrap::SECRET_ENV, files, rejoin};
+use super::{Error, FAST_SHUTDOWN_TIMEOUT, Shared, bootstrap::SECRET_ENV, files, lockfile, rejoin};
 
 const MIN_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -282,6 +282,7 @@ impl Reaped<'_> {
 }
 
 fn start(shared: &Shared) -> Result<Pid, Error> {
+    lockfile::clear_stale(&shared.config.pgdata)?;
     let program = shared.bindir.join("postgres");
     let mut command = std::process::Command::new(&program);
     command
