@@ -443,6 +443,16 @@ pub async fn wait_ready(client: &Client, ns: &str, name: &str, instances: i32) -
     .await
 }
 
+/// A Database's Ready condition as (status, reason, message).
+pub fn ready_condition(db: &Database) -> Option<(String, String, String)> {
+    db.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
 /// Whether a Pod's Ready condition is true.
 pub fn pod_ready(pod: &Pod) -> bool {
     pod.status

@@ -19,7 +19,8 @@ use tusk::resources::POSTGRES_CONTAINER;
 use tusk_e2e::faults::psql_local;
 use tusk_e2e::store::{in_store, spec_with_store, store_up};
 use tusk_e2e::{
-    Result, apply_value, database, in_namespace, install_operator, wait_for, wait_ready,
+    Result, apply_value, database, in_namespace, install_operator, ready_condition, wait_for,
+    wait_ready,
 };
 
 const DB: &str = "pg";
@@ -62,15 +63,6 @@ async fn set_version(client: &Client, ns: &str, version: &str) -> Result<()> {
         )
         .await?;
     Ok(())
-}
-
-fn ready_condition(db: &Database) -> Option<(String, String, String)> {
-    db.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
 fn postgres_image(pod: &Pod) -> String {

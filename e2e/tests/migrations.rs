@@ -39,15 +39,6 @@ fn migrations(db: &Database) -> MigrationsStatus {
         .unwrap_or_default()
 }
 
-fn ready(db: &Database) -> Option<(String, String, String)> {
-    db.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-}
-
 /// The migration Jobs of Database `db` that are not being deleted.
 async fn migration_jobs(client: &Client, ns: &str, db: &str) -> Result<Vec<Job>> {
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
@@ -100,7 +91,7 @@ async fn migrations_run_as_jobs_report_failures_and_follow_new_versions() {
             assert_eq!(migrations(&db).failed, None);
             // Applied and settled: Ready again, at this generation.
             let db = wait_for(&databases, "mg", MIGRATION_TIMEOUT, |db| {
-                ready(db).is_some_and(|(status, _, _)| status == "True")
+                tusk_e2e::ready_condition(db).is_some_and(|(status, _, _)| status == "True")
                     && db.status.as_ref().and_then(|s| s.observed_generation)
                         == db.metadata.generation
             })
@@ -153,7 +144,8 @@ async fn migrations_run_as_jobs_report_failures_and_follow_new_versions() {
             apply_value(&client, Some(&ns), database("mg", broken), &apply).await?;
             let db = wait_for(&databases, "mg", MIGRATION_TIMEOUT, |db| {
                 migrations(db).failed.as_deref() == Some("2")
-                    && ready(db).is_some_and(|(_, reason, _)| reason == "MigrationFailed")
+                    && tusk_e2e::ready_condition(db)
+                        .is_some_and(|(_, reason, _)| reason == "MigrationFailed")
             })
             .await?;
             let status = migrations(&db);
@@ -161,7 +153,8 @@ async fn migrations_run_as_jobs_report_failures_and_follow_new_versions() {
             assert_eq!(status.running, None);
             let message = status.message.unwrap_or_default();
             assert!(message.contains("syntax error"), "{message}");
-            let (ready_status, _, ready_message) = ready(&db).ok_or("no Ready condition")?;
+            let (ready_status, _, ready_message) =
+                tusk_e2e::ready_condition(&db).ok_or("no Ready condition")?;
             assert_eq!(ready_status, "False");
             assert!(
                 ready_message.starts_with("spec.migrations: version 2 failed")
@@ -225,7 +218,7 @@ async fn migrations_run_as_jobs_report_failures_and_follow_new_versions() {
             apply_value(&client, Some(&ns), database("mg", fixed), &apply).await?;
             let db = wait_for(&databases, "mg", MIGRATION_TIMEOUT, |db| {
                 migrations(db).applied.as_deref() == Some("3")
-                    && ready(db).is_some_and(|(status, _, _)| status == "True")
+                    && tusk_e2e::ready_condition(db).is_some_and(|(status, _, _)| status == "True")
                     && db.status.as_ref().and_then(|s| s.observed_generation)
                         == db.metadata.generation
             })

@@ -149,11 +149,7 @@ async fn sample(client: &Client, ns: &str, db: &str) -> Result<Sample> {
         generation: database.metadata.generation,
         observed_generation: status.observed_generation,
         primary: status.current_primary.clone(),
-        ready: status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == "Ready")
-            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone())),
+        ready: tusk_e2e::ready_condition(&database),
     })
 }
 
