@@ -54,8 +54,9 @@ pub struct Context {
     /// Backup's outcome), so that a change is counted once even when a later
     /// pass gets an object from a cache that has not seen the status write yet.
     remembered: Mutex<HashMap<String, String>>,
-    /// When each Database's store was last pruned, and its `lastBackup` then.
-    pruned: Mutex<HashMap<String, (k8s_openapi::jiff::Timestamp, Option<String>)>>,
+    /// Each Database's last retention pass by this operator: the lifecycle
+    /// decides from it when the next one is due.
+    pruned: Mutex<HashMap<String, crate::lifecycle::RetentionPass>>,
     /// Each Database's primary as last seen, to measure a failover.
     outages: Mutex<HashMap<String, database::outage::Outage>>,
 }
@@ -233,7 +234,7 @@ impl Context {
     }
 
     /// The last retention pass of Database `key` by this operator.
-    pub fn last_prune(&self, key: &str) -> Option<(k8s_openapi::jiff::Timestamp, Option<String>)> {
+    pub fn last_prune(&self, key: &str) -> Option<crate::lifecycle::RetentionPass> {
         self.pruned
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -241,11 +242,12 @@ impl Context {
             .cloned()
     }
 
-    pub fn pruned(&self, key: &str, at: k8s_openapi::jiff::Timestamp, last_backup: Option<String>) {
+    /// Records a retention pass of Database `key` as started.
+    pub fn pruned(&self, key: &str, pass: crate::lifecycle::RetentionPass) {
         self.pruned
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(key.to_owned(), (at, last_backup));
+            .insert(key.to_owned(), pass);
     }
 
     pub fn progress_written(&self, key: &str) {

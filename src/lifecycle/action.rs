@@ -105,10 +105,41 @@ pub enum Action {
     /// Delete Job `name` (one of Tusk's own; never data).
     DeleteJob { name: String },
     /// Create Backup `name` of this Database (creating it again finds it).
-    TakeBackup { name: String },
+    TakeBackup {
+        name: String,
+        purpose: BackupPurpose,
+    },
+    /// Run a retention pass with `window_seconds` on `primary`'s manager,
+    /// then delete the scheduled Backups whose data it removed. The pass is
+    /// remembered with `last_backup` (the newest completed backup now): a
+    /// newer one makes the next pass due.
+    RunRetention {
+        primary: String,
+        window_seconds: u64,
+        last_backup: Option<String>,
+    },
+    /// Create the Job that runs `spec.migrations` at `version` (creating it
+    /// again finds it).
+    RunMigration { version: String },
+    /// Write `status.targetPrimary = name` before the promotion that follows:
+    /// a promotion takes seconds, and `targetPrimary` is how a reader sees it
+    /// under way.
+    RecordTargetPrimary { name: String },
     /// Drop, on `primary`, the physical replication slot of an instance that no
     /// longer exists, so the primary stops keeping WAL for it.
     DropSlot { primary: String, slot: String },
+}
+
+/// Why a Backup is created: what it is owned by and marked with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackupPurpose {
+    /// The run of `spec.backup.schedule` at `at`; owned by the Database.
+    Scheduled { at: jiff::Timestamp },
+    /// Before (or after) a major upgrade; owned by the Database.
+    Upgrade,
+    /// The last backup of a Database being deleted; owned by nothing, so
+    /// the record outlives the Database.
+    Final,
 }
 
 pub use crate::contract::Bootstrap;
@@ -150,9 +181,12 @@ impl Action {
             | Self::DeletePodDisruptionBudget { .. }
             | Self::ConfigureSync { .. }
             | Self::TakeBackup { .. }
+            | Self::RunMigration { .. }
+            | Self::RecordTargetPrimary { .. }
             | Self::DeleteJob { .. }
             | Self::DropSlot { .. } => None,
             Self::RunUpgradeJob { instance, .. } => Some(instance.clone()),
+            Self::RunRetention { primary, .. } => Some(primary.clone()),
             Self::CreatePvc { serial } | Self::CreatePod { serial, .. } => Some(name_of(*serial)),
             Self::Switchover { from: name, .. }
             | Self::SetMembers { name, .. }

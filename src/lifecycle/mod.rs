@@ -5,22 +5,29 @@
 //! transition is a unit test and the safety invariants are property tests.
 //!
 //! `Pending → Provisioning → InitializingPrimary → CreatingReplicas → Ready`,
-//! and from `Ready`: `Scaling`, `Configuring`, `Degraded`, `Blocked`, and
-//! back; `Deleting` while the object is deleted. `FailingOver` and `Failed`
-//! are only reported here (a lost primary, several primaries): promotion
-//! comes with the failover work.
+//! and from `Ready`: `Scaling`, `Configuring`, `SwitchingOver`,
+//! `FailingOver`, `Upgrading`, `Degraded`, `Blocked`, and back; `Deleting`
+//! while the object is deleted (held for a final backup when it has a store);
+//! `Failed` when several instances claim to be primary.
 //!
 //! The planner is in parts, one per concern, each contributing actions and
-//! [`Verdict`]s; [`plan`] combines them.
+//! [`Verdict`]s; [`plan`] combines them. Every decision of a pass is one of
+//! them: instances and their roles, failover and switchover (`primary`),
+//! rolling updates and major upgrades, scheduled backups, retention and the
+//! final backup, schema migrations. [`Observed`] carries everything they
+//! decide on, the pass's time included, so the same inputs always give the
+//! same plan.
 
 mod action;
-mod backup;
+mod backups;
 mod configuration;
 mod context;
-mod failover;
+mod deletion;
+mod migrations;
 mod objects;
 mod observed;
 mod plan;
+mod primary;
 mod requests;
 mod roles;
 mod rollout;
@@ -30,7 +37,9 @@ mod upgrade;
 mod verdict;
 
 #[cfg(test)]
-mod failover_tests;
+mod migrations_tests;
+#[cfg(test)]
+mod primary_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
@@ -40,12 +49,15 @@ mod tests;
 #[cfg(test)]
 mod upgrade_tests;
 
-pub use action::{Action, Bootstrap, DeleteReason};
-pub use backup::BACKUP_HEALTHY;
+pub use action::{Action, BackupPurpose, Bootstrap, DeleteReason};
+pub use backups::{BACKUP_HEALTHY, PRUNE_EVERY};
 pub use context::restore_pending;
+pub use deletion::{SKIP_FINAL_BACKUP, final_backup_name};
+pub use migrations::tail;
 pub use observed::{
-    BackupState, HaView, Instance, InstanceState, JobState, LeaseState, ManagerStatus, Observed,
-    Pod, PodPhase, PvcState, RestoreView, Routing, SyncStandbys,
+    BackupState, BackupView, Deletion, HaView, Instance, InstanceState, JobState, LeaseState,
+    ManagerStatus, MigrationJob, Observed, Pod, PodPhase, PvcState, RestoreView, RetentionPass,
+    Routing, SyncStandbys,
 };
-pub use plan::{Plan, REQUEUE_SOON_SECONDS, REQUEUE_STEADY_SECONDS, plan};
+pub use plan::{Note, Plan, REQUEUE_SOON_SECONDS, REQUEUE_STEADY_SECONDS, plan};
 pub use verdict::{DEGRADED, Desired, PROGRESSING, READY, Verdict};

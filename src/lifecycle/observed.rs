@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use jiff::Timestamp;
+
 use crate::api::status::InstanceRole;
 use crate::contract::{Archiver, Credential, RestoreProgress};
 use crate::postgres::params::Change;
@@ -62,10 +64,21 @@ pub struct Observed {
     pub lease_access: bool,
     /// The Jobs Tusk runs for this Database, by name.
     pub jobs: BTreeMap<String, JobState>,
+    /// The Database's schema migration Jobs (a subset of `jobs`, with the
+    /// version each runs).
+    pub migration_jobs: Vec<MigrationJob>,
     /// The Backups of this Database, by name.
-    pub backups: BTreeMap<String, BackupState>,
+    pub backups: BTreeMap<String, BackupView>,
     /// Backups can be taken: an object store is configured.
     pub backups_possible: bool,
+    /// When this pass runs: schedules and retention are decided against it.
+    pub now: Timestamp,
+    /// `metadata.creationTimestamp`: a schedule counts its first run from it.
+    pub created: Option<Timestamp>,
+    /// What a deletion decides on.
+    pub deletion: Deletion,
+    /// The last retention pass this operator ran for the Database, if any.
+    pub last_retention: Option<RetentionPass>,
 }
 
 /// Where a Job is.
@@ -84,6 +97,68 @@ pub enum BackupState {
     Running,
     Completed,
     Failed(String),
+}
+
+/// One Backup of the Database, as the backup sub-planners see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackupView {
+    pub state: BackupState,
+    /// The scheduled run it was created for (`tusk.dev/scheduled-at`).
+    pub scheduled_at: Option<Timestamp>,
+    /// The Database uid it is the final backup of (`tusk.dev/final-backup-for`).
+    pub final_for: Option<String>,
+    /// `status.completedAt`.
+    pub completed_at: Option<Timestamp>,
+    /// The backup id in the store (the last part of `status.location`).
+    pub backup_id: Option<String>,
+    /// Its Ready condition's message: where it stands, in its own words.
+    pub ready_message: String,
+}
+
+impl From<BackupState> for BackupView {
+    fn from(state: BackupState) -> Self {
+        Self {
+            state,
+            scheduled_at: None,
+            final_for: None,
+            completed_at: None,
+            backup_id: None,
+            ready_message: String::new(),
+        }
+    }
+}
+
+/// A schema migration Job of the Database.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MigrationJob {
+    pub name: String,
+    /// The `spec.migrations.version` it runs.
+    pub version: String,
+    /// `Failed` carries why (the container's last lines, or the Job's reason).
+    pub state: JobState,
+    /// Being deleted: its outcome was recorded, it no longer counts.
+    pub deleting: bool,
+}
+
+/// What a deletion decides on (all default while the Database lives).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Deletion {
+    /// The Database's uid: its final Backup is marked with it.
+    pub uid: Option<String>,
+    /// `metadata.deletionTimestamp`: the final Backup is named after it.
+    pub requested_at: Option<Timestamp>,
+    /// `tusk.dev/skip-final-backup: "true"` is set.
+    pub skip_final_backup: bool,
+    /// The namespace is being deleted: nothing can be created in it any more.
+    pub namespace_terminating: bool,
+}
+
+/// A retention pass as the operator ran it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetentionPass {
+    pub at: Timestamp,
+    /// `status.lastBackup` then: a newer completed backup makes the next pass due.
+    pub last_backup: Option<String>,
 }
 
 pub use crate::failover::lease::State as LeaseState;
@@ -136,8 +211,13 @@ impl Default for Observed {
             lease: LeaseState::Unobserved,
             lease_access: false,
             jobs: BTreeMap::new(),
+            migration_jobs: Vec::new(),
             backups: BTreeMap::new(),
             backups_possible: false,
+            now: Timestamp::UNIX_EPOCH,
+            created: None,
+            deletion: Deletion::default(),
+            last_retention: None,
         }
     }
 }

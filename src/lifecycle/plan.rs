@@ -1,10 +1,13 @@
 //! The pure transition function: `(spec, previous status, observed) -> Plan`.
 //! Each concern is a sub-planner contributing actions and verdicts
-//! (`requests`, `objects`, `rollout`, `topology`, `roles`, `configuration`,
-//! `serving`, `failover`, `backup`); this module puts their actions in a safe
-//! order and turns the verdicts into the phase and the conditions.
+//! (`requests`, `objects`, `rollout`, `upgrade`, `topology`, `roles`,
+//! `configuration`, `serving`, `primary`, `backups`, `migrations`, and
+//! `deletion` for a Database being deleted); this module puts their actions
+//! in a safe order and turns the verdicts into the phase and the conditions.
+//! Every decision of a pass is made here: the controller only carries the
+//! plan out and writes the status it names.
 
-use crate::api::status::{DatabasePhase, DatabaseStatus};
+use crate::api::status::{DatabasePhase, DatabaseStatus, LastBackup, MigrationsStatus};
 use crate::api::v1::DatabaseSpec;
 
 use super::action::Action;
@@ -12,7 +15,8 @@ use super::context::Context;
 use super::observed::Observed;
 use super::verdict::{self, Desired, Verdict};
 use super::{
-    backup, configuration, failover, objects, requests, roles, rollout, serving, topology, upgrade,
+    backups, configuration, deletion, migrations, objects, primary, requests, roles, rollout,
+    serving, topology, upgrade,
 };
 
 /// Requeue delay while something is under way or unclear: instance managers are
@@ -28,7 +32,7 @@ pub const REQUEUE_ROLLOUT_SECONDS: u64 = 2;
 pub const REQUEUE_STEADY_SECONDS: u64 = 60;
 
 /// The decision for one pass.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
     pub phase: DatabasePhase,
     /// To apply in this order, stopping at the first failure.
@@ -48,6 +52,19 @@ pub struct Plan {
     pub target_primary: Option<String>,
     /// What to record as `status.upgrade`.
     pub upgrade: Option<crate::api::status::UpgradeStatus>,
+    /// What to record as `status.lastBackup`; `None` keeps the recorded one.
+    pub last_backup: Option<LastBackup>,
+    /// What to record as `status.migrations`; `None` keeps the recorded one.
+    pub migrations: Option<MigrationsStatus>,
+    /// Events to publish once the status is written: what a decision found
+    /// that no action or condition says (a migration's outcome, the final
+    /// backup's).
+    pub notes: Vec<Note>,
+    /// A Database being deleted may go: the finalizer releases it.
+    pub release: bool,
+    /// The deletion waits for a human (its final backup failed): the Ready
+    /// condition's Event is a warning.
+    pub alarm: bool,
     /// `BackupHealthy`, beside the three the verdicts make.
     backup: Option<Desired>,
     /// The phase the topology alone would show, before verdicts weigh in.
@@ -61,7 +78,85 @@ pub struct Plan {
     ready_message: String,
 }
 
+/// An Event a decision asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    pub warning: bool,
+    /// PascalCase.
+    pub reason: &'static str,
+    /// The Event's action (`Migrate`, `Delete`, …).
+    pub action: &'static str,
+    pub message: String,
+}
+
+impl Note {
+    pub(super) fn normal(reason: &'static str, message: String) -> Self {
+        Self {
+            warning: false,
+            reason,
+            action: "Delete",
+            message,
+        }
+    }
+
+    pub(super) fn warning(reason: &'static str, message: String) -> Self {
+        Self {
+            warning: true,
+            ..Self::normal(reason, message)
+        }
+    }
+}
+
 impl Plan {
+    /// A Database being deleted that may go now; `notes` say why.
+    pub(super) fn deleting(previous: Option<&DatabaseStatus>, notes: Vec<Note>) -> Self {
+        let verdicts = vec![Verdict::progress(
+            "Deleting",
+            "the Database is being deleted",
+        )];
+        Plan {
+            phase: DatabasePhase::Deleting,
+            actions: Vec::new(),
+            requeue_after_seconds: None,
+            conditions: verdict::conditions(DatabasePhase::Deleting, &verdicts, false, ""),
+            verdicts,
+            current_primary: previous.and_then(|s| s.current_primary.clone()),
+            target_primary: previous.and_then(|s| s.target_primary.clone()),
+            upgrade: previous.and_then(|s| s.upgrade.clone()),
+            last_backup: None,
+            migrations: None,
+            notes,
+            release: true,
+            alarm: false,
+            backup: None,
+            topology_phase: DatabasePhase::Deleting,
+            upgrading: false,
+            held: false,
+            ready_message: String::new(),
+        }
+    }
+
+    /// A Database being deleted that waits for its final backup: `actions`
+    /// start it, `conditions` say where it is, the pass looks again after
+    /// `wait_seconds`.
+    pub(super) fn holding_deletion(
+        previous: Option<&DatabaseStatus>,
+        actions: Vec<Action>,
+        conditions: Vec<Desired>,
+        notes: Vec<Note>,
+        wait_seconds: u64,
+        alarm: bool,
+    ) -> Self {
+        Plan {
+            actions,
+            conditions,
+            requeue_after_seconds: Some(wait_seconds),
+            release: false,
+            alarm,
+            ..Self::deleting(previous, notes)
+        }
+    }
+
     /// Adds a verdict found while applying (an instance refused an action),
     /// and recomputes the phase and conditions.
     pub fn add(&mut self, verdict: Verdict) {
@@ -108,28 +203,10 @@ impl Plan {
 /// `spec` is assumed valid (the controller validates first and does not plan for
 /// an invalid spec).
 pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &Observed) -> Plan {
-    if observed.deleting {
-        let verdicts = vec![Verdict::progress(
-            "Deleting",
-            "the Database is being deleted",
-        )];
-        return Plan {
-            phase: DatabasePhase::Deleting,
-            actions: Vec::new(),
-            requeue_after_seconds: None,
-            conditions: verdict::conditions(DatabasePhase::Deleting, &verdicts, false, ""),
-            verdicts,
-            current_primary: previous.and_then(|s| s.current_primary.clone()),
-            target_primary: previous.and_then(|s| s.target_primary.clone()),
-            upgrade: previous.and_then(|s| s.upgrade.clone()),
-            backup: None,
-            topology_phase: DatabasePhase::Deleting,
-            upgrading: false,
-            held: false,
-            ready_message: String::new(),
-        };
-    }
     let ctx = Context::new(spec, previous, observed);
+    if observed.deleting {
+        return deletion::plan(&ctx);
+    }
     let requests = requests::plan(&ctx);
     let mut objects = objects::plan(&ctx);
     let rollout = rollout::plan(&ctx);
@@ -139,8 +216,9 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         .clone()
         .unwrap_or_else(|| rollout.image.clone());
     let topology = topology::plan(&ctx, requests.hold_bootstrap, &image);
+    let backups = backups::plan(&ctx);
     if upgrade.hold {
-        return held(&ctx, requests.verdicts, objects, upgrade, topology);
+        return held(&ctx, requests.verdicts, objects, upgrade, topology, backups);
     }
     let roles = roles::plan(&ctx, &topology);
     let configuration = configuration::plan(&ctx, &topology);
@@ -191,11 +269,11 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
                 )],
             )
         }
-        _ => failover::switchover(&ctx, &topology),
+        _ => primary::switchover(&ctx, &topology),
     };
     verdicts.extend(switchover_verdicts);
-    let members = failover::members_actions(&ctx);
-    verdicts.extend(backup::verdicts(&ctx));
+    let members = primary::members_actions(&ctx);
+    verdicts.extend(backups.verdicts);
 
     // The order that keeps every step safe: credentials and Services first;
     // the primary's label before anything routes; budgets before pods come or
@@ -218,6 +296,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         switchover,
         step.actions,
         upgrade.actions,
+        backups.actions,
     ]
     .into_iter()
     .flatten()
@@ -262,13 +341,19 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         current_primary,
         target_primary,
         upgrade: upgrade.status,
-        backup: backup::condition(&ctx),
+        last_backup: backups.last_backup,
+        migrations: None,
+        notes: Vec::new(),
+        release: false,
+        alarm: false,
+        backup: backups.condition,
         topology_phase: topology.phase,
         upgrading: rollout.rolling || upgrade.active,
         held: false,
         ready_message: topology.message,
     };
     plan.settle();
+    plan.finish(&ctx, backups.next_run_seconds);
     plan
 }
 
@@ -280,10 +365,16 @@ fn held(
     objects: objects::Objects,
     upgrade: upgrade::Upgrade,
     topology: topology::Topology,
+    backups: backups::Backups,
 ) -> Plan {
     verdicts.extend(upgrade.verdicts);
     verdicts.extend(objects.verdicts.iter().cloned());
-    let actions: Vec<Action> = objects.first.into_iter().chain(upgrade.actions).collect();
+    let actions: Vec<Action> = objects
+        .first
+        .into_iter()
+        .chain(upgrade.actions)
+        .chain(backups.actions)
+        .collect();
     let primary = topology.primary.map(|s| ctx.name(s));
     let mut plan = Plan {
         phase: DatabasePhase::Upgrading,
@@ -294,12 +385,46 @@ fn held(
         current_primary: primary.clone(),
         target_primary: primary,
         upgrade: upgrade.status,
-        backup: backup::condition(ctx),
+        last_backup: backups.last_backup,
+        migrations: None,
+        notes: Vec::new(),
+        release: false,
+        alarm: false,
+        backup: backups.condition,
         topology_phase: topology.phase,
         upgrading: true,
         held: true,
         ready_message: String::new(),
     };
     plan.settle();
+    plan.finish(ctx, backups.next_run_seconds);
     plan
+}
+
+impl Plan {
+    /// What is decided once the phase is: schema migrations (they start only
+    /// on a settled Database), when to look again, and the record of a new
+    /// target before the promotion that makes it primary.
+    fn finish(&mut self, ctx: &Context, next_run_seconds: Option<u64>) {
+        let migration = migrations::plan(ctx, self.phase == DatabasePhase::Ready);
+        self.actions.extend(migration.actions());
+        self.migrations = migration.status;
+        self.notes = migration.notes;
+        if let Some(verdict) = migration.verdict {
+            self.add(verdict);
+        }
+        let watch = migration.watch.then_some(migrations::POLL_SECONDS);
+        self.requeue_after_seconds = [self.requeue_after_seconds, next_run_seconds, watch]
+            .into_iter()
+            .flatten()
+            .min();
+        let recorded = ctx.previous.and_then(|s| s.target_primary.as_deref());
+        if let Some(at) = self.actions.iter().position(|a| a.new_primary().is_some())
+            && self.target_primary.as_deref() != recorded
+            && let Some(name) = self.target_primary.clone()
+        {
+            self.actions
+                .insert(at, Action::RecordTargetPrimary { name });
+        }
+    }
 }

@@ -203,7 +203,7 @@ pub(super) fn steps(ctx: &Context, topology: &Topology, rolling: bool) -> Step {
         // primary's budget would refuse an eviction for good.
         return replace(ctx, primary, false, updated, total);
     }
-    if !super::failover::enabled(ctx) {
+    if !super::primary::enabled(ctx) {
         return waiting(format!(
             "rolling update: {progress}; the primary {} is replaced after a switchover, which waits \
              until the instances hold the primary lease",
@@ -304,7 +304,7 @@ fn handover_target(ctx: &Context, primary: u32) -> Option<(u32, Vec<String>, i32
                 .max_by_key(|(s, lsn)| (*lsn, std::cmp::Reverse(*s)))
         })
         .map(|(s, _)| *s)?;
-    let (standbys, min) = super::failover::sync_for(ctx, to);
+    let (standbys, min) = super::primary::sync_for(ctx, to);
     Some((to, standbys, min))
 }
 

@@ -105,7 +105,7 @@ pub(super) fn plan(ctx: &Context, hold_bootstrap: bool, image: &str) -> Topology
         PrimaryView::Unreachable(serial) if ctx.restore_pending() => {
             restore_progress(ctx, &ctx.name(serial)).primary(serial)
         }
-        PrimaryView::Unreachable(serial) => super::failover::replace(ctx, serial, false)
+        PrimaryView::Unreachable(serial) => super::primary::replace(ctx, serial, false)
             .unwrap_or_else(|| {
                 Topology::wait(
                     ctx.keep_phase(),
@@ -117,10 +117,11 @@ pub(super) fn plan(ctx: &Context, hold_bootstrap: bool, image: &str) -> Topology
                 )
                 .primary(serial)
             }),
-        PrimaryView::Down(serial) => super::failover::replace(ctx, serial, true)
+        PrimaryView::Down(serial) => super::primary::replace(ctx, serial, true)
             .unwrap_or_else(|| recover_primary(ctx, serial, image)),
-        PrimaryView::Gone(serial) => super::failover::replace(ctx, serial, false)
-            .unwrap_or_else(|| primary_gone(ctx, serial)),
+        PrimaryView::Gone(serial) => {
+            super::primary::replace(ctx, serial, false).unwrap_or_else(|| primary_gone(ctx, serial))
+        }
         PrimaryView::None if hold_bootstrap => Topology::wait(
             DatabasePhase::Failed,
             "RestoreSourceInvalid",

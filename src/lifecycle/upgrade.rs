@@ -22,7 +22,7 @@ use crate::api::validate::PgVersion;
 use crate::resources::names;
 use crate::resources::upgrade::{UpgradeStep as UpgradeJob, upgrade_job_name};
 
-use super::action::{Action, DeleteReason};
+use super::action::{Action, BackupPurpose, DeleteReason};
 use super::context::Context;
 use super::observed::{BackupState, JobState};
 use super::verdict::Verdict;
@@ -260,9 +260,12 @@ fn advance(ctx: &Context, mut upgrade: UpgradeStatus, wanted: Option<u32>) -> Up
             },
             UpgradeStep::BackingUp => {
                 let name = names::upgrade_backup(&ctx.observed.database, from, to);
-                match ctx.observed.backups.get(&name) {
+                match ctx.observed.backups.get(&name).map(|b| &b.state) {
                     None => {
-                        out.actions.push(Action::TakeBackup { name: name.clone() });
+                        out.actions.push(Action::TakeBackup {
+                            name: name.clone(),
+                            purpose: BackupPurpose::Upgrade,
+                        });
                         out.verdicts.push(progress(format!(
                             "spec.version: taking Backup {name} before the upgrade from {from} to {to} stops anything"
                         )));
@@ -375,6 +378,7 @@ fn advance(ctx: &Context, mut upgrade: UpgradeStatus, wanted: Option<u32>) -> Up
                     if ctx.observed.backups_possible {
                         out.actions.push(Action::TakeBackup {
                             name: names::upgraded_backup(&ctx.observed.database, from, to),
+                            purpose: BackupPurpose::Upgrade,
                         });
                     }
                 } else if back {

@@ -210,7 +210,8 @@ fn a_passed_check_takes_a_backup_first_when_a_store_exists() {
     assert_eq!(
         decided.actions,
         [Action::TakeBackup {
-            name: crate::resources::names::upgrade_backup("orders", 15, 17)
+            name: crate::resources::names::upgrade_backup("orders", 15, 17),
+            purpose: crate::lifecycle::BackupPurpose::Upgrade,
         }]
     );
 }
@@ -288,7 +289,8 @@ fn the_upgraded_primary_starts_on_the_new_major_alone_then_done() {
     let decided = plan(&spec17(), at(UpgradeStep::Starting).as_ref(), &observed);
     assert!(
         decided.actions.contains(&Action::TakeBackup {
-            name: "orders-upgrade-15-17-after".into()
+            name: "orders-upgrade-15-17-after".into(),
+            purpose: crate::lifecycle::BackupPurpose::Upgrade,
         }),
         "{:?}",
         decided.actions

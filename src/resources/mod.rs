@@ -12,6 +12,7 @@
 //! them with it and orphans can be found by label.
 
 mod access;
+mod backup;
 pub mod compare;
 mod hash;
 mod job;
@@ -39,6 +40,9 @@ use crate::api::v1::Database;
 use crate::api::validate::PgVersion;
 
 pub use access::{instance_account, instance_role, instance_role_binding, primary_lease};
+pub use backup::{
+    BEFORE_UPGRADE, FINAL_FOR, SCHEDULED_AT, final_backup, scheduled_backup, upgrade_backup,
+};
 pub use job::terminated;
 pub use migration::{
     MIGRATION_BACKOFF_LIMIT, MIGRATION_COMPONENT, MIGRATION_CONTAINER, MIGRATION_DEADLINE_SECONDS,

@@ -48,6 +48,8 @@ pub struct Done {
 
 /// Everything an action needs: the clients, the Database and this pass's snapshot.
 pub struct Applier<'a> {
+    /// For Events and what the operator remembers between passes.
+    pub ctx: &'a crate::controller::Context,
     pub client: &'a kube::Client,
     pub instances: &'a dyn Instances,
     pub build: &'a BuildConfig,
@@ -57,14 +59,14 @@ pub struct Applier<'a> {
 }
 
 impl Applier<'_> {
-    fn api<K>(&self) -> Api<K>
+    pub(super) fn api<K>(&self) -> Api<K>
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
     {
         Api::namespaced(self.client.clone(), self.namespace)
     }
 
-    fn name(&self) -> String {
+    pub(super) fn name(&self) -> String {
         self.db.name_any()
     }
 
@@ -203,24 +205,19 @@ impl Applier<'_> {
                     note: format!("deleted Job {name}"),
                 }))
             }
-            Action::TakeBackup { name } => {
-                let Some(backup) = super::backups::upgrade_backup(self.db, name) else {
-                    return Ok(None);
-                };
-                match self
-                    .api::<crate::api::v1::Backup>()
-                    .create(&PostParams::default(), &backup)
+            Action::TakeBackup { name, purpose } => self.take_backup(name, purpose).await,
+            Action::RunRetention {
+                primary,
+                window_seconds,
+                last_backup,
+            } => {
+                self.run_retention(primary, *window_seconds, last_backup.as_deref())
                     .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(status)) if status.code == 409 => return Ok(None),
-                    Err(err) => return Err(Error::kube("creating a Backup")(err)),
-                }
-                Ok(Some(Done {
-                    reason: "BackupBeforeUpgrade",
-                    note: format!("created Backup {name} before a major upgrade"),
-                }))
             }
+            Action::RunMigration { version } => self.run_migration(version).await,
+            // A status write: the pass carries it out, with the status it
+            // is about to write.
+            Action::RecordTargetPrimary { .. } => Ok(None),
             Action::DeletePodDisruptionBudget { name } => {
                 self.delete::<PodDisruptionBudget>(name, "deleting a PodDisruptionBudget")
                     .await?;
@@ -558,7 +555,7 @@ impl Applier<'_> {
         self.call(name, Call::Promote(request)).await
     }
 
-    async fn secret_password(&self, name: &str) -> Result<String, Error> {
+    pub(super) async fn secret_password(&self, name: &str) -> Result<String, Error> {
         let secret = self
             .api::<Secret>()
             .get(name)

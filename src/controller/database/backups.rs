@@ -1,166 +1,46 @@
-//! Backups as the Database controller runs them beside the lifecycle plan,
-//! because they need the clock and the Database's Backup objects: scheduled
-//! Backups, `status.lastBackup`, when a retention pass is due, and the final
-//! backup that holds a deletion. The decisions are pure functions here; the
-//! shell in `mod.rs` and `finalize.rs` carries them out.
+//! The Database's Backup objects as a pass sees them: listed once, reduced
+//! to the [`BackupView`]s the lifecycle decides on, and the gauges sampled
+//! from the Database cache. What to do with them is the lifecycle's
+//! (`lifecycle::backups`, `lifecycle::deletion`).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
+use kube::api::{Api, ListParams};
 
-use crate::api::status::{BackupPhase, LastBackup};
+use crate::api::status::BackupPhase;
 use crate::api::store;
-use crate::api::v1::{Backup, BackupSpec, BackupTarget, Database, ObjectStore};
-use crate::backup::schedule::{Schedule, backup_name};
-use crate::resources::{labels, owner_reference};
+use crate::api::v1::{Backup, Database, ObjectStore};
+use crate::backup::schedule::Schedule;
+use crate::controller::{Context, Error};
+use crate::lifecycle::{BackupState, BackupView};
+use crate::resources::{FINAL_FOR, SCHEDULED_AT};
 use crate::telemetry::metrics::DatabaseLabels;
 
-/// On a Backup the schedule created: the run it is for (RFC 3339). The
-/// newest one is where the schedule resumes.
-pub const SCHEDULED_AT: &str = "tusk.dev/scheduled-at";
-/// On the Backup taken because its Database is deleted: the Database's uid.
-pub const FINAL_FOR: &str = "tusk.dev/final-backup-for";
-/// On a Database: `"true"` lets a deletion go ahead without a final backup.
-pub const SKIP_FINAL_BACKUP: &str = "tusk.dev/skip-final-backup";
-/// How often retention runs when no new backup completed meanwhile.
-pub const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+/// Every Backup of the namespace (the caller picks the Database's).
+pub async fn list(ctx: &Context, namespace: &str) -> Result<Vec<Backup>, Error> {
+    let api: Api<Backup> = Api::namespaced(ctx.client.clone(), namespace);
+    Ok(api
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube("listing the Database's Backups"))?
+        .items)
+}
 
-/// The Backups of `db` among `all` (the namespace's).
-pub fn of_database<'a>(db: &Database, all: &'a [Backup]) -> Vec<&'a Backup> {
+/// The Backups of `db` among `all` (the namespace's), by name.
+pub fn of_database(db: &Database, all: &[Backup]) -> BTreeMap<String, BackupView> {
     let name = db.name_any();
-    all.iter().filter(|b| b.spec.database == name).collect()
+    all.iter()
+        .filter(|b| b.spec.database == name)
+        .map(|b| (b.name_any(), view(b)))
+        .collect()
 }
 
-fn phase(backup: &Backup) -> Option<BackupPhase> {
-    backup.status.as_ref().and_then(|s| s.phase)
-}
-
-/// `status.lastBackup`: the Completed Backup that completed last.
-pub fn last_backup(backups: &[&Backup]) -> Option<LastBackup> {
-    backups
-        .iter()
-        .filter(|b| phase(b) == Some(BackupPhase::Completed))
-        .filter_map(|b| {
-            let completed = b.status.as_ref()?.completed_at.clone()?;
-            Some((completed, b.name_any()))
-        })
-        .max_by(|a, b| a.0.0.cmp(&b.0.0).then_with(|| a.1.cmp(&b.1)))
-        .map(|(completed_at, name)| LastBackup {
-            name,
-            completed_at: Some(completed_at),
-        })
-}
-
-/// What the schedule asks for now.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Scheduled {
-    /// The Backup to create for the run that is due.
-    pub create: Option<Backup>,
-    /// The next run after now: when to look again.
-    pub next: Option<Timestamp>,
-}
-
-fn scheduled_at(backup: &Backup) -> Option<Timestamp> {
-    backup.annotations().get(SCHEDULED_AT)?.parse().ok()
-}
-
-/// The run of `spec.backup.schedule` due at `now`, if any. The schedule
-/// resumes from its newest Backup (else from the Database's creation), and
-/// [`Schedule::due`] gives only the latest missed run: after downtime, one
-/// backup, not a burst. While a scheduled Backup still waits or runs, none
-/// is added behind it.
-pub fn schedule(db: &Database, backups: &[&Backup], now: Timestamp) -> Scheduled {
-    let none = Scheduled {
-        create: None,
-        next: None,
-    };
-    let Some(expr) = db.spec.backup.as_ref().and_then(|b| b.schedule.as_deref()) else {
-        return none;
-    };
-    let Ok(schedule) = Schedule::parse(expr) else {
-        return none;
-    };
-    let mine: Vec<&&Backup> = backups
-        .iter()
-        .filter(|b| scheduled_at(b).is_some())
-        .collect();
-    let since = mine
-        .iter()
-        .filter_map(|b| scheduled_at(b))
-        .max()
-        .or_else(|| db.metadata.creation_timestamp.as_ref().map(|t| t.0))
-        .unwrap_or(now);
-    let busy = mine.iter().any(|b| {
-        matches!(
-            phase(b),
-            None | Some(BackupPhase::Pending | BackupPhase::Running)
-        )
-    });
-    let create = if busy {
-        None
-    } else {
-        schedule
-            .due(since, now)
-            .and_then(|at| scheduled_backup(db, at))
-    };
-    Scheduled {
-        create,
-        next: schedule.next_after(now),
-    }
-}
-
-fn backup_for(db: &Database, name: String, annotations: BTreeMap<String, String>) -> Backup {
-    let mut backup = Backup::new(
-        &name,
-        BackupSpec {
-            database: db.name_any(),
-            target: BackupTarget::default(),
-        },
-    );
-    backup.metadata = ObjectMeta {
-        name: Some(name),
-        namespace: db.namespace(),
-        labels: Some(BTreeMap::from([
-            (
-                labels::MANAGED_BY.to_owned(),
-                labels::MANAGED_BY_VALUE.to_owned(),
-            ),
-            (labels::DATABASE.to_owned(), db.name_any()),
-        ])),
-        annotations: Some(annotations),
-        ..ObjectMeta::default()
-    };
-    backup
-}
-
-/// The Backup for the scheduled run at `at`, owned by the Database (it goes
-/// with it; its data stays in the store). `None` for a Database never stored.
-pub fn scheduled_backup(db: &Database, at: Timestamp) -> Option<Backup> {
-    let owner = owner_reference(db)?;
-    let annotations = BTreeMap::from([(SCHEDULED_AT.to_owned(), at.to_string())]);
-    let mut backup = backup_for(db, backup_name(&db.name_any(), at), annotations);
-    backup.metadata.owner_references = Some(vec![owner]);
-    Some(backup)
-}
-
-/// The Backup a major upgrade takes before it stops anything, owned by the
-/// Database like a scheduled one.
-pub fn upgrade_backup(db: &Database, name: &str) -> Option<Backup> {
-    let owner = owner_reference(db)?;
-    let annotations = BTreeMap::from([(BEFORE_UPGRADE.to_owned(), "true".to_owned())]);
-    let mut backup = backup_for(db, name.to_owned(), annotations);
-    backup.metadata.owner_references = Some(vec![owner]);
-    Some(backup)
-}
-
-/// Where a Backup is, for the lifecycle.
-pub fn state(backup: &Backup) -> crate::lifecycle::BackupState {
-    use crate::lifecycle::BackupState;
+/// A Backup as the lifecycle sees it.
+pub fn view(backup: &Backup) -> BackupView {
     let status = backup.status.clone().unwrap_or_default();
-    match status.phase {
+    let state = match status.phase {
         Some(BackupPhase::Completed) => BackupState::Completed,
         Some(BackupPhase::Failed) => BackupState::Failed(
             status
@@ -171,132 +51,51 @@ pub fn state(backup: &Backup) -> crate::lifecycle::BackupState {
                 .unwrap_or_else(|| "the Backup failed".to_owned()),
         ),
         Some(BackupPhase::Pending | BackupPhase::Running) | None => BackupState::Running,
+    };
+    BackupView {
+        state,
+        scheduled_at: backup
+            .annotations()
+            .get(SCHEDULED_AT)
+            .and_then(|a| a.parse().ok()),
+        final_for: backup.annotations().get(FINAL_FOR).cloned(),
+        completed_at: status.completed_at.as_ref().map(|t| t.0),
+        backup_id: backup_id(backup),
+        ready_message: status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.message.clone())
+            .unwrap_or_default(),
     }
 }
 
-/// Marks the Backup a major upgrade took first.
-pub const BEFORE_UPGRADE: &str = "tusk.dev/before-upgrade";
-
-/// The final Backup of a Database being deleted: named for the deletion, and
-/// owned by nothing, so the record of the last backup outlives the Database.
-pub fn final_backup(db: &Database) -> Option<Backup> {
-    let uid = db.uid()?;
-    let deleted = db.metadata.deletion_timestamp.as_ref()?.0;
-    let name = backup_name(&format!("{}-final", db.name_any()), deleted);
-    Some(backup_for(
-        db,
-        name,
-        BTreeMap::from([(FINAL_FOR.to_owned(), uid)]),
-    ))
-}
-
-/// Where a deletion stands with its final backup.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Final {
-    /// Nothing to wait for: no object store, skipped by annotation, or the
-    /// final backup completed (its name).
-    Release { completed: Option<String> },
-    /// Create this Backup and wait.
-    Create(Box<Backup>),
-    /// The final Backup runs or waits to.
-    Wait { backup: String, message: String },
-    /// It failed: the deletion waits for a human.
-    Failed { backup: String, message: String },
-}
-
-/// Whether deleting `db` takes a final backup: it has an object store and
-/// the skip annotation is not set.
-pub fn wants_final_backup(db: &Database, default: Option<&ObjectStore>) -> bool {
-    let skip = db
-        .annotations()
-        .get(SKIP_FINAL_BACKUP)
-        .is_some_and(|v| v == "true");
-    !skip && store::effective(db, default).is_some()
-}
-
-/// The pure decision of a deletion: `backups` are the Database's.
-pub fn finalize(db: &Database, default: Option<&ObjectStore>, backups: &[&Backup]) -> Final {
-    if !wants_final_backup(db, default) {
-        return Final::Release { completed: None };
-    }
-    let Some(built) = final_backup(db) else {
-        return Final::Release { completed: None };
-    };
-    let uid = db.uid();
-    let existing = backups.iter().find(|b| {
-        b.name_any() == built.name_any()
-            && b.annotations().get(FINAL_FOR).map(String::as_str) == uid.as_deref()
-    });
-    let Some(existing) = existing else {
-        return Final::Create(Box::new(built));
-    };
-    let name = existing.name_any();
-    let ready_message = existing
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| c.message.clone())
-        .unwrap_or_default();
-    match phase(existing) {
-        Some(BackupPhase::Completed) => Final::Release {
-            completed: Some(name),
-        },
-        Some(BackupPhase::Failed) => Final::Failed {
-            message: format!(
-                "the final backup {name} failed: {ready_message}; the Database stays until it \
-                 succeeds: fix the cause and delete Backup {name} to take it again, or annotate \
-                 the Database {SKIP_FINAL_BACKUP}=true to delete it without a final backup"
-            ),
-            backup: name,
-        },
-        _ => Final::Wait {
-            message: format!(
-                "taking the final backup {name} before the Database goes: {}",
-                if ready_message.is_empty() {
-                    "waiting to start"
-                } else {
-                    &ready_message
-                }
-            ),
-            backup: name,
-        },
-    }
-}
-
-/// Whether a retention pass is due: none yet by this operator, a backup
-/// completed since the last one, or [`PRUNE_EVERY`] passed.
-pub fn prune_due(
-    last: Option<&(Timestamp, Option<String>)>,
-    last_backup: Option<&LastBackup>,
-    now: Timestamp,
-) -> bool {
-    let Some((at, seen)) = last else {
-        return true;
-    };
-    let newest = last_backup.map(|b| &b.name);
-    newest != seen.as_ref()
-        || now
-            .duration_since(*at)
-            .try_into()
-            .is_ok_and(|elapsed: Duration| elapsed >= PRUNE_EVERY)
+/// The backup id in the store: the last part of `status.location`.
+fn backup_id(backup: &Backup) -> Option<String> {
+    let location = backup.status.as_ref()?.location.as_deref()?;
+    location
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .map(str::to_owned)
 }
 
 /// Backup objects the schedule created whose data a retention pass removed:
 /// they would claim a backup that is gone. Matched by the backup id at the
 /// end of their location.
-pub fn pruned_objects<'a>(backups: &[&'a Backup], removed: &[String]) -> Vec<&'a Backup> {
+pub fn pruned_objects<'a>(
+    backups: &'a BTreeMap<String, BackupView>,
+    removed: &[String],
+) -> Vec<&'a str> {
     backups
         .iter()
-        .copied()
-        .filter(|b| scheduled_at(b).is_some())
-        .filter(|b| {
-            let id = b
-                .status
+        .filter(|(_, b)| b.scheduled_at.is_some())
+        .filter(|(_, b)| {
+            b.backup_id
                 .as_ref()
-                .and_then(|s| s.location.as_deref())
-                .and_then(|l| l.trim_end_matches('/').rsplit('/').next());
-            id.is_some_and(|id| removed.iter().any(|r| r == id))
+                .is_some_and(|id| removed.iter().any(|r| r == id))
         })
+        .map(|(name, _)| name.as_str())
         .collect()
 }
 
@@ -359,8 +158,8 @@ pub fn last_successes(
 mod tests {
     use super::*;
     use crate::api::arbitrary::sample_database;
-    use crate::api::status::BackupStatus;
-    use crate::api::v1::BackupConfig;
+    use crate::api::status::{BackupStatus, LastBackup};
+    use crate::api::v1::{BackupConfig, BackupSpec, BackupTarget};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn at(text: &str) -> Timestamp {
@@ -413,165 +212,6 @@ mod tests {
     }
 
     #[test]
-    fn the_first_run_counts_from_the_databases_creation() {
-        let db = database(Some("* * * * *"), true);
-        let early = schedule(&db, &[], at("2026-11-24T10:00:50Z"));
-        assert_eq!(early.create, None, "no minute has begun since creation");
-        assert_eq!(early.next, Some(at("2026-11-24T10:01:00Z")));
-
-        let due = schedule(&db, &[], at("2026-11-24T10:01:02Z"));
-        let created = due.create.expect("the 10:01 run");
-        assert_eq!(created.name_any(), "orders-20261124100100");
-        assert_eq!(
-            created.annotations().get(SCHEDULED_AT).map(String::as_str),
-            Some("2026-11-24T10:01:00Z")
-        );
-        let owner = &created.metadata.owner_references.as_ref().expect("owned")[0];
-        assert_eq!(
-            (owner.kind.as_str(), owner.name.as_str()),
-            ("Database", "orders")
-        );
-        assert_eq!(created.spec.database, "orders");
-    }
-
-    #[test]
-    fn after_downtime_one_run_is_taken_not_a_burst() {
-        let db = database(Some("* * * * *"), true);
-        let last = completed(
-            "orders-20261124100100",
-            "2026-11-24T10:01:00Z",
-            "s3://t/x/1/",
-        );
-        let due = schedule(&db, &[&last], at("2026-11-24T10:07:30Z"));
-        assert_eq!(
-            due.create.map(|b| b.name_any()).as_deref(),
-            Some("orders-20261124100700"),
-            "only the latest missed run"
-        );
-        // Once taken, nothing more until the next minute.
-        let taken = backup("orders-20261124100700", Some("2026-11-24T10:07:00Z"), None);
-        let again = schedule(&db, &[&last, &taken], at("2026-11-24T10:07:40Z"));
-        assert_eq!(again.create, None);
-    }
-
-    #[test]
-    fn a_waiting_scheduled_backup_holds_the_next_back() {
-        let db = database(Some("* * * * *"), true);
-        let pending = backup(
-            "orders-20261124100100",
-            Some("2026-11-24T10:01:00Z"),
-            Some(BackupPhase::Running),
-        );
-        let due = schedule(&db, &[&pending], at("2026-11-24T10:03:10Z"));
-        assert_eq!(due.create, None);
-        assert_eq!(due.next, Some(at("2026-11-24T10:04:00Z")));
-        // Backups someone else created do not count as the schedule's.
-        let manual = backup("manual", None, Some(BackupPhase::Running));
-        let due = schedule(&db, &[&manual], at("2026-11-24T10:03:10Z"));
-        assert!(due.create.is_some());
-        // No schedule, nothing.
-        let plain = database(None, true);
-        assert_eq!(schedule(&plain, &[], at("2026-11-24T10:03:10Z")).next, None);
-    }
-
-    #[test]
-    fn last_backup_is_the_latest_completed() {
-        let a = completed("a", "2026-11-24T10:01:00Z", "s3://t/x/1/");
-        let b = completed("b", "2026-11-24T10:05:00Z", "s3://t/x/2/");
-        let failed = backup("c", None, Some(BackupPhase::Failed));
-        let last = last_backup(&[&b, &failed, &a]).expect("one");
-        assert_eq!(last.name, "b");
-        assert_eq!(last_backup(&[&failed]), None);
-    }
-
-    #[test]
-    fn deletion_takes_one_final_backup_and_waits_for_it() {
-        let mut db = database(None, true);
-        db.metadata.deletion_timestamp = Some(Time(at("2026-11-24T12:00:00Z")));
-        let Final::Create(built) = finalize(&db, None, &[]) else {
-            panic!("a final backup is created first");
-        };
-        assert_eq!(built.name_any(), "orders-final-20261124120000");
-        assert_eq!(
-            built.metadata.owner_references, None,
-            "outlives the Database"
-        );
-        assert_eq!(
-            built.annotations().get(FINAL_FOR).map(String::as_str),
-            Some("uid-1")
-        );
-
-        let mut running = (*built).clone();
-        running.status = Some(BackupStatus {
-            phase: Some(BackupPhase::Running),
-            ..Default::default()
-        });
-        assert!(matches!(
-            finalize(&db, None, &[&running]),
-            Final::Wait { .. }
-        ));
-
-        let mut failed = running.clone();
-        if let Some(s) = failed.status.as_mut() {
-            s.phase = Some(BackupPhase::Failed);
-        }
-        let Final::Failed { message, .. } = finalize(&db, None, &[&failed]) else {
-            panic!("a failed final backup holds the deletion");
-        };
-        assert!(message.contains(SKIP_FINAL_BACKUP), "{message}");
-
-        let mut done = running.clone();
-        if let Some(s) = done.status.as_mut() {
-            s.phase = Some(BackupPhase::Completed);
-        }
-        assert_eq!(
-            finalize(&db, None, &[&done]),
-            Final::Release {
-                completed: Some("orders-final-20261124120000".into())
-            }
-        );
-
-        // The same name from an earlier Database of that name is not this one's.
-        let mut stranger = done.clone();
-        stranger.metadata.annotations = Some(BTreeMap::from([(FINAL_FOR.into(), "uid-0".into())]));
-        assert!(matches!(
-            finalize(&db, None, &[&stranger]),
-            Final::Create(_)
-        ));
-    }
-
-    #[test]
-    fn no_store_or_the_annotation_releases_at_once() {
-        let mut db = database(None, false);
-        db.metadata.deletion_timestamp = Some(Time(at("2026-11-24T12:00:00Z")));
-        assert_eq!(finalize(&db, None, &[]), Final::Release { completed: None });
-        let mut skipped = database(None, true);
-        skipped.metadata.deletion_timestamp = Some(Time(at("2026-11-24T12:00:00Z")));
-        skipped.metadata.annotations =
-            Some(BTreeMap::from([(SKIP_FINAL_BACKUP.into(), "true".into())]));
-        assert_eq!(
-            finalize(&skipped, None, &[]),
-            Final::Release { completed: None }
-        );
-    }
-
-    #[test]
-    fn retention_runs_once_per_new_backup_or_hour() {
-        let now = at("2026-11-24T12:00:00Z");
-        let newest = LastBackup {
-            name: "b".into(),
-            completed_at: None,
-        };
-        assert!(prune_due(None, Some(&newest), now));
-        let recent = (at("2026-11-24T11:30:00Z"), Some("b".to_owned()));
-        assert!(!prune_due(Some(&recent), Some(&newest), now));
-        let before_b = (at("2026-11-24T11:30:00Z"), Some("a".to_owned()));
-        assert!(prune_due(Some(&before_b), Some(&newest), now));
-        let old = (at("2026-11-24T10:59:00Z"), Some("b".to_owned()));
-        assert!(prune_due(Some(&old), Some(&newest), now));
-    }
-
-    #[test]
     fn only_scheduled_backups_whose_data_went_are_deleted() {
         let gone = completed(
             "a",
@@ -590,11 +230,33 @@ mod tests {
         );
         manual.metadata.annotations = None;
         let removed = vec!["20261124T100105Z".to_owned(), "20261124T100205Z".to_owned()];
-        let deleted: Vec<String> = pruned_objects(&[&gone, &kept, &manual], &removed)
-            .iter()
-            .map(|b| b.name_any())
-            .collect();
-        assert_eq!(deleted, ["a"]);
+        let views = of_database(&database(None, true), &[gone, kept, manual]);
+        assert_eq!(pruned_objects(&views, &removed), ["a"]);
+    }
+
+    #[test]
+    fn a_backup_is_viewed_with_its_run_its_id_and_its_words() {
+        let mut failed = completed("a", "2026-11-24T10:01:00Z", "s3://t/p/orders/7/base/X/");
+        if let Some(status) = failed.status.as_mut() {
+            status.phase = Some(BackupPhase::Failed);
+            status.conditions = vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: "Ready".into(),
+                status: "False".into(),
+                reason: "Failed".into(),
+                message: "no space".into(),
+                last_transition_time: Time(at("2026-11-24T10:01:00Z")),
+                observed_generation: None,
+            }];
+        }
+        let seen = view(&failed);
+        assert_eq!(seen.state, BackupState::Failed("no space".into()));
+        assert_eq!(seen.ready_message, "no space");
+        assert_eq!(seen.backup_id.as_deref(), Some("X"));
+        assert_eq!(seen.scheduled_at, Some(at("2026-11-24T10:01:00Z")));
+        assert_eq!(seen.completed_at, Some(at("2026-11-24T10:01:00Z")));
+        let pending = backup("b", None, None);
+        assert_eq!(view(&pending).state, BackupState::Running);
+        assert_eq!(view(&pending).scheduled_at, None);
     }
 
     #[test]

@@ -1,16 +1,18 @@
-//! The Database controller, wrapped in the finalizer: validate (an invalid spec
-//! touches nothing) → observe → the lifecycle's pure plan → apply its actions in
-//! order → status.
+//! The Database controller, wrapped in the finalizer. One pass is a
+//! pipeline: validate (an invalid spec touches nothing) → snapshot (list and
+//! poll) → reduce (pure) → the lifecycle's plan (pure: every decision of the
+//! pass) → execute its actions in order → one status write, then the
+//! plan's Events. A Database being deleted takes the same road with what a
+//! deletion looks at, until the plan releases it.
 
 mod apply;
+mod apply_backups;
 pub mod backups;
-mod finalize;
 pub mod instances;
-pub mod migrations;
+mod migration_jobs;
 pub mod observe;
 pub mod outage;
 pub mod plan;
-mod policy;
 pub mod restore;
 pub mod status;
 
@@ -30,7 +32,7 @@ use tokio::sync::watch;
 use tracing::{Span, debug, field, info, instrument, warn};
 
 use super::{Change, Context, FINALIZER, conditions, key_of, namespace_of, reconciled};
-use crate::api::status::DatabasePhase;
+use crate::api::status::{DatabasePhase, LastFailover};
 use crate::api::store;
 use crate::api::v1::Database;
 use crate::controller::Error;
@@ -72,7 +74,7 @@ async fn pass(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, Error> {
         Span::current().record("generation", generation);
     }
     let api: Api<Database> = Api::namespaced(ctx.client.clone(), &namespace);
-    if let Some(action) = finalize::hold(&db, &api, &ctx).await? {
+    if let Some(action) = hold(&db, &api, &ctx, &namespace).await? {
         reconciled(db.as_ref(), &ctx);
         return Ok(action);
     }
@@ -90,182 +92,242 @@ async fn pass(db: Arc<Database>, ctx: Arc<Context>) -> Result<Action, Error> {
     Ok(action)
 }
 
+/// A pass over a live Database.
 async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Action, Error> {
     // Everything below (validation, pods, backups) sees the store in effect.
     let db = &store::with_default(db, ctx.build.default_store.as_ref());
-    let name = db.name_any();
     let namespace = namespace_of(db)?;
-    ctx.metrics.track_database(&namespace, &name);
+    ctx.metrics.track_database(&namespace, &db.name_any());
     let errors = plan::validate(db);
     if !errors.is_empty() {
-        let plan = plan::invalid(db, &errors);
-        write_status(db, api, ctx, &plan).await?;
+        write_status(db, api, ctx, &plan::invalid(db, &errors), false).await?;
         reconciled(db, ctx);
         info!(valid = false, "reconciled");
         // Nothing changes until the object does.
         return Ok(Action::await_change());
     }
-
-    let mut snapshot = observe::snapshot(
-        &ctx.client,
-        ctx.instances.as_ref(),
-        db,
-        &namespace,
-        ctx.build.default_store.as_ref(),
-    )
-    .await?;
-    snapshot.lease = ctx.leases.state(
-        &namespace,
-        &crate::resources::names::primary_lease(&db.name_any()),
-    );
-    // Backups need a store; a Database without one has none to look at.
-    let all_backups = match store::effective(db, None) {
-        Some(_) => policy::list(ctx, &namespace).await?,
-        None => Vec::new(),
-    };
-    let own_backups = backups::of_database(db, &all_backups);
-    let last_backup = backups::last_backup(&own_backups);
-    let mut observed = observe::reduce(db, &snapshot, &ctx.build);
-    observed.backups_possible = store::effective(db, None).is_some();
-    observed.backups = own_backups
-        .iter()
-        .map(|b| (b.name_any(), backups::state(b)))
-        .collect();
+    let snapshot = observe::live(ctx, db, &namespace).await?;
+    let observed = observe::reduce(db, &snapshot, &ctx.build);
     let mut decision = lifecycle::plan(&db.spec, db.status.as_ref(), &observed);
     debug!(actions = ?decision.actions, "planned");
     let key = key_of(db);
-    let now = std::time::Instant::now();
     ctx.outage(&key, |o| {
         o.observe(
             serving_primary(&observed)
                 .as_ref()
                 .map(|(n, l)| (n.as_str(), *l)),
-            now,
+            std::time::Instant::now(),
         )
     });
-    // The instance about to be promoted is recorded first: a promotion takes
-    // seconds, and `targetPrimary` is how a reader sees it under way.
-    let recorded_target = db.status.as_ref().and_then(|s| s.target_primary.as_deref());
-    if decision.actions.iter().any(|a| a.new_primary().is_some())
-        && decision.target_primary.as_deref() != recorded_target
-    {
-        let early = plan::accepted(
-            &decision,
-            observe::instance_statuses(db, &snapshot),
-            observe::applied(db, &snapshot),
-            last_backup.clone(),
-        );
-        write_status(db, api, ctx, &early).await?;
-    }
-    let applier = apply::Applier {
-        client: &ctx.client,
-        instances: ctx.instances.as_ref(),
-        build: &ctx.build,
-        db,
-        namespace: &namespace,
-        snapshot: &snapshot,
-    };
-    // In order, stopping at the first failure: later actions may rely on
-    // earlier ones (pods on their Secrets and PVCs, PVC deletion on the pod's).
-    let mut failure = None;
-    let mut last_failover = None;
-    for action in &decision.actions {
-        match applier.apply(action).await {
-            Ok(Some(done)) => {
-                if let lifecycle::Action::Promote { name: to, from, .. } = action {
-                    last_failover = Some(failed_over(ctx, &observed, &key, from, to));
-                    ctx.metrics.failed_over(
-                        &namespace,
-                        &name,
-                        last_failover.as_ref().and_then(|f| f.duration),
-                        last_failover.as_ref().and_then(|f| f.wal_gap_bytes),
-                    );
-                }
-                let related = action
-                    .target(|serial| crate::resources::names::instance_name(&name, serial))
-                    .map(|pod| k8s_openapi::api::core::v1::ObjectReference {
-                        api_version: Some("v1".to_owned()),
-                        kind: Some("Pod".to_owned()),
-                        name: Some(pod),
-                        namespace: Some(namespace.clone()),
-                        ..Default::default()
-                    });
-                ctx.publish_about(
-                    db,
-                    related,
-                    EventType::Normal,
-                    done.reason,
-                    "Reconcile",
-                    done.note,
-                )
-                .await;
-            }
-            Ok(None) => {}
-            Err(error) => {
-                warn!(%error, ?action, "action failed");
-                failure = Some(error);
-                break;
-            }
-        }
-    }
-    // A refusal that repeating will not change is shown as such, and the
-    // pass waits for a change instead of retrying forever.
-    if let Some(error) = &failure
-        && !error.category().is_transient()
-    {
-        decision.add(Verdict::blocked(refusal_reason(error), error.to_string()));
-    }
-    // Schema migrations start only on a settled Database (phase Ready).
-    let migration =
-        migrations::step(ctx, db, &namespace, decision.phase == DatabasePhase::Ready).await;
-    migration.weigh(&mut decision);
-    failure = failure.or(migration.error);
-    let mut plan = plan::accepted(
-        &decision,
-        observe::instance_statuses(db, &snapshot),
-        observe::applied(db, &snapshot),
-        last_backup.clone(),
-    );
-    plan.last_failover = last_failover.map(|f| f.record);
-    plan.migrations = migration.status;
-    write_status(db, api, ctx, &plan).await?;
-    let next_run = policy::schedule(ctx, db, &namespace, &own_backups).await?;
-    policy::retention(
+    let run = Run {
         ctx,
         db,
-        &namespace,
-        &snapshot,
-        &own_backups,
-        last_backup.as_ref(),
-    )
-    .await?;
-    // Counted once the status holds the new primary, so a failed write is
-    // counted when a later pass records it, not twice.
-    if let Some(primary) = plan.current_primary.as_deref() {
-        let stored = db
-            .status
-            .as_ref()
-            .and_then(|s| s.current_primary.as_deref());
-        if let Change::From(previous) = ctx.remember(&key, stored, primary) {
-            ctx.metrics.failover(&namespace, &name);
-            info!(%previous, %primary, "the primary moved");
-        }
-    }
+        api,
+        namespace: &namespace,
+        snapshot: &snapshot,
+        observed: &observed,
+    };
+    let (failure, last_failover) = run.execute(&mut decision).await;
+    let mut next = run.next_status(&decision);
+    next.last_failover = last_failover;
+    write_status(db, api, ctx, &next, decision.alarm).await?;
+    run.publish_notes(&decision).await;
+    count_failover(ctx, db, &key, next.current_primary.as_deref());
     if let Some(error) = failure {
         return Err(error);
     }
     reconciled(db, ctx);
-    info!(
-        database = %name,
-        phase = ?decision.phase,
-        actions = decision.actions.len(),
-        "reconciled"
-    );
-    let requeue = decision.requeue_after_seconds.map(Duration::from_secs);
-    Ok(match requeue.into_iter().chain(next_run).min() {
-        Some(after) => Action::requeue(after),
+    info!(phase = ?decision.phase, actions = decision.actions.len(), "reconciled");
+    Ok(requeue(&decision))
+}
+
+/// A pass over a Database being deleted, before the finalizer may release
+/// it: `Some` while the plan holds it (its final backup runs or failed).
+async fn hold(
+    db: &Database,
+    api: &Api<Database>,
+    ctx: &Context,
+    namespace: &str,
+) -> Result<Option<Action>, Error> {
+    if db.metadata.deletion_timestamp.is_none() || !db.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(None);
+    }
+    let db = &store::with_default(db, ctx.build.default_store.as_ref());
+    let snapshot = observe::deletion_snapshot(ctx, db, namespace).await?;
+    let observed = observe::reduce_deletion(db, &snapshot);
+    let mut decision = lifecycle::plan(&db.spec, db.status.as_ref(), &observed);
+    let run = Run {
+        ctx,
+        db,
+        api,
+        namespace,
+        snapshot: &snapshot,
+        observed: &observed,
+    };
+    if decision.release {
+        run.publish_notes(&decision).await;
+        return Ok(None);
+    }
+    let (failure, _) = run.execute(&mut decision).await;
+    write_status(db, api, ctx, &run.next_status(&decision), decision.alarm).await?;
+    run.publish_notes(&decision).await;
+    if let Some(error) = failure {
+        return Err(error);
+    }
+    Ok(Some(requeue(&decision)))
+}
+
+/// One pass's inputs, to carry its plan out.
+struct Run<'a> {
+    ctx: &'a Context,
+    db: &'a Database,
+    api: &'a Api<Database>,
+    namespace: &'a str,
+    snapshot: &'a observe::Snapshot,
+    observed: &'a lifecycle::Observed,
+}
+
+impl Run<'_> {
+    /// Applies the plan's actions in order, stopping at the first failure:
+    /// later actions may rely on earlier ones (pods on their Secrets and
+    /// PVCs, PVC deletion on the pod's). A refusal that repeating will not
+    /// change becomes a blocking verdict, so the pass waits for a change
+    /// instead of retrying forever. Returns the failure and the failover
+    /// that completed, if any.
+    async fn execute(
+        &self,
+        decision: &mut lifecycle::Plan,
+    ) -> (Option<Error>, Option<LastFailover>) {
+        let applier = apply::Applier {
+            ctx: self.ctx,
+            client: &self.ctx.client,
+            instances: self.ctx.instances.as_ref(),
+            build: &self.ctx.build,
+            db: self.db,
+            namespace: self.namespace,
+            snapshot: self.snapshot,
+        };
+        let mut last_failover = None;
+        for action in &decision.actions {
+            let result = match action {
+                lifecycle::Action::RecordTargetPrimary { .. } => {
+                    let early = self.next_status(decision);
+                    write_status(self.db, self.api, self.ctx, &early, false)
+                        .await
+                        .map(|()| None)
+                }
+                action => applier.apply(action).await,
+            };
+            match result {
+                Ok(Some(done)) => {
+                    if let lifecycle::Action::Promote { name: to, from, .. } = action {
+                        last_failover = Some(self.failed_over(from, to));
+                    }
+                    self.publish_done(action, done).await;
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    warn!(%error, ?action, "action failed");
+                    if !error.category().is_transient() {
+                        let (reason, message) = refusal(action, &error);
+                        decision.add(Verdict::blocked(reason, message));
+                    }
+                    return (Some(error), last_failover);
+                }
+            }
+        }
+        (None, last_failover)
+    }
+
+    /// The status the plan names, with what was observed of the instances.
+    fn next_status(&self, decision: &lifecycle::Plan) -> plan::NextStatus {
+        plan::accepted(
+            decision,
+            observe::instance_statuses(self.db, self.snapshot),
+            observe::applied(self.db, self.snapshot),
+        )
+    }
+
+    /// The Event of an applied action, related to the pod it touched.
+    async fn publish_done(&self, action: &lifecycle::Action, done: apply::Done) {
+        let name = self.db.name_any();
+        let related = action
+            .target(|serial| crate::resources::names::instance_name(&name, serial))
+            .map(|pod| k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some("v1".to_owned()),
+                kind: Some("Pod".to_owned()),
+                name: Some(pod),
+                namespace: Some(self.namespace.to_owned()),
+                ..Default::default()
+            });
+        self.ctx
+            .publish_about(
+                self.db,
+                related,
+                EventType::Normal,
+                done.reason,
+                "Reconcile",
+                done.note,
+            )
+            .await;
+    }
+
+    /// The Events the plan asks for beside its actions and conditions.
+    async fn publish_notes(&self, decision: &lifecycle::Plan) {
+        for note in &decision.notes {
+            let type_ = if note.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            self.ctx
+                .publish(
+                    self.db,
+                    type_,
+                    note.reason,
+                    note.action,
+                    note.message.clone(),
+                )
+                .await;
+        }
+    }
+
+    /// A promotion that just completed, measured, counted and recorded.
+    fn failed_over(&self, from: &str, to: &str) -> LastFailover {
+        let failed = failed_over(self.ctx, self.observed, &key_of(self.db), from, to);
+        self.ctx.metrics.failed_over(
+            self.namespace,
+            &self.db.name_any(),
+            failed.duration,
+            failed.wal_gap_bytes,
+        );
+        failed.record
+    }
+}
+
+/// When to look again: the plan's delay, or when the change is seen.
+fn requeue(decision: &lifecycle::Plan) -> Action {
+    match decision.requeue_after_seconds {
+        Some(after) => Action::requeue(Duration::from_secs(after)),
         None => Action::await_change(),
-    })
+    }
+}
+
+/// Counts a move of the primary once the status holds it, so a failed write
+/// is counted when a later pass records it, not twice.
+fn count_failover(ctx: &Context, db: &Database, key: &str, primary: Option<&str>) {
+    let Some(primary) = primary else {
+        return;
+    };
+    let stored = db
+        .status
+        .as_ref()
+        .and_then(|s| s.current_primary.as_deref());
+    if let Change::From(previous) = ctx.remember(key, stored, primary) {
+        ctx.metrics
+            .failover(&db.namespace().unwrap_or_default(), &db.name_any());
+        info!(%previous, %primary, "the primary moved");
+    }
 }
 
 /// The primary that serves in `observed`, and its WAL position. A primary
@@ -284,7 +346,7 @@ fn serving_primary(observed: &lifecycle::Observed) -> Option<(String, u64)> {
 
 /// A promotion that just completed, measured.
 struct FailedOver {
-    record: crate::api::status::LastFailover,
+    record: LastFailover,
     duration: Option<Duration>,
     wal_gap_bytes: Option<u64>,
 }
@@ -313,7 +375,7 @@ fn failed_over(
     });
     info!(%from, %to, duration = ?cost.duration, wal_gap_bytes = ?cost.wal_gap_bytes, "failed over");
     FailedOver {
-        record: crate::api::status::LastFailover {
+        record: LastFailover {
             from: from.to_owned(),
             to: to.to_owned(),
             time: Time(Timestamp::now()),
@@ -329,20 +391,26 @@ fn failed_over(
     }
 }
 
-/// The condition reason of an action that failed for good.
-fn refusal_reason(error: &Error) -> &'static str {
-    match error {
-        Error::Instance { .. } => "InstanceRefused",
-        _ => "ApiRefused",
+/// The condition reason and message of an action that failed for good.
+fn refusal(action: &lifecycle::Action, error: &Error) -> (&'static str, String) {
+    match (action, error) {
+        (lifecycle::Action::RunMigration { .. }, _) => {
+            ("MigrationRefused", format!("spec.migrations: {error}"))
+        }
+        (_, Error::Instance { .. }) => ("InstanceRefused", error.to_string()),
+        _ => ("ApiRefused", error.to_string()),
     }
 }
 
 /// Writes the status and publishes an Event for every condition or phase change.
+/// `alarm`: the Ready condition's Event is a warning even though the phase
+/// is not Blocked (a deletion waiting for a human).
 async fn write_status(
     db: &Database,
     api: &Api<Database>,
     ctx: &Context,
-    plan: &plan::Plan,
+    plan: &plan::NextStatus,
+    alarm: bool,
 ) -> Result<(), Error> {
     let now = Time(Timestamp::now());
     let next = status::build(db, plan, &now);
@@ -360,7 +428,7 @@ async fn write_status(
     ctx.progress_written(&key);
     for changed in conditions::transitions(&before.conditions, &next.conditions) {
         let type_ = if changed.type_ == conditions::READY
-            && next.phase == Some(DatabasePhase::Blocked)
+            && (next.phase == Some(DatabasePhase::Blocked) || alarm)
             || changed.type_ == conditions::DEGRADED && changed.status == "True"
         {
             EventType::Warning
@@ -416,8 +484,7 @@ pub async fn sample(
 }
 
 async fn cleanup(db: &Database, ctx: &Context) -> Result<Action, Error> {
-    // The final backup is done (or not wanted) by now: `finalize::hold` runs
-    // first. Everything Tusk creates carries an owner reference and is
+    // The final backup is done (or not wanted) by now: `hold` runs first. Everything Tusk creates carries an owner reference and is
     // garbage-collected with the Database; the data in the store stays.
     ctx.publish(
         db,

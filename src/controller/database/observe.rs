@@ -1,8 +1,9 @@
-//! Observe: what exists for one Database (its PVCs, Pods, Secrets, Services,
-//! PDBs and the Services' EndpointSlices, found by label) and what each
+//! Observe: what exists for one Database (its PVCs, Pods, Jobs, Secrets,
+//! Services, PDBs, the Services' EndpointSlices, its Backups) and what each
 //! instance manager says, reduced to the [`Observed`] the lifecycle decides
 //! on by comparing each object with what the builders make. Listing and
-//! polling are the async edge; [`reduce`] is pure.
+//! polling are the async edge ([`snapshot`] for a live Database,
+//! [`deletion_snapshot`] for one being deleted); [`reduce`] is pure.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -15,22 +16,26 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
+use super::backups;
 use super::instances::Instances;
+use super::migration_jobs::migration_jobs;
 use super::restore::{self, Resolved};
 use crate::api::quantity;
 use crate::api::status::{AppliedSpec, InstanceRole, InstanceStatus};
+use crate::api::v1::Backup;
 use crate::api::v1::{Database, ObjectStore};
 use crate::contract::env::BOOTSTRAP_ANNOTATION;
 use crate::contract::{API_VERSION, Bootstrap, Credential, Lsn, RestoreProgress, Role, Status};
-use crate::controller::Error;
+use crate::controller::{Context, Error, key_of};
 use crate::lifecycle::{
-    Instance, JobState, ManagerStatus, Observed, Pod, PodPhase, PvcState, RestoreView, Routing,
-    SyncStandbys,
+    Deletion, Instance, JobState, ManagerStatus, Observed, Pod, PodPhase, PvcState, RestoreView,
+    RetentionPass, Routing, SKIP_FINAL_BACKUP, SyncStandbys,
 };
 use crate::postgres::params::{self, Change};
 use crate::resources::{
     self, BuildConfig, SPEC_HASH_ANNOTATION, SecretKind, compare, labels, names, postgres_image,
 };
+use k8s_openapi::jiff::Timestamp;
 
 /// Set on a credential Secret once its password has been given to the
 /// instances (by its own field manager, so re-applying the Secret's labels
@@ -68,6 +73,14 @@ pub struct Snapshot {
     pub lease: crate::lifecycle::LeaseState,
     /// The Lease, ServiceAccount, Role and RoleBinding exist.
     pub lease_access: bool,
+    /// The Database's Backups (listed only when it has an object store).
+    pub backups: Vec<Backup>,
+    /// When the pass observed all this.
+    pub now: Timestamp,
+    /// The last retention pass this operator ran for the Database.
+    pub last_retention: Option<RetentionPass>,
+    /// The namespace is being deleted (only asked while the Database is).
+    pub namespace_terminating: bool,
 }
 
 impl Snapshot {
@@ -236,7 +249,76 @@ pub async fn snapshot(
         managers,
         lease: crate::lifecycle::LeaseState::Unobserved,
         lease_access,
+        backups: Vec::new(),
+        now: Timestamp::UNIX_EPOCH,
+        last_retention: None,
+        namespace_terminating: false,
     })
+}
+
+/// Everything one pass over a live Database decides on: the objects and the
+/// managers ([`snapshot`]), the primary Lease as the operator watches it,
+/// the Database's Backups when it has a store, the time, and the last
+/// retention pass.
+pub async fn live(ctx: &Context, db: &Database, namespace: &str) -> Result<Snapshot, Error> {
+    let mut snapshot = snapshot(
+        &ctx.client,
+        ctx.instances.as_ref(),
+        db,
+        namespace,
+        ctx.build.default_store.as_ref(),
+    )
+    .await?;
+    snapshot.lease = ctx
+        .leases
+        .state(namespace, &names::primary_lease(&db.name_any()));
+    // Backups need a store; a Database without one has none to look at.
+    if crate::api::store::effective(db, None).is_some() {
+        snapshot.backups = backups::list(ctx, namespace).await?;
+    }
+    snapshot.now = Timestamp::now();
+    snapshot.last_retention = ctx.last_prune(&key_of(db));
+    Ok(snapshot)
+}
+
+/// What a pass over a Database being deleted decides on: its Backups and
+/// whether its namespace is going too, when it wants a final backup;
+/// nothing else (its pods may already be going).
+pub async fn deletion_snapshot(
+    ctx: &Context,
+    db: &Database,
+    namespace: &str,
+) -> Result<Snapshot, Error> {
+    let mut snapshot = Snapshot {
+        now: Timestamp::now(),
+        ..Snapshot::default()
+    };
+    let facts = deletion(db, &snapshot);
+    let wanted = crate::api::store::effective(db, None).is_some() && !facts.skip_final_backup;
+    if let (true, Some(at)) = (wanted, facts.requested_at) {
+        snapshot.backups = backups::list(ctx, namespace).await?;
+        let name = crate::lifecycle::final_backup_name(&db.name_any(), at);
+        if let Some(probe) = resources::final_backup(db, &name) {
+            snapshot.namespace_terminating = namespace_terminating(ctx, namespace, &probe).await;
+        }
+    }
+    Ok(snapshot)
+}
+
+/// Whether `namespace` is being deleted, asked the way a namespaced operator
+/// can: a dry-run create there is refused for that reason alone.
+async fn namespace_terminating(ctx: &Context, namespace: &str, probe: &Backup) -> bool {
+    let api: Api<Backup> = Api::namespaced(ctx.client.clone(), namespace);
+    let params = kube::api::PostParams {
+        dry_run: true,
+        ..kube::api::PostParams::default()
+    };
+    match api.create(&params, probe).await {
+        Err(kube::Error::Api(status)) => {
+            status.code == 403 && status.message.contains("being terminated")
+        }
+        _ => false,
+    }
 }
 
 /// Whether the primary Lease and the managers' access to it all exist.
@@ -450,9 +532,40 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
             .iter()
             .map(|job| (job.name_any(), job_state(job, &snapshot.job_pods)))
             .collect(),
-        // Filled by the reconciler, which lists the Backups.
-        backups: BTreeMap::new(),
-        backups_possible: false,
+        migration_jobs: migration_jobs(&snapshot.jobs, &snapshot.job_pods),
+        backups: backups::of_database(db, &snapshot.backups),
+        backups_possible: crate::api::store::effective(db, None).is_some(),
+        now: snapshot.now,
+        created: db.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        deletion: deletion(db, snapshot),
+        last_retention: snapshot.last_retention.clone(),
+    }
+}
+
+/// The facts a pass over a Database being deleted decides on (pure).
+pub fn reduce_deletion(db: &Database, snapshot: &Snapshot) -> Observed {
+    Observed {
+        database: db.name_any(),
+        deleting: true,
+        backups: backups::of_database(db, &snapshot.backups),
+        backups_possible: crate::api::store::effective(db, None).is_some(),
+        now: snapshot.now,
+        created: db.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        deletion: deletion(db, snapshot),
+        ..Observed::default()
+    }
+}
+
+/// What a deletion decides on.
+fn deletion(db: &Database, snapshot: &Snapshot) -> Deletion {
+    Deletion {
+        uid: db.uid(),
+        requested_at: db.metadata.deletion_timestamp.as_ref().map(|t| t.0),
+        skip_final_backup: db
+            .annotations()
+            .get(SKIP_FINAL_BACKUP)
+            .is_some_and(|v| v == "true"),
+        namespace_terminating: snapshot.namespace_terminating,
     }
 }
 

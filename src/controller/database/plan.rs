@@ -1,6 +1,6 @@
-//! The pure decision for one Database pass: validation first (an invalid spec
-//! touches nothing), then the lifecycle's plan turned into the status to show.
-//! No I/O.
+//! The status one Database pass writes (pure): validation first (an invalid
+//! spec touches nothing and says which field is wrong), else the lifecycle's
+//! plan with what was observed of the instances.
 
 use crate::api::status::{
     AppliedSpec, DatabasePhase, InstanceStatus, LastBackup, LastFailover, MigrationsStatus,
@@ -11,8 +11,9 @@ use crate::api::validate::{self, FieldError};
 use crate::controller::conditions::{DEGRADED, Desired, PROGRESSING, READY};
 use crate::lifecycle;
 
+/// What the next status write holds.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Plan {
+pub struct NextStatus {
     pub phase: DatabasePhase,
     pub conditions: Vec<Desired>,
     /// `status.applied`: what is observed in effect, else what was recorded.
@@ -46,8 +47,8 @@ pub fn validate(db: &Database) -> Vec<FieldError> {
 
 /// The status of `db` when its spec is invalid: Tusk changes nothing, says which
 /// field is wrong in the Ready condition, and waits for the user (`Blocked`).
-pub fn invalid(db: &Database, errors: &[FieldError]) -> Plan {
-    Plan {
+pub fn invalid(db: &Database, errors: &[FieldError]) -> NextStatus {
+    NextStatus {
         phase: DatabasePhase::Blocked,
         applied: db.status.as_ref().and_then(|s| s.applied.clone()),
         conditions: vec![
@@ -75,19 +76,18 @@ pub fn accepted(
     decision: &lifecycle::Plan,
     instances: Vec<InstanceStatus>,
     applied: Option<AppliedSpec>,
-    last_backup: Option<LastBackup>,
-) -> Plan {
-    Plan {
+) -> NextStatus {
+    NextStatus {
         phase: decision.phase,
         conditions: decision.conditions.clone(),
         applied,
         current_primary: decision.current_primary.clone(),
         target_primary: decision.target_primary.clone(),
         instances: Some(instances),
-        last_backup,
+        last_backup: decision.last_backup.clone(),
         last_failover: None,
         upgrade: decision.upgrade.clone(),
-        migrations: None,
+        migrations: decision.migrations.clone(),
     }
 }
 
@@ -140,12 +140,7 @@ mod tests {
 
     #[test]
     fn a_valid_new_database_starts_provisioning_and_records_what_is_observed() {
-        let plan = accepted(
-            &sample_decision(),
-            Vec::new(),
-            Some(applied("17", "1Gi")),
-            None,
-        );
+        let plan = accepted(&sample_decision(), Vec::new(), Some(applied("17", "1Gi")));
         assert_eq!(plan.phase, DatabasePhase::Provisioning);
         assert_eq!(plan.conditions[0].type_, READY);
         assert!(!plan.conditions[0].status);

@@ -4,14 +4,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::plan::Plan;
+use super::plan::NextStatus;
 use crate::api::status::DatabaseStatus;
 use crate::api::v1::Database;
 use crate::controller::Error;
 use crate::controller::{FIELD_MANAGER, conditions};
 
 /// Computes the status from the plan and the previous status (pure).
-pub fn build(db: &Database, plan: &Plan, now: &Time) -> DatabaseStatus {
+pub fn build(db: &Database, plan: &NextStatus, now: &Time) -> DatabaseStatus {
     let previous = db.status.clone().unwrap_or_default();
     let generation = db.metadata.generation;
     let instances = plan.instances.clone().unwrap_or(previous.instances.clone());

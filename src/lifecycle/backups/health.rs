@@ -3,14 +3,11 @@
 //! `pg_stat_archiver` and the last error `tusk wal-archive` reported. It
 //! does not weigh on Ready: the database serves whatever the store does, and
 //! PostgreSQL keeps WAL it could not archive until it can.
-//!
-//! Schedules, retention and the final backup need a clock and the Backup
-//! objects; the Database controller runs them beside this plan.
 
 use jiff::Timestamp;
 
-use super::context::Context;
-use super::verdict::{Desired, Verdict};
+use crate::lifecycle::context::Context;
+use crate::lifecycle::verdict::{Desired, Verdict};
 
 pub const BACKUP_HEALTHY: &str = "BackupHealthy";
 
@@ -20,7 +17,7 @@ const STARTED: &str = "ArchivingStarted";
 
 /// `None` when the Database has no object store: nothing to be healthy
 /// about. While no primary answers, the last word stays.
-pub(super) fn condition(ctx: &Context) -> Option<Desired> {
+pub(in crate::lifecycle) fn condition(ctx: &Context) -> Option<Desired> {
     let store = ctx.spec.backup.as_ref()?.object_store.as_ref()?;
     let Some(archiver) = ctx.observed.archiving.as_ref() else {
         return previous(ctx);
@@ -75,7 +72,7 @@ pub(super) fn condition(ctx: &Context) -> Option<Desired> {
 
 /// A store whose credentials Secret is missing: the pods cannot start (the
 /// kubelet waits for it), which the Ready condition says by name.
-pub(super) fn verdicts(ctx: &Context) -> Vec<Verdict> {
+pub(in crate::lifecycle) fn verdicts(ctx: &Context) -> Vec<Verdict> {
     let Some(secret) = &ctx.observed.missing_store_credentials else {
         return Vec::new();
     };

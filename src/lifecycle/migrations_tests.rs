@@ -1,9 +1,8 @@
-use super::*;
-use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
-use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use super::migrations::*;
+use crate::api::status::MigrationsStatus;
+use crate::api::v1::MigrationsSpec;
+use crate::lifecycle::{self, JobState, MigrationJob, Verdict};
+use crate::resources::migration_job_name;
 
 fn spec(version: &str) -> MigrationsSpec {
     MigrationsSpec {
@@ -22,8 +21,8 @@ fn record(applied: Option<&str>, running: Option<&str>, failed: Option<&str>) ->
     }
 }
 
-fn job(version: &str, state: JobState) -> ObservedJob {
-    ObservedJob {
+fn job(version: &str, state: JobState) -> MigrationJob {
+    MigrationJob {
         name: migration_job_name("orders", version),
         version: version.into(),
         state,
@@ -52,7 +51,7 @@ struct Case {
     name: &'static str,
     spec: Option<&'static str>,
     recorded: Option<MigrationsStatus>,
-    jobs: Vec<ObservedJob>,
+    jobs: Vec<MigrationJob>,
     settled: bool,
     create: Option<&'static str>,
     delete: Vec<&'static str>,
@@ -62,7 +61,8 @@ struct Case {
 }
 
 fn cases() -> Vec<Case> {
-    use JobState::{Running, Succeeded};
+    use JobState::Running;
+    let succeeded = || JobState::Succeeded(String::new());
     vec![
         Case {
             name: "the first version runs on a settled Database",
@@ -116,7 +116,7 @@ fn cases() -> Vec<Case> {
             name: "a success is recorded once, and the Job kept",
             spec: Some("2"),
             recorded: Some(record(Some("1"), Some("2"), None)),
-            jobs: vec![job("2", Succeeded)],
+            jobs: vec![job("2", succeeded())],
             settled: true,
             create: None,
             delete: vec![],
@@ -128,7 +128,7 @@ fn cases() -> Vec<Case> {
             name: "a recorded success says nothing more",
             spec: Some("2"),
             recorded: Some(record(Some("2"), None, None)),
-            jobs: vec![job("2", Succeeded)],
+            jobs: vec![job("2", succeeded())],
             settled: true,
             create: None,
             delete: vec![],
@@ -194,7 +194,7 @@ fn cases() -> Vec<Case> {
                 running: Some("3".into()),
                 ..record(Some("1"), None, Some("2"))
             }),
-            jobs: vec![job("3", Succeeded)],
+            jobs: vec![job("3", succeeded())],
             settled: true,
             create: None,
             delete: vec![],
@@ -218,7 +218,7 @@ fn cases() -> Vec<Case> {
             name: "the older Job's outcome is recorded before it goes",
             spec: Some("3"),
             recorded: Some(record(Some("1"), Some("2"), None)),
-            jobs: vec![job("2", Succeeded)],
+            jobs: vec![job("2", succeeded())],
             settled: true,
             create: None,
             delete: vec![],
@@ -230,7 +230,7 @@ fn cases() -> Vec<Case> {
             name: "then it goes and the new version starts",
             spec: Some("3"),
             recorded: Some(record(Some("2"), None, None)),
-            jobs: vec![job("2", Succeeded)],
+            jobs: vec![job("2", succeeded())],
             settled: true,
             create: Some("3"),
             delete: vec!["2"],
@@ -254,7 +254,7 @@ fn cases() -> Vec<Case> {
             name: "without spec.migrations a finished Job goes once recorded",
             spec: None,
             recorded: Some(record(Some("2"), None, None)),
-            jobs: vec![job("2", Succeeded)],
+            jobs: vec![job("2", succeeded())],
             settled: true,
             create: None,
             delete: vec!["2"],
@@ -266,9 +266,9 @@ fn cases() -> Vec<Case> {
             name: "a Job being deleted no longer counts",
             spec: Some("3"),
             recorded: Some(record(Some("2"), None, None)),
-            jobs: vec![ObservedJob {
+            jobs: vec![MigrationJob {
                 deleting: true,
-                ..job("2", Succeeded)
+                ..job("2", succeeded())
             }],
             settled: true,
             create: Some("3"),
@@ -369,7 +369,7 @@ fn a_failure_names_the_version_and_quotes_the_last_lines() {
 #[derive(Default)]
 struct Cluster {
     recorded: Option<MigrationsStatus>,
-    jobs: Vec<ObservedJob>,
+    jobs: Vec<MigrationJob>,
     created: Vec<String>,
 }
 
@@ -416,7 +416,7 @@ fn a_version_changed_mid_run_runs_after_the_first_ends() {
     // The version changes while 1 runs: 1 goes on.
     assert_eq!(reason(&cluster.pass("2")), Some("Migrating"));
     assert_eq!(cluster.created, ["1"]);
-    cluster.end(JobState::Succeeded);
+    cluster.end(JobState::Succeeded(String::new()));
     for _ in 0..3 {
         assert_eq!(reason(&cluster.pass("2")), Some("Migrating"));
     }
@@ -431,7 +431,7 @@ fn a_version_changed_mid_run_runs_after_the_first_ends() {
         cluster.recorded.as_ref().and_then(|r| r.applied.as_deref()),
         Some("1")
     );
-    cluster.end(JobState::Succeeded);
+    cluster.end(JobState::Succeeded(String::new()));
     assert_eq!(cluster.pass("2"), None);
     assert_eq!(cluster.recorded, Some(record(Some("2"), None, None)));
     for _ in 0..3 {
@@ -454,41 +454,10 @@ fn a_failed_version_runs_once_until_the_version_changes() {
         None
     );
     assert_eq!(reason(&cluster.pass("1-fixed")), Some("Migrating"));
-    cluster.end(JobState::Succeeded);
+    cluster.end(JobState::Succeeded(String::new()));
     assert_eq!(cluster.pass("1-fixed"), None);
     assert_eq!(cluster.recorded, Some(record(Some("1-fixed"), None, None)));
     assert_eq!(cluster.created, ["1", "1-fixed"]);
-}
-
-#[test]
-fn the_record_alone_keeps_ready_truthful() {
-    let s = spec("2");
-    assert_eq!(
-        reason(&from_record(
-            "orders",
-            Some(&s),
-            Some(&record(Some("1"), Some("2"), None))
-        )),
-        Some("Migrating")
-    );
-    assert!(blocks(&from_record(
-        "orders",
-        Some(&s),
-        Some(&record(Some("1"), None, Some("2")))
-    )));
-    assert_eq!(
-        reason(&from_record(
-            "orders",
-            Some(&s),
-            Some(&record(Some("1"), None, None))
-        )),
-        Some("Migrating")
-    );
-    assert_eq!(
-        from_record("orders", Some(&s), Some(&record(Some("2"), None, None))),
-        None
-    );
-    assert_eq!(from_record("orders", None, None), None);
 }
 
 #[test]
@@ -507,107 +476,8 @@ fn tails_keep_the_end_within_bounds() {
     assert_eq!(tail("", 10), "");
 }
 
-fn job_with(conditions: Vec<(&str, &str)>) -> Job {
-    Job {
-        status: Some(JobStatus {
-            conditions: Some(
-                conditions
-                    .into_iter()
-                    .map(|(type_, reason)| JobCondition {
-                        type_: type_.into(),
-                        status: "True".into(),
-                        reason: Some(reason.into()),
-                        message: Some(format!("{reason} happened")),
-                        ..JobCondition::default()
-                    })
-                    .collect(),
-            ),
-            ..JobStatus::default()
-        }),
-        ..Job::default()
-    }
-}
-
-fn ended_pod(second: i64, exit_code: i32, message: &str) -> Pod {
-    Pod {
-        status: Some(PodStatus {
-            container_statuses: Some(vec![ContainerStatus {
-                name: MIGRATION_CONTAINER.into(),
-                state: Some(ContainerState {
-                    terminated: Some(ContainerStateTerminated {
-                        exit_code,
-                        message: Some(message.into()),
-                        reason: Some("Error".into()),
-                        finished_at: Some(Time(
-                            k8s_openapi::jiff::Timestamp::from_second(second).unwrap_or_default(),
-                        )),
-                        ..ContainerStateTerminated::default()
-                    }),
-                    ..ContainerState::default()
-                }),
-                ..ContainerStatus::default()
-            }]),
-            ..PodStatus::default()
-        }),
-        ..Pod::default()
-    }
-}
-
-#[test]
-fn job_states_come_from_their_conditions() {
-    let why = || "why".to_owned();
-    assert_eq!(state_of(&Job::default(), why), JobState::Running);
-    assert_eq!(
-        state_of(&job_with(vec![("SuccessCriteriaMet", "x")]), why),
-        JobState::Running
-    );
-    assert_eq!(
-        state_of(&job_with(vec![("Complete", "x")]), why),
-        JobState::Succeeded
-    );
-    assert_eq!(
-        state_of(&job_with(vec![("Failed", "BackoffLimitExceeded")]), why),
-        JobState::Failed("why".into())
-    );
-}
-
-#[test]
-fn a_failure_is_the_newest_pods_last_lines() {
-    let job = job_with(vec![("Failed", "BackoffLimitExceeded")]);
-    let pods = [
-        ended_pod(
-            200,
-            3,
-            "psql:<stdin>:1: ERROR:  relation \"nope\" does not exist\n",
-        ),
-        ended_pod(100, 2, "could not connect"),
-    ];
-    assert_eq!(
-        failure_of(&job, &pods),
-        "exit code 3: psql:<stdin>:1: ERROR:  relation \"nope\" does not exist"
-    );
-    // No pod left: the Job's reason.
-    assert_eq!(
-        failure_of(&job, &[]),
-        "BackoffLimitExceeded: BackoffLimitExceeded happened"
-    );
-    // Nothing logged.
-    assert_eq!(
-        failure_of(&job, &[ended_pod(1, 1, "")]),
-        "exit code 1 (Error)"
-    );
-    // Out of time.
-    let late = job_with(vec![("Failed", "DeadlineExceeded")]);
-    assert_eq!(
-        failure_of(&late, &[ended_pod(1, 143, "still waiting for a lock")]),
-        format!(
-            "ran longer than {MIGRATION_DEADLINE_SECONDS} s; exit code 143: still waiting for a lock"
-        )
-    );
-}
-
 /// A settled one-instance Database, as the lifecycle plans it.
-fn ready_plan() -> lifecycle::Plan {
+fn ready_plan(migrations: Option<(&str, MigrationsStatus, Vec<MigrationJob>)>) -> lifecycle::Plan {
     use crate::api::status::{DatabasePhase, DatabaseStatus, InstanceRole};
     use lifecycle::{
         Instance, ManagerStatus, Observed, Pod as PodView, PodPhase, PvcState, Routing,
@@ -651,14 +521,20 @@ fn ready_plan() -> lifecycle::Plan {
     };
     let mut spec = crate::api::arbitrary::sample_database().spec;
     spec.instances = 1;
-    let previous = DatabaseStatus {
+    let mut previous = DatabaseStatus {
         phase: Some(DatabasePhase::Ready),
         current_primary: Some("orders-1".into()),
         ..DatabaseStatus::default()
     };
-    let plan = lifecycle::plan(&spec, Some(&previous), &observed);
-    assert_eq!(plan.phase, DatabasePhase::Ready, "{plan:#?}");
-    plan
+    let mut observed = observed;
+    if let Some((version, recorded, jobs)) = migrations {
+        spec.migrations = Some(self::spec(version));
+        previous.migrations = Some(recorded);
+        observed.migration_jobs = jobs;
+    } else {
+        spec.migrations = None;
+    }
+    lifecycle::plan(&spec, Some(&previous), &observed)
 }
 
 fn ready_condition(plan: &lifecycle::Plan) -> &lifecycle::Desired {
@@ -671,15 +547,15 @@ fn ready_condition(plan: &lifecycle::Plan) -> &lifecycle::Desired {
 #[test]
 fn ready_never_claims_a_running_or_failed_migration_is_in_effect() {
     use crate::api::status::DatabasePhase;
-    assert!(ready_condition(&ready_plan()).status);
+    let settled = ready_plan(None);
+    assert_eq!(settled.phase, DatabasePhase::Ready, "{settled:#?}");
+    assert!(ready_condition(&settled).status);
 
-    let mut running = ready_plan();
-    let step = Step {
-        verdict: Some(running_verdict("2", "orders-migrate-x")),
-        watch: true,
-        ..Step::default()
-    };
-    step.weigh(&mut running);
+    let running = ready_plan(Some((
+        "2",
+        record(Some("1"), Some("2"), None),
+        vec![job("2", JobState::Running)],
+    )));
     let ready = ready_condition(&running);
     assert!(!ready.status);
     assert_eq!(ready.reason, "Migrating");
@@ -692,12 +568,13 @@ fn ready_never_claims_a_running_or_failed_migration_is_in_effect() {
         .expect("Progressing");
     assert!(progressing.status);
 
-    let mut failed = ready_plan();
-    let step = Step {
-        verdict: Some(failed_verdict("2", Some("exit code 3: ERROR: boom"))),
-        ..Step::default()
-    };
-    step.weigh(&mut failed);
+    let mut recorded = record(Some("1"), None, Some("2"));
+    recorded.message = Some("exit code 3: ERROR: boom".into());
+    let failed = ready_plan(Some((
+        "2",
+        recorded,
+        vec![job("2", failed("exit code 3: ERROR: boom"))],
+    )));
     let ready = ready_condition(&failed);
     assert!(!ready.status);
     assert_eq!(ready.reason, "MigrationFailed");

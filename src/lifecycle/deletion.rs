@@ -1,0 +1,119 @@
+//! A Database being deleted: with an object store, it is released only after
+//! a final base backup (which also archives the WAL it ends in). Until then
+//! the finalizer holds it, with phase Deleting and a Ready condition saying
+//! where the final backup is, or why it failed and how to go on. A namespace
+//! being deleted takes everything with it (pods, volumes, the store's
+//! Secret): no backup can be taken there any more, and holding on would keep
+//! the namespace from going.
+
+use crate::backup::schedule::backup_name;
+
+use super::action::{Action, BackupPurpose};
+use super::context::Context;
+use super::observed::BackupState;
+use super::plan::{Note, Plan};
+use super::verdict::{DEGRADED, Desired, PROGRESSING, READY};
+
+/// Requeue while the final backup runs.
+const POLL_SECONDS: u64 = 5;
+/// Requeue after it failed: a human has to act, the pass only looks again.
+const FAILED_RETRY_SECONDS: u64 = 60;
+/// On a Database: `"true"` lets a deletion go ahead without a final backup.
+pub const SKIP_FINAL_BACKUP: &str = "tusk.dev/skip-final-backup";
+
+const RUNNING: &str = "FinalBackupRunning";
+const FAILED: &str = "FinalBackupFailed";
+
+/// The final Backup of Database `database` whose deletion was asked at `at`:
+/// named for the deletion, so that a Database of the same name created later
+/// gets its own.
+pub fn final_backup_name(database: &str, at: jiff::Timestamp) -> String {
+    backup_name(&format!("{database}-final"), at)
+}
+
+/// The plan of a pass over a Database being deleted.
+pub(super) fn plan(ctx: &Context) -> Plan {
+    let observed = ctx.observed;
+    let deletion = &observed.deletion;
+    let wanted = observed.backups_possible && !deletion.skip_final_backup;
+    let (Some(uid), Some(at), true) = (&deletion.uid, deletion.requested_at, wanted) else {
+        return Plan::deleting(ctx.previous, Vec::new());
+    };
+    let name = final_backup_name(&observed.database, at);
+    let existing = observed
+        .backups
+        .get(&name)
+        .filter(|b| b.final_for.as_deref() == Some(uid.as_str()));
+    if existing.is_some_and(|b| b.state == BackupState::Completed) {
+        return Plan::deleting(
+            ctx.previous,
+            vec![Note::normal(
+                "FinalBackupCompleted",
+                format!("final backup {name} completed; releasing the Database"),
+            )],
+        );
+    }
+    if deletion.namespace_terminating {
+        return Plan::deleting(
+            ctx.previous,
+            vec![Note::warning(
+                "FinalBackupSkipped",
+                "the namespace is being deleted: releasing the Database without a final backup"
+                    .to_owned(),
+            )],
+        );
+    }
+    let (reason, message, wait, actions, notes) = match existing {
+        None => (
+            RUNNING,
+            format!("taking the final backup {name} before the Database goes"),
+            POLL_SECONDS,
+            vec![Action::TakeBackup {
+                name: name.clone(),
+                purpose: BackupPurpose::Final,
+            }],
+            Vec::new(),
+        ),
+        Some(backup) => match &backup.state {
+            BackupState::Failed(_) => (
+                FAILED,
+                format!(
+                    "the final backup {name} failed: {}; the Database stays until it succeeds: \
+                     fix the cause and delete Backup {name} to take it again, or annotate the \
+                     Database {SKIP_FINAL_BACKUP}=true to delete it without a final backup",
+                    backup.ready_message
+                ),
+                FAILED_RETRY_SECONDS,
+                Vec::new(),
+                Vec::new(),
+            ),
+            _ => (
+                RUNNING,
+                format!(
+                    "taking the final backup {name} before the Database goes: {}",
+                    if backup.ready_message.is_empty() {
+                        "waiting to start"
+                    } else {
+                        &backup.ready_message
+                    }
+                ),
+                POLL_SECONDS,
+                Vec::new(),
+                Vec::new(),
+            ),
+        },
+    };
+    let conditions = vec![
+        Desired::new(READY, false, reason, message.clone()),
+        Desired::new(PROGRESSING, reason == RUNNING, reason, message),
+        Desired::new(DEGRADED, false, "Deleting", "the Database is being deleted"),
+    ];
+    Plan::holding_deletion(
+        ctx.previous,
+        actions,
+        conditions,
+        notes,
+        wait,
+        reason == FAILED,
+    )
+}
