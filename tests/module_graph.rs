@@ -347,3 +347,251 @@ fn the_checker_sees_a_forbidden_use() {
     assert!(code.contains("crate::controller"));
     assert!(!code.contains("crate::operator"));
 }
+
+/// Files (under `src/`) that must stay pure: no async runtime, file system,
+/// processes, HTTP, object store SDK, Kubernetes client or runtime, clock or
+/// randomness. A folder ending in `/` covers every file in it. Decisions and
+/// builders live here, so that unit and property tests see all of them.
+const PURE: &[&str] = &[
+    "lifecycle/",
+    "resources/",
+    "postgres/",
+    "contract/",
+    "failover/candidate.rs",
+    "failover/quorum.rs",
+    "backup/retention.rs",
+    "backup/select.rs",
+    "backup/schedule.rs",
+    "backup/manifest.rs",
+    "controller/database/plan.rs",
+    "controller/database/status.rs",
+    "controller/database/migration_jobs.rs",
+    "api/validate.rs",
+    "api/conversion.rs",
+];
+
+/// What a pure file may not name, and why it matters.
+const IMPURE: &[(&str, &str)] = &[
+    ("tokio::", "an async runtime"),
+    ("std::fs", "the file system"),
+    ("std::process", "processes"),
+    ("hyper", "HTTP"),
+    ("aws_sdk_s3", "the object store SDK"),
+    ("kube::Client", "a Kubernetes client"),
+    ("kube::Api", "a Kubernetes client"),
+    ("kube::api::Api", "a Kubernetes client"),
+    ("kube::runtime", "kube's runtime"),
+    ("Client::", "a Kubernetes client"),
+    ("SystemTime", "the clock"),
+    ("Instant::now", "the clock"),
+    ("Timestamp::now", "the clock"),
+    ("Utc::now", "the clock"),
+    ("rand::", "randomness"),
+    ("async fn", "async I/O"),
+];
+
+fn relative(path: &Path) -> String {
+    path.strip_prefix(SRC)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .replace('\\', "/")
+}
+
+fn pure_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    rust_files(Path::new(SRC), &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .filter(|f| {
+            let name = relative(f);
+            PURE.iter().any(|p| {
+                if p.ends_with('/') {
+                    name.starts_with(p)
+                } else {
+                    name == *p
+                }
+            })
+        })
+        .collect()
+}
+
+/// The forbidden names in `code`, with why.
+fn impurities(code: &str) -> Vec<String> {
+    IMPURE
+        .iter()
+        .filter(|(needle, _)| code.contains(needle))
+        .map(|(needle, why)| format!("{needle} ({why})"))
+        .collect()
+}
+
+#[test]
+fn pure_files_stay_pure() {
+    // Every entry names something that exists: the list cannot rot.
+    for entry in PURE {
+        assert!(
+            Path::new(SRC).join(entry).exists(),
+            "PURE names {entry}, which does not exist"
+        );
+    }
+    let mut broken = Vec::new();
+    for path in pure_files() {
+        let text = std::fs::read_to_string(&path).expect("read a source file");
+        let found = impurities(&non_test_code(&text));
+        if !found.is_empty() {
+            broken.push(format!("{}: {}", relative(&path), found.join(", ")));
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "pure files that are not:\n  {}",
+        broken.join("\n  ")
+    );
+}
+
+/// The module path of a file (`lifecycle/plan.rs` → `lifecycle::plan`,
+/// `lifecycle/backups/mod.rs` → `lifecycle::backups`).
+fn module_path(path: &Path) -> Vec<String> {
+    let name = relative(path);
+    let mut parts: Vec<String> = name
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(str::to_owned)
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The first name of each item of a `{a, b::c, d as e}` group (one level).
+fn group_names(rest: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut depth = 0;
+    let mut item = String::new();
+    for c in rest.chars().skip(1) {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                names.push(std::mem::take(&mut item));
+                continue;
+            }
+            _ => {}
+        }
+        if depth == 0 {
+            item.push(c);
+        }
+    }
+    names.push(item);
+    names
+        .iter()
+        .map(|i| {
+            i.trim()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect()
+        })
+        .filter(|n: &String| !n.is_empty())
+        .collect()
+}
+
+/// File → the sibling files (same folder, same parent module) its non-test
+/// code names, through `super::x`, `crate::<parent>::x` or a group of them.
+fn sibling_graph() -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let mut files = Vec::new();
+    rust_files(Path::new(SRC), &mut files);
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_path(f)).collect();
+    let mut graph = BTreeMap::new();
+    for path in &files {
+        let me = module_path(path);
+        if path
+            .file_name()
+            .is_some_and(|n| n == "mod.rs" || n == "lib.rs" || n == "main.rs")
+        {
+            continue;
+        }
+        let Some((_, parent)) = me.split_last() else {
+            continue;
+        };
+        let text = std::fs::read_to_string(path).expect("read a source file");
+        let code = non_test_code(&text);
+        let mut prefixes = vec!["super::".to_owned()];
+        if !parent.is_empty() {
+            prefixes.push(format!("crate::{}::", parent.join("::")));
+        }
+        let mut named = BTreeSet::new();
+        for prefix in &prefixes {
+            for (i, _) in code.match_indices(prefix.as_str()) {
+                // `super::super::x` is not a sibling.
+                let rest = &code[i + prefix.len()..];
+                if rest.starts_with("super::") {
+                    continue;
+                }
+                if rest.starts_with('{') {
+                    named.extend(group_names(rest));
+                } else {
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    named.insert(name);
+                }
+            }
+        }
+        let siblings: BTreeSet<Vec<String>> = named
+            .into_iter()
+            .map(|n| {
+                let mut sibling = parent.to_vec();
+                sibling.push(n);
+                sibling
+            })
+            .filter(|s| *s != me && modules.contains(s))
+            .collect();
+        graph.insert(me, siblings);
+    }
+    graph
+}
+
+#[test]
+fn no_circle_between_the_files_of_one_folder() {
+    let graph = sibling_graph();
+    let mut circles = BTreeSet::new();
+    for (file, named) in &graph {
+        // A circle of any length passes through a pair reachable both ways.
+        for other in named {
+            let mut seen = BTreeSet::new();
+            let mut todo = vec![other.clone()];
+            while let Some(next) = todo.pop() {
+                if &next == file {
+                    let mut pair = [file.join("::"), other.join("::")];
+                    pair.sort();
+                    circles.insert(pair.join(" ↔ "));
+                    break;
+                }
+                if seen.insert(next.clone()) {
+                    todo.extend(graph.get(&next).into_iter().flatten().cloned());
+                }
+            }
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "files of one folder that depend on each other (move the shared part into its own file):\n  {}",
+        circles.into_iter().collect::<Vec<_>>().join("\n  ")
+    );
+}
+
+#[test]
+fn the_checkers_see_an_impure_use_and_a_sibling_group() {
+    assert_eq!(
+        impurities("fn f() { let _ = std::fs::read(\"x\"); }"),
+        ["std::fs (the file system)"]
+    );
+    assert!(impurities("#[cfg(test)]\nmod tests { }\nfn f() {}").is_empty());
+    assert_eq!(
+        group_names("{backups, roles::desired_sync, verdict::{self, Desired}}"),
+        ["backups", "roles", "verdict"]
+    );
+}

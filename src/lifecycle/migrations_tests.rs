@@ -1,7 +1,7 @@
 use super::migrations::*;
 use crate::api::status::MigrationsStatus;
 use crate::api::v1::MigrationsSpec;
-use crate::lifecycle::{self, JobState, MigrationJob, Verdict};
+use crate::lifecycle::{self, Action, JobState, MigrationJob, Verdict};
 use crate::resources::migration_job_name;
 
 fn spec(version: &str) -> MigrationsSpec {
@@ -582,4 +582,48 @@ fn ready_never_claims_a_running_or_failed_migration_is_in_effect() {
     assert_eq!(failed.phase, DatabasePhase::Blocked);
     // Nothing to poll: the failure waits for a new version.
     assert_ne!(failed.requeue_after_seconds, Some(POLL_SECONDS));
+}
+
+fn migration_job() -> impl proptest::strategy::Strategy<Value = MigrationJob> {
+    use proptest::prelude::*;
+    (
+        prop_oneof![Just("1"), Just("2"), Just("3")],
+        prop_oneof![
+            Just(JobState::Running),
+            Just(JobState::Succeeded(String::new())),
+            Just(JobState::Failed("boom".into()))
+        ],
+        proptest::bool::weighted(0.2),
+    )
+        .prop_map(|(version, state, deleting)| MigrationJob {
+            deleting,
+            ..job(version, state)
+        })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 2000,
+        failure_persistence: None,
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    #[test]
+    fn never_two_migration_jobs(
+        jobs in proptest::collection::vec(migration_job(), 0..3),
+        version in proptest::prop_oneof![proptest::strategy::Just("1"), proptest::strategy::Just("2"), proptest::strategy::Just("3")],
+        applied in proptest::option::of(proptest::prop_oneof![proptest::strategy::Just("1"), proptest::strategy::Just("2")]),
+    ) {
+        let plan = ready_plan(Some((version, record(applied, None, None), jobs.clone())));
+        let runs: Vec<&Action> = plan.actions.iter()
+            .filter(|a| matches!(a, Action::RunMigration { .. }))
+            .collect();
+        proptest::prop_assert!(runs.len() <= 1, "{runs:?}");
+        let running = jobs.iter().any(|j| !j.deleting && j.state == JobState::Running);
+        proptest::prop_assert!(!(running && !runs.is_empty()), "{runs:?} while {jobs:?}");
+        // A new Job only starts on a settled Database, last in the plan.
+        if !runs.is_empty() {
+            proptest::prop_assert_eq!(plan.actions.last(), runs.last().copied());
+        }
+    }
 }

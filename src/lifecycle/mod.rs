@@ -37,6 +37,8 @@ mod upgrade;
 mod verdict;
 
 #[cfg(test)]
+mod backups_tests;
+#[cfg(test)]
 mod migrations_tests;
 #[cfg(test)]
 mod primary_tests;

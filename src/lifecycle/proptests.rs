@@ -285,7 +285,33 @@ proptest! {
         observed.deleting = true;
         let plan = plan(&spec, previous.as_ref(), &observed);
         prop_assert_eq!(plan.phase, DatabasePhase::Deleting);
+        // Without a store, nothing at all (the final backup's properties are
+        // in `backups_tests`).
         prop_assert!(plan.actions.is_empty());
+        prop_assert!(plan.release);
+    }
+
+    #[test]
+    fn a_new_target_is_recorded_before_its_promotion(
+        spec in database_spec(), previous in previous(), observed in observed()
+    ) {
+        let plan = plan(&spec, previous.as_ref(), &observed);
+        let recorded = previous.as_ref().and_then(|p| p.target_primary.as_deref());
+        let promoting = plan.actions.iter().position(|a| a.new_primary().is_some());
+        let record = plan.actions.iter()
+            .position(|a| matches!(a, Action::RecordTargetPrimary { .. }));
+        if let Some(at) = promoting {
+            let target = plan.actions[at].new_primary();
+            if target != recorded {
+                prop_assert_eq!(record, Some(at.saturating_sub(1)), "{:?}", plan.actions);
+                prop_assert_eq!(
+                    &plan.actions[at - 1],
+                    &Action::RecordTargetPrimary { name: target.unwrap_or_default().to_owned() }
+                );
+            }
+        } else {
+            prop_assert_eq!(record, None, "a record without a promotion: {:?}", plan.actions);
+        }
     }
 
     #[test]

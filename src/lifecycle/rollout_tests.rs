@@ -195,12 +195,17 @@ fn with_every_replica_updated_the_primary_hands_over_to_the_most_advanced() {
     );
     assert_eq!(
         decided.actions,
-        [Action::Switchover {
-            from: "orders-1".into(),
-            to: "orders-3".into(),
-            standbys: Vec::new(),
-            min: 0,
-        }]
+        [
+            Action::RecordTargetPrimary {
+                name: "orders-3".into()
+            },
+            Action::Switchover {
+                from: "orders-1".into(),
+                to: "orders-3".into(),
+                standbys: Vec::new(),
+                min: 0,
+            }
+        ]
     );
     assert_eq!(decided.phase, P::Upgrading);
     assert_eq!(decided.target_primary.as_deref(), Some("orders-3"));
