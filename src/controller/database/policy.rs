@@ -16,7 +16,7 @@ use crate::api::status::LastBackup;
 use crate::api::v1::{Backup, Database};
 use crate::api::validate::parse_retention;
 use crate::contract::{RetentionRequest, Role};
-use crate::controller::backup::instance_token;
+use crate::controller::credentials::instance_token;
 use crate::controller::{Context, Error, key_of};
 
 /// Every Backup of the namespace (the caller picks the Database's).
