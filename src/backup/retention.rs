@@ -94,7 +94,7 @@ pub fn manifest_keys(layout: &Layout, listed: &[Listed]) -> BTreeMap<String, Str
 /// `window` ending at `now`.
 pub fn decide(window: Duration, now: Timestamp, inventory: &Inventory<'_>) -> Pruning {
     let mut pruning = Pruning::default();
-    let (dirs, wal) = sort_listing(inventory, &mut pruning);
+    let Listing { dirs, wal } = sort_listing(inventory, &mut pruning);
     let mut completed = Vec::new();
     let mut interrupted = Vec::new();
     for (&id, dir) in &dirs {
@@ -143,12 +143,17 @@ pub fn decide(window: Duration, now: Timestamp, inventory: &Inventory<'_>) -> Pr
     pruning
 }
 
-/// The listing by kind: backup directories by id, and WAL files with their
-/// segment; keys outside the root and unknown ones are counted in `pruning`.
-fn sort_listing<'a>(
-    inventory: &Inventory<'a>,
-    pruning: &mut Pruning,
-) -> (BTreeMap<&'a str, Dir<'a>>, Vec<(&'a str, Option<Segment>)>) {
+/// The keys of a listing that [`decide`] weighs.
+struct Listing<'a> {
+    /// Backup directories by id.
+    dirs: BTreeMap<&'a str, Dir<'a>>,
+    /// WAL files with their segment.
+    wal: Vec<(&'a str, Option<Segment>)>,
+}
+
+/// The listing by kind; keys outside the root and unknown ones are counted
+/// in `pruning`.
+fn sort_listing<'a>(inventory: &Inventory<'a>, pruning: &mut Pruning) -> Listing<'a> {
     let root = root_prefix(inventory.layout);
     let mut dirs: BTreeMap<&str, Dir<'_>> = BTreeMap::new();
     let mut wal: Vec<(&str, Option<Segment>)> = Vec::new();
@@ -168,7 +173,7 @@ fn sort_listing<'a>(
         }
     }
     pruning.ignored.sort();
-    (dirs, wal)
+    Listing { dirs, wal }
 }
 
 /// Keeps the completed backups (oldest first) inside the window and the
