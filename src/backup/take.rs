@@ -1,11 +1,11 @@
 //! Taking a base backup of a running PostgreSQL, primary or standby, to the
 //! object store: a non-exclusive backup on one session (`pg_backup_start` …
-//! `pg_backup_stop`, [`super::session`]), the data directory streamed as tar
-//! → zstd ([`super::tar_walk`]) → multipart upload ([`super::pipe`] bridges
-//! the blocking writer and the upload) without staging anything on disk, then
-//! `backup_label` and `tablespace_map` at the end of the same tar, then
-//! `manifest.json` once the WAL the backup needs is in the archive. This file
-//! puts those steps in order.
+//! `pg_backup_stop`, in `session`), the data directory streamed as tar →
+//! zstd (`tar_walk`) → multipart upload (`pipe` bridges the blocking writer
+//! and the upload) without staging anything on disk, then `backup_label` and
+//! `tablespace_map` at the end of the same tar, then `manifest.json` once the
+//! WAL the backup needs is in the archive. This file puts those steps in
+//! order.
 //!
 //! The order is what makes a failure harmless: the data object only appears
 //! when its upload completes (a failed stream aborts it, with an error, never
