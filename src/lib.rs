@@ -13,6 +13,7 @@ pub mod objectstore;
 pub mod operator;
 pub mod postgres;
 pub mod resources;
+pub mod schedule;
 pub mod telemetry;
 pub mod upgrade;
 pub mod wal;

@@ -74,8 +74,8 @@ impl FromStr for PgVersion {
 /// Parses a backup schedule the way the operator runs it
 /// ([`crate::backup::schedule`]: crontab's five fields, an optional leading
 /// seconds field, `@daily` and the rest, in UTC).
-pub fn parse_schedule(expr: &str) -> Result<crate::backup::schedule::Schedule, String> {
-    crate::backup::schedule::Schedule::parse(expr).map_err(|e| e.to_string())
+pub fn parse_schedule(expr: &str) -> Result<crate::schedule::Schedule, String> {
+    crate::schedule::Schedule::parse(expr).map_err(|e| e.to_string())
 }
 
 /// Parses a retention such as `7d`, `12h` or `4w` into seconds.

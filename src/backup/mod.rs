@@ -1,16 +1,24 @@
-//! Base backups: what one is ([`manifest`]), when the next is due
-//! ([`schedule`]), which ones and which WAL may go ([`retention`]), taking
-//! one from a running PostgreSQL ([`take`]), pruning the store ([`prune`]), and
-//! which backup a recovery starts from ([`select`]) and unpacking it
-//! ([`restore`]).
+//! Base backups: what one is ([`manifest`]), what a scheduled one is called
+//! ([`schedule`]; when it is due is [`crate::schedule`]'s), which ones and
+//! which WAL may go ([`retention`]), taking one from a running PostgreSQL
+//! ([`take`]; its parts are the SQL session, `session`, the walk of the
+//! data directory into a tar, `tar_walk`, the pipe from that blocking writer
+//! to the upload, `pipe`, and the `progress` shown while it runs), pruning
+//! the store ([`prune`]), and which backup a recovery starts from
+//! ([`select`]) and unpacking it ([`restore`]).
 //!
-//! `schedule`, `retention` and `select` are pure; `take`, `prune` and
-//! `restore` are the in-pod side the instance manager runs.
+//! `manifest`, `schedule`, `retention` and `select` are pure; `take` (with
+//! its parts), `prune` and `restore` are the in-pod side the instance
+//! manager runs.
 
 pub mod manifest;
+mod pipe;
+mod progress;
 pub mod prune;
 pub mod restore;
 pub mod retention;
 pub mod schedule;
 pub mod select;
+mod session;
 pub mod take;
+mod tar_walk;

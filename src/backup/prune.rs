@@ -1,5 +1,5 @@
 //! Carrying out a retention pass against the store: list the system's root
-//! once, read the manifests found, let [`retention::plan`] decide, delete.
+//! once, read the manifests found, let [`retention::decide`], delete.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -7,7 +7,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::manifest::Manifest;
-use super::retention::{self, Inventory, Plan};
+use super::retention::{self, Inventory, Pruning};
 use crate::objectstore::{Layout, Store};
 
 #[derive(Debug, thiserror::Error)]
@@ -32,7 +32,7 @@ pub async fn prune(
     system_identifier: u64,
     window: Duration,
     now: Timestamp,
-) -> Result<Plan, Error> {
+) -> Result<Pruning, Error> {
     let listed = store.list(&format!("{}/", layout.root())).await?;
     let mut manifests = BTreeMap::new();
     for (id, key) in retention::manifest_keys(layout, &listed) {
@@ -50,7 +50,7 @@ pub async fn prune(
         listed: &listed,
         manifests: &manifests,
     };
-    let plan = retention::plan(window, now, &inventory);
-    store.delete(&plan.delete).await?;
-    Ok(plan)
+    let pruning = retention::decide(window, now, &inventory);
+    store.delete(&pruning.delete).await?;
+    Ok(pruning)
 }

@@ -130,86 +130,131 @@ pub async fn unpack_counting(
         return Err(Error::Missing { key: key.clone() });
     }
     let (sender, receiver): (SyncSender<Bytes>, _) = sync_channel(IN_FLIGHT);
-    let target = into.to_owned();
-    let unpack_key = key.clone();
-    let unpacking = tokio::task::spawn_blocking(move || -> Result<u64, Error> {
-        let failed = |source| Error::Unpack {
-            key: unpack_key.clone(),
-            into: target.clone(),
-            source,
-        };
-        std::fs::create_dir_all(&target).map_err(failed)?;
-        let chunks = Chunks {
-            receiver,
-            current: Bytes::new(),
-        };
-        let decoder = zstd::stream::read::Decoder::new(chunks).map_err(failed)?;
-        let mut raw = Counted {
-            inner: decoder,
-            bytes: 0,
-        };
-        let mut archive = tar::Archive::new(&mut raw);
-        archive.set_preserve_permissions(true);
-        archive.unpack(&target).map_err(failed)?;
-        // Whatever follows the tar's end (zero padding) counts too.
-        io::copy(&mut raw, &mut io::sink()).map_err(failed)?;
-        Ok(raw.bytes)
+    let unpacking = tokio::task::spawn_blocking({
+        let (key, into) = (key.clone(), into.to_owned());
+        move || unpack_stream(&key, &into, receiver)
     });
-
-    // Ranges of the object fetched PARALLEL at a time and consumed in order:
-    // one connection's throughput no longer bounds the restore.
-    let ranges = (0..manifest.stored_bytes.div_ceil(range)).map(|i| i * range);
-    let mut body = stream::iter(ranges)
-        .map(|start| {
-            let key = &key;
-            async move {
-                match store.get_range(key, start, range).await {
-                    Ok(Some(bytes)) => Ok(bytes),
-                    Ok(None) => Err(Error::Missing { key: key.clone() }),
-                    Err(error) => Err(Error::Download {
-                        key: key.clone(),
-                        message: with_causes(&error),
-                    }),
-                }
-            }
-        })
-        .buffered(PARALLEL);
-    let mut digest = Sha256::new();
-    let mut stored = 0u64;
-    let mut download = Ok(());
-    while let Some(next) = body.next().await {
-        match next {
-            Ok(chunk) => {
-                digest.update(&chunk);
-                stored += chunk.len() as u64;
-                downloaded.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-                if sender.send(chunk).is_err() {
-                    // The unpacking stopped; its error says why.
-                    break;
-                }
-            }
-            Err(error) => {
-                download = Err(error);
-                break;
-            }
-        }
-    }
-    drop(body);
-    drop(sender);
+    let download = Download {
+        store,
+        key: &key,
+        size: manifest.stored_bytes,
+        range,
+        downloaded,
+    };
+    let (downloaded, sha256, stored) = download.send_to(sender).await;
     let unpacked = unpacking.await.map_err(|join| Error::Unpack {
         key: key.clone(),
         into: into.to_owned(),
         source: io::Error::other(join.to_string()),
     });
-    download?;
+    downloaded?;
     let raw_bytes = unpacked??;
-    let sha256: String = digest
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    check(manifest, &key, stored, &sha256, raw_bytes)?;
+    Ok(Unpacked {
+        stored_bytes: stored,
+        raw_bytes,
+    })
+}
+
+/// The blocking half: decompresses and unpacks what the download sends into
+/// `into`; returns the bytes of tar read.
+fn unpack_stream(key: &str, into: &Path, receiver: Receiver<Bytes>) -> Result<u64, Error> {
+    let failed = |source| Error::Unpack {
+        key: key.to_owned(),
+        into: into.to_owned(),
+        source,
+    };
+    std::fs::create_dir_all(into).map_err(failed)?;
+    let chunks = Chunks {
+        receiver,
+        current: Bytes::new(),
+    };
+    let decoder = zstd::stream::read::Decoder::new(chunks).map_err(failed)?;
+    let mut raw = Counted {
+        inner: decoder,
+        bytes: 0,
+    };
+    let mut archive = tar::Archive::new(&mut raw);
+    archive.set_preserve_permissions(true);
+    archive.unpack(into).map_err(failed)?;
+    // Whatever follows the tar's end (zero padding) counts too.
+    io::copy(&mut raw, &mut io::sink()).map_err(failed)?;
+    Ok(raw.bytes)
+}
+
+/// One stored object, fetched in ranges.
+struct Download<'a> {
+    store: &'a Store,
+    key: &'a str,
+    /// The object's size, as its manifest says.
+    size: u64,
+    range: u64,
+    /// Where the bytes fetched so far are added up, for progress.
+    downloaded: &'a AtomicU64,
+}
+
+impl Download<'_> {
+    /// Sends the object to `sender` in order; returns how the download ended,
+    /// the SHA-256 (in hex) and the size of what was sent.
+    async fn send_to(self, sender: SyncSender<Bytes>) -> (Result<(), Error>, String, u64) {
+        // Ranges of the object fetched PARALLEL at a time and consumed in
+        // order: one connection's throughput no longer bounds the restore.
+        let range = self.range;
+        let ranges = (0..self.size.div_ceil(range)).map(|i| i * range);
+        let mut body = stream::iter(ranges)
+            .map(|start| async move {
+                match self.store.get_range(self.key, start, range).await {
+                    Ok(Some(bytes)) => Ok(bytes),
+                    Ok(None) => Err(Error::Missing {
+                        key: self.key.to_owned(),
+                    }),
+                    Err(error) => Err(Error::Download {
+                        key: self.key.to_owned(),
+                        message: with_causes(&error),
+                    }),
+                }
+            })
+            .buffered(PARALLEL);
+        let mut digest = Sha256::new();
+        let mut stored = 0u64;
+        let mut download = Ok(());
+        while let Some(next) = body.next().await {
+            match next {
+                Ok(chunk) => {
+                    digest.update(&chunk);
+                    stored += chunk.len() as u64;
+                    self.downloaded
+                        .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                    if sender.send(chunk).is_err() {
+                        // The unpacking stopped; its error says why.
+                        break;
+                    }
+                }
+                Err(error) => {
+                    download = Err(error);
+                    break;
+                }
+            }
+        }
+        let sha256 = digest
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        (download, sha256, stored)
+    }
+}
+
+/// What was downloaded and unpacked against what the manifest says.
+fn check(
+    manifest: &Manifest,
+    key: &str,
+    stored: u64,
+    sha256: &str,
+    raw_bytes: u64,
+) -> Result<(), Error> {
     let mismatch = |what: String| Error::Mismatch {
-        key: key.clone(),
+        key: key.to_owned(),
         what,
     };
     if stored != manifest.stored_bytes {
@@ -230,8 +275,5 @@ pub async fn unpack_counting(
             manifest.raw_bytes
         )));
     }
-    Ok(Unpacked {
-        stored_bytes: stored,
-        raw_bytes,
-    })
+    Ok(())
 }

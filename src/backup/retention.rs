@@ -9,7 +9,7 @@
 //! no completed backup exists to anchor the rest to.
 //!
 //! Pure: the caller lists the system's root once, fetches the manifests that
-//! [`manifest_keys`] names, hands both to [`plan`] and deletes what it says.
+//! [`manifest_keys`] names, hands both to [`decide`] and deletes what it says.
 //! Keys it does not recognise, and everything outside the system's root
 //! (another system identifier's backups and WAL), are left alone.
 
@@ -21,9 +21,9 @@ use jiff::civil::DateTime;
 use jiff::tz::TimeZone;
 
 use crate::backup::manifest::{self, Manifest};
-use crate::objectstore::{Layout, Listed, WalFile, WalKind};
+use crate::objectstore::layout::{Layout, Listed, WalFile, WalKind};
 
-/// What [`plan`] decides from: one listing of the system's root and the
+/// What [`decide`] decides from: one listing of the system's root and the
 /// manifests found in it.
 #[derive(Clone, Copy, Debug)]
 pub struct Inventory<'a> {
@@ -45,7 +45,7 @@ pub struct Inventory<'a> {
 
 /// What to delete, and why, for the caller to carry out and report.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Plan {
+pub struct Pruning {
     /// Keys to delete, in this order: every `manifest.json` first, then the
     /// rest, each part sorted. A deletion cut short then leaves backups
     /// without a manifest (interrupted ones, which a later pass removes),
@@ -92,15 +92,75 @@ pub fn manifest_keys(layout: &Layout, listed: &[Listed]) -> BTreeMap<String, Str
 
 /// Decides what of one system's backups and WAL goes, for a recovery
 /// `window` ending at `now`.
-pub fn plan(window: Duration, now: Timestamp, inventory: &Inventory<'_>) -> Plan {
+pub fn decide(window: Duration, now: Timestamp, inventory: &Inventory<'_>) -> Pruning {
+    let mut pruning = Pruning::default();
+    let Listing { dirs, wal } = sort_listing(inventory, &mut pruning);
+    let mut completed = Vec::new();
+    let mut interrupted = Vec::new();
+    for (&id, dir) in &dirs {
+        if !dir.has_manifest {
+            interrupted.push((id, dir));
+        } else if let Some(backup) = usable(id, dir, inventory) {
+            completed.push(backup);
+        } else {
+            pruning.unusable.push(id.to_owned());
+        }
+    }
+    completed.sort_by_key(|b| (b.completed_at, b.id));
+
+    let Some(newest) = completed.last() else {
+        pruning.interrupted_kept = interrupted.iter().map(|(id, _)| (*id).to_owned()).collect();
+        return pruning;
+    };
+    // A window reaching before the representable past covers everything.
+    let cutoff = now.checked_sub(window).ok();
+    let before_window = |t: Timestamp| cutoff.is_some_and(|c| t < c);
+
+    let mut delete = Vec::new();
+    let anchor = sort_completed(&completed, before_window, &mut pruning, &mut delete);
+    for (id, dir) in interrupted {
+        let started = started_at(id);
+        let last_seen = started.max(dir.last_modified);
+        // Unknown age is not old: it may be a backup still being written.
+        let stale = last_seen.is_some_and(|t| before_window(t) && t < newest.started_at);
+        if stale {
+            pruning.interrupted_removed.push(id.to_owned());
+            delete.extend(dir.keys.iter().copied());
+        } else {
+            pruning.interrupted_kept.push(id.to_owned());
+        }
+    }
+    if let Some(anchor) = anchor {
+        pruning.oldest_kept_begin = Some(anchor.begin_wal.to_owned());
+        for (key, segment) in wal {
+            if segment.is_some_and(|s| s < anchor.begin) {
+                delete.push(key);
+                pruning.wal_removed += 1;
+            }
+        }
+    }
+    pruning.delete = deletion_order(delete);
+    pruning
+}
+
+/// The keys of a listing that [`decide`] weighs.
+struct Listing<'a> {
+    /// Backup directories by id.
+    dirs: BTreeMap<&'a str, Dir<'a>>,
+    /// WAL files with their segment.
+    wal: Vec<(&'a str, Option<Segment>)>,
+}
+
+/// The listing by kind; keys outside the root and unknown ones are counted
+/// in `pruning`.
+fn sort_listing<'a>(inventory: &Inventory<'a>, pruning: &mut Pruning) -> Listing<'a> {
     let root = root_prefix(inventory.layout);
-    let mut plan = Plan::default();
     let mut dirs: BTreeMap<&str, Dir<'_>> = BTreeMap::new();
     let mut wal: Vec<(&str, Option<Segment>)> = Vec::new();
     for object in inventory.listed {
         match classify(&root, &object.key) {
-            Key::Outside => plan.outside += 1,
-            Key::Unknown => plan.ignored.push(object.key.clone()),
+            Key::Outside => pruning.outside += 1,
+            Key::Unknown => pruning.ignored.push(object.key.clone()),
             Key::Wal(segment) => wal.push((&object.key, segment)),
             Key::Backup { id, file } => {
                 let dir = dirs.entry(id).or_default();
@@ -112,82 +172,54 @@ pub fn plan(window: Duration, now: Timestamp, inventory: &Inventory<'_>) -> Plan
             }
         }
     }
-    plan.ignored.sort();
+    pruning.ignored.sort();
+    Listing { dirs, wal }
+}
 
-    let mut completed = Vec::new();
-    let mut interrupted = Vec::new();
-    for (&id, dir) in &dirs {
-        if !dir.has_manifest {
-            interrupted.push((id, dir));
-        } else if let Some(backup) = usable(id, dir, inventory) {
-            completed.push(backup);
-        } else {
-            plan.unusable.push(id.to_owned());
-        }
-    }
-    completed.sort_by_key(|b| (b.completed_at, b.id));
-
-    let Some(newest) = completed.last() else {
-        plan.interrupted_kept = interrupted.iter().map(|(id, _)| (*id).to_owned()).collect();
-        return plan;
-    };
-    // A window reaching before the representable past covers everything.
-    let cutoff = now.checked_sub(window).ok();
-    let before_window = |t: Timestamp| cutoff.is_some_and(|c| t < c);
+/// Keeps the completed backups (oldest first) inside the window and the
+/// newest one before it, removes the rest; returns the kept one that begins
+/// earliest, from which on WAL stays.
+fn sort_completed<'c, 'a>(
+    completed: &'c [Completed<'a>],
+    before_window: impl Fn(Timestamp) -> bool,
+    pruning: &mut Pruning,
+    delete: &mut Vec<&'a str>,
+) -> Option<&'c Completed<'a>> {
+    // The base from which WAL is replayed up to the window's start.
     let base = completed
         .iter()
         .rposition(|b| before_window(b.completed_at));
-
-    let mut delete = Vec::new();
     let mut anchor: Option<&Completed<'_>> = None;
     for (index, backup) in completed.iter().enumerate() {
         if before_window(backup.completed_at) && Some(index) != base {
-            plan.removed.push(backup.id.to_owned());
+            pruning.removed.push(backup.id.to_owned());
             delete.extend(backup.keys.iter().copied());
         } else {
-            plan.kept.push(backup.id.to_owned());
+            pruning.kept.push(backup.id.to_owned());
             if anchor.is_none_or(|a| backup.begin < a.begin) {
                 anchor = Some(backup);
             }
         }
     }
+    anchor
+}
 
-    for (id, dir) in interrupted {
-        let started = started_at(id);
-        let last_seen = started.max(dir.last_modified);
-        // Unknown age is not old: it may be a backup still being written.
-        let stale = last_seen.is_some_and(|t| before_window(t) && t < newest.started_at);
-        if stale {
-            plan.interrupted_removed.push(id.to_owned());
-            delete.extend(dir.keys.iter().copied());
-        } else {
-            plan.interrupted_kept.push(id.to_owned());
-        }
-    }
-
-    if let Some(anchor) = anchor {
-        plan.oldest_kept_begin = Some(anchor.begin_wal.to_owned());
-        for (key, segment) in wal {
-            if segment.is_some_and(|s| s < anchor.begin) {
-                delete.push(key);
-                plan.wal_removed += 1;
-            }
-        }
-    }
-
+/// Every `manifest.json` first, then the rest, each part sorted, no key
+/// twice (see [`Pruning::delete`]).
+fn deletion_order(delete: Vec<&str>) -> Vec<String> {
     let manifest_suffix = format!("/{}", manifest::MANIFEST);
     let is_manifest = |key: &&str| key.ends_with(&manifest_suffix);
     let (mut manifests, mut rest): (Vec<&str>, Vec<&str>) =
         delete.into_iter().partition(is_manifest);
     manifests.sort_unstable();
     rest.sort_unstable();
-    plan.delete = manifests
+    let mut ordered: Vec<String> = manifests
         .into_iter()
         .chain(rest)
         .map(str::to_owned)
         .collect();
-    plan.delete.dedup();
-    plan
+    ordered.dedup();
+    ordered
 }
 
 /// A WAL position to the segment, timeline aside: `(log, seg)` of the name.
@@ -409,9 +441,9 @@ mod tests {
             key
         }
 
-        fn plan(&self, window: Duration, now: Timestamp) -> Plan {
+        fn pruning(&self, window: Duration, now: Timestamp) -> Pruning {
             let layout = layout();
-            plan(
+            decide(
                 window,
                 now,
                 &Inventory {
@@ -443,19 +475,19 @@ mod tests {
             .collect();
         let wal: Vec<String> = (1..=20).map(|n| bucket.wal(&segment_name(1, n))).collect();
 
-        let plan = bucket.plan(days(5), now);
-        assert_eq!(plan.removed, ids[..2]);
-        assert_eq!(plan.kept, ids[2..]);
-        assert_eq!(plan.oldest_kept_begin, Some(segment_name(1, 9)));
-        assert_eq!(plan.wal_removed, 8);
+        let pruning = bucket.pruning(days(5), now);
+        assert_eq!(pruning.removed, ids[..2]);
+        assert_eq!(pruning.kept, ids[2..]);
+        assert_eq!(pruning.oldest_kept_begin, Some(segment_name(1, 9)));
+        assert_eq!(pruning.wal_removed, 8);
         let mut expected: Vec<String> = backup_keys(&ids[0])
             .into_iter()
             .chain(backup_keys(&ids[1]))
             .collect();
         expected.sort_by_key(|k| (!k.ends_with("manifest.json"), k.clone()));
         expected.extend(wal[..8].iter().cloned());
-        assert_eq!(plan.delete, expected);
-        assert!(plan.ignored.is_empty() && plan.unusable.is_empty());
+        assert_eq!(pruning.delete, expected);
+        assert!(pruning.ignored.is_empty() && pruning.unusable.is_empty());
     }
 
     #[test]
@@ -464,15 +496,15 @@ mod tests {
         let mut bucket = Bucket::default();
         let old = bucket.backup(ago(now, days(90)), 3);
         let newest = bucket.backup(ago(now, days(60)), 40);
-        let plan = bucket.plan(Duration::from_secs(3600), now);
-        assert_eq!(plan.kept, std::slice::from_ref(&newest));
-        assert_eq!(plan.removed, [old]);
+        let pruning = bucket.pruning(Duration::from_secs(3600), now);
+        assert_eq!(pruning.kept, std::slice::from_ref(&newest));
+        assert_eq!(pruning.removed, [old]);
         for key in backup_keys(&newest) {
-            assert!(!plan.delete.contains(&key), "{key}");
+            assert!(!pruning.delete.contains(&key), "{key}");
         }
         // Even with no window at all.
-        let plan = bucket.plan(Duration::ZERO, now);
-        assert_eq!(plan.kept, [newest]);
+        let pruning = bucket.pruning(Duration::ZERO, now);
+        assert_eq!(pruning.kept, [newest]);
     }
 
     #[test]
@@ -504,13 +536,13 @@ mod tests {
         ];
         let gone: Vec<String> = gone.iter().map(|n| bucket.wal(n)).collect();
         let kept: Vec<String> = kept.iter().map(|n| bucket.wal(n)).collect();
-        let plan = bucket.plan(days(7), now);
+        let pruning = bucket.pruning(days(7), now);
         let mut expected = gone.clone();
         expected.sort();
-        assert_eq!(plan.delete, expected);
-        assert_eq!(plan.wal_removed, gone.len());
+        assert_eq!(pruning.delete, expected);
+        assert_eq!(pruning.wal_removed, gone.len());
         for key in &kept {
-            assert!(!plan.delete.contains(key), "{key}");
+            assert!(!pruning.delete.contains(key), "{key}");
         }
     }
 
@@ -535,16 +567,16 @@ mod tests {
         bucket.interrupted("manual", Some(ago(now, days(20))));
         bucket.interrupted("unknown-age", None);
 
-        let plan = bucket.plan(days(2), now);
+        let pruning = bucket.pruning(days(2), now);
         assert_eq!(
-            plan.interrupted_removed,
+            pruning.interrupted_removed,
             [stale.clone(), "manual".to_owned()]
         );
         let mut kept = vec![recent, busy, after_newest, "unknown-age".to_owned()];
         kept.sort();
-        assert_eq!(plan.interrupted_kept, kept);
-        assert!(plan.delete.contains(&layout().backup_data_key(&stale)));
-        assert!(plan.delete.contains(&layout().backup_data_key("manual")));
+        assert_eq!(pruning.interrupted_kept, kept);
+        assert!(pruning.delete.contains(&layout().backup_data_key(&stale)));
+        assert!(pruning.delete.contains(&layout().backup_data_key("manual")));
     }
 
     #[test]
@@ -574,15 +606,15 @@ mod tests {
         for key in foreign.iter().chain(&unknown) {
             bucket.key(key.clone(), Some(old));
         }
-        let plan = bucket.plan(days(1), now);
-        assert_eq!(plan.outside, foreign.len());
+        let pruning = bucket.pruning(days(1), now);
+        assert_eq!(pruning.outside, foreign.len());
         let mut ignored = unknown.to_vec();
         ignored.sort();
-        assert_eq!(plan.ignored, ignored);
+        assert_eq!(pruning.ignored, ignored);
         for key in foreign.iter().chain(&unknown) {
-            assert!(!plan.delete.contains(key), "{key}");
+            assert!(!pruning.delete.contains(key), "{key}");
         }
-        assert_eq!(plan.kept, [newest]);
+        assert_eq!(pruning.kept, [newest]);
     }
 
     #[test]
@@ -615,15 +647,15 @@ mod tests {
             bucket.wal(&segment_name(1, n));
         }
 
-        let plan = bucket.plan(days(1), now);
+        let pruning = bucket.pruning(days(1), now);
         let mut unusable = vec![unread, other_system, other_id, bad_begin, no_data];
         unusable.sort();
-        assert_eq!(plan.unusable, unusable);
-        assert_eq!(plan.kept, [good]);
-        assert!(plan.removed.is_empty());
-        assert_eq!(plan.oldest_kept_begin, Some(segment_name(1, 20)));
-        assert_eq!(plan.wal_removed, 19);
-        assert!(plan.delete.iter().all(|k| k.contains("/wal/")));
+        assert_eq!(pruning.unusable, unusable);
+        assert_eq!(pruning.kept, [good]);
+        assert!(pruning.removed.is_empty());
+        assert_eq!(pruning.oldest_kept_begin, Some(segment_name(1, 20)));
+        assert_eq!(pruning.wal_removed, 19);
+        assert!(pruning.delete.iter().all(|k| k.contains("/wal/")));
     }
 
     #[test]
@@ -635,12 +667,12 @@ mod tests {
         for n in 1..=5 {
             bucket.wal(&segment_name(1, n));
         }
-        let plan = bucket.plan(Duration::from_secs(3600), now);
-        assert!(plan.delete.is_empty());
-        assert_eq!(plan.interrupted_kept, [old]);
-        assert_eq!(plan.oldest_kept_begin, None);
-        assert_eq!(bucket.plan(Duration::ZERO, now), plan);
-        assert_eq!(Bucket::default().plan(days(1), now), Plan::default());
+        let pruning = bucket.pruning(Duration::from_secs(3600), now);
+        assert!(pruning.delete.is_empty());
+        assert_eq!(pruning.interrupted_kept, [old]);
+        assert_eq!(pruning.oldest_kept_begin, None);
+        assert_eq!(bucket.pruning(Duration::ZERO, now), pruning);
+        assert_eq!(Bucket::default().pruning(days(1), now), Pruning::default());
     }
 
     #[test]
@@ -654,11 +686,11 @@ mod tests {
             bucket.wal(&segment_name(1, n));
         }
         bucket.wal("00000001.history");
-        let plan = bucket.plan(days(7 * 52), now);
-        assert!(plan.delete.is_empty(), "{:?}", plan.delete);
-        assert_eq!(plan.kept.len(), 3);
+        let pruning = bucket.pruning(days(7 * 52), now);
+        assert!(pruning.delete.is_empty(), "{:?}", pruning.delete);
+        assert_eq!(pruning.kept.len(), 3);
         // A window longer than time itself is no error.
-        assert!(bucket.plan(Duration::MAX, now).delete.is_empty());
+        assert!(bucket.pruning(Duration::MAX, now).delete.is_empty());
     }
 
     #[test]
@@ -668,9 +700,9 @@ mod tests {
         bucket.backup(ago(now, days(1)), 3);
         let before: Vec<String> = (1..3).map(|n| bucket.wal(&segment_name(1, n))).collect();
         bucket.wal(&segment_name(1, 3));
-        let plan = bucket.plan(days(7), now);
-        assert_eq!(plan.delete, before);
-        assert!(plan.removed.is_empty());
+        let pruning = bucket.pruning(days(7), now);
+        assert_eq!(pruning.delete, before);
+        assert!(pruning.removed.is_empty());
     }
 
     #[test]
@@ -741,39 +773,39 @@ mod tests {
             bucket.key(foreign.clone(), None);
 
             let window = Duration::from_secs(window_hours * 3600);
-            let plan = bucket.plan(window, now);
+            let pruning = bucket.pruning(window, now);
             let cutoff = ago(now, window);
 
-            prop_assert!(!plan.delete.contains(&history));
-            prop_assert!(!plan.delete.contains(&foreign));
+            prop_assert!(!pruning.delete.contains(&history));
+            prop_assert!(!pruning.delete.contains(&foreign));
             let Some((newest, _, _)) = completed.last() else {
-                prop_assert!(plan.delete.is_empty());
+                prop_assert!(pruning.delete.is_empty());
                 return Ok(());
             };
-            prop_assert_eq!(plan.kept.last(), Some(newest));
+            prop_assert_eq!(pruning.kept.last(), Some(newest));
             for key in backup_keys(newest) {
-                prop_assert!(!plan.delete.contains(&key));
+                prop_assert!(!pruning.delete.contains(&key));
             }
             // Every backup inside the window stays.
             for (id, _, completed_at) in &completed {
                 if *completed_at >= cutoff {
-                    prop_assert!(plan.kept.contains(id));
+                    prop_assert!(pruning.kept.contains(id));
                 }
             }
             // The window's start stays restorable: a kept backup from
             // before it, when there was one, and WAL from the oldest kept on.
             if completed.iter().any(|(_, _, c)| *c < cutoff) {
-                prop_assert!(completed.iter().any(|(id, _, c)| *c < cutoff && plan.kept.contains(id)));
+                prop_assert!(completed.iter().any(|(id, _, c)| *c < cutoff && pruning.kept.contains(id)));
             }
             let oldest_begin = completed
                 .iter()
-                .filter(|(id, _, _)| plan.kept.contains(id))
+                .filter(|(id, _, _)| pruning.kept.contains(id))
                 .map(|(_, b, _)| *b)
                 .min()
                 .expect("the newest is kept");
-            prop_assert_eq!(plan.oldest_kept_begin.clone(), Some(segment_name(1, oldest_begin)));
+            prop_assert_eq!(pruning.oldest_kept_begin.clone(), Some(segment_name(1, oldest_begin)));
             for (n, key) in &wal {
-                prop_assert_eq!(plan.delete.contains(key), *n < oldest_begin, "{}", key);
+                prop_assert_eq!(pruning.delete.contains(key), *n < oldest_begin, "{}", key);
             }
         }
     }

@@ -16,7 +16,7 @@ use jiff::Timestamp;
 
 use super::manifest::Manifest;
 use crate::contract::Lsn;
-use crate::objectstore::{Layout, Listed, WalKind};
+use crate::objectstore::layout::{Layout, Listed, WalKind};
 
 /// Where recovery stops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

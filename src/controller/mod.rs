@@ -2,6 +2,7 @@
 
 pub mod backup;
 pub mod conditions;
+pub mod credentials;
 pub mod database;
 mod error;
 pub mod leases;

@@ -8,8 +8,21 @@
 //! The system identifier (from `pg_control`) keeps apart what must never mix:
 //! two clusters in one bucket path, or one cluster before and after a major
 //! upgrade or a restore that started a new system.
+//!
+//! Pure: names and keys, and [`Listed`], what a listing of them returns, so
+//! that the decisions made on a listing (retention, the choice of a backup to
+//! restore) need nothing of the client that made it.
 
 use std::fmt;
+
+/// One object as listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    pub key: String,
+    pub size: u64,
+    /// Seconds since the Unix epoch.
+    pub modified: Option<i64>,
+}
 
 /// A WAL-directory file name PostgreSQL archives or asks back for.
 #[derive(Clone, Debug, PartialEq, Eq)]

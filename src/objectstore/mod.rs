@@ -1,11 +1,12 @@
 //! S3-compatible object storage, where base backups and WAL go: the key
-//! layout ([`layout`]) and one bucket's client ([`Store`]).
+//! layout and what a listing returns ([`layout`], pure) and one bucket's
+//! client ([`Store`]).
 
 pub mod layout;
 mod store;
 
-pub use layout::{Layout, NotAWalFile, WalFile, WalKind};
-pub use store::{Error, Listed, PART_SIZE, Store, StoreConfig};
+pub use layout::{Layout, Listed, NotAWalFile, WalFile, WalKind};
+pub use store::{Error, PART_SIZE, Store, StoreConfig};
 
 use crate::contract::env;
 

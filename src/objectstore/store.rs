@@ -16,6 +16,8 @@ use aws_smithy_http_client::tls::{self, TlsContext, TrustStore, rustls_provider:
 use futures::stream::StreamExt;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use super::layout::Listed;
+
 /// Where a bucket is and how to reach it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StoreConfig {
@@ -78,15 +80,6 @@ impl Error {
     pub fn refused(&self) -> bool {
         matches!(self, Self::Request { refused: true, .. })
     }
-}
-
-/// One object as listed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Listed {
-    pub key: String,
-    pub size: u64,
-    /// Seconds since the Unix epoch.
-    pub modified: Option<i64>,
 }
 
 /// The whole body of a GET of `key`.

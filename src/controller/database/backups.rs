@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams};
 use crate::api::status::BackupPhase;
 use crate::api::store;
 use crate::api::v1::{Backup, Database, ObjectStore};
-use crate::backup::schedule::Schedule;
+use crate::schedule::Schedule;
 use crate::controller::{Context, Error};
 use crate::lifecycle::{BackupState, BackupView};
 use crate::resources::{FINAL_FOR, SCHEDULED_AT};

@@ -6,7 +6,8 @@
 
 use jiff::Timestamp;
 
-use crate::backup::schedule::{Schedule, backup_name};
+use crate::backup::schedule::backup_name;
+use crate::schedule::Schedule;
 use crate::lifecycle::action::{Action, BackupPurpose};
 use crate::lifecycle::context::Context;
 use crate::lifecycle::observed::BackupState;

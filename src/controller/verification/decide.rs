@@ -1,27 +1,19 @@
-//! Backup verification: once a Backup completes and its Database verifies
-//! (`spec.backup.verify`, on by default with a schedule), a Job restores it in
-//! a throwaway pod ([`crate::resources::verify_job`]); its outcome becomes the
-//! Backup's `verified` status and `Verified` condition (with an Event), and the
-//! Job goes. The decisions are pure; [`step`] is the shell.
+//! The pure part of verifying a Backup: whether it is wanted, what the Job
+//! restores, the `Verified` condition while it runs and once it ended, the
+//! report read from the Job's pod, and the verification metrics.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, PostParams, PropagationPolicy};
 
-use super::Context;
-use super::conditions::{self, Desired};
-use super::database::restore::location_parts;
 use crate::api::status::{BackupPhase, BackupStatus};
-use crate::api::store;
 use crate::api::v1::{Backup, Database};
 use crate::contract::Verification;
-use crate::controller::Error;
-use crate::resources::{POSTGRES_CONTAINER, RestoreSource, verify_job, verify_job_name};
+use crate::controller::conditions::{self, Desired};
+use crate::controller::database::restore::location_parts;
+use crate::resources::{POSTGRES_CONTAINER, RestoreSource};
 use crate::telemetry::metrics::DatabaseLabels;
 
 /// The condition a verification sets on its Backup.
@@ -29,9 +21,6 @@ pub const VERIFIED: &str = "Verified";
 pub const VERIFYING: &str = "Verifying";
 pub const VERIFICATION_FAILED: &str = "VerificationFailed";
 const PROVEN: &str = "Verified";
-
-/// How often a running verification is looked at.
-const POLL: Duration = Duration::from_secs(5);
 
 /// Whether `backup` is to be verified: completed, not verified yet, and its
 /// Database (with the default store filled in) verifies.
@@ -167,63 +156,8 @@ pub fn last_verifications(
     (proven, success)
 }
 
-/// One verification step for a completed Backup: create the Job, or read its
-/// outcome once it ended (then delete it). Returns the status and when to
-/// look again.
-pub async fn step(
-    ctx: &Context,
-    backup: &Backup,
-    db: &Database,
-    status: &BackupStatus,
-    now: &Time,
-) -> Result<(BackupStatus, Option<Duration>), Error> {
-    let namespace = backup.namespace().unwrap_or_default();
-    let generation = backup.metadata.generation;
-    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
-    let name = verify_job_name(&backup.name_any());
-    let Some(job) = jobs
-        .get_opt(&name)
-        .await
-        .map_err(Error::kube("reading the verification Job"))?
-    else {
-        let db = store::with_default(db, ctx.build.default_store.as_ref());
-        let Some(source) = source(backup, &db) else {
-            let why = "the Backup's status has no location or end LSN to verify".to_owned();
-            return Ok((finished(status, Err(why), generation, now), None));
-        };
-        let job = verify_job(&db, backup, &source, &ctx.build);
-        match jobs.create(&PostParams::default(), &job).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => return Err(Error::kube("creating the verification Job")(e)),
-        }
-        return Ok((running(status, &name, generation, now), Some(POLL)));
-    };
-    let job_status = job.status.clone().unwrap_or_default();
-    let ended = job_status.succeeded.unwrap_or(0) > 0 || job_status.failed.unwrap_or(0) > 0;
-    if !ended {
-        return Ok((running(status, &name, generation, now), Some(POLL)));
-    }
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    let listed = pods
-        .list(&ListParams::default().labels(&format!("job-name={name}")))
-        .await
-        .map_err(Error::kube("listing the verification Job's pod"))?;
-    let outcome = outcome_of(&listed.items, &name);
-    let next = finished(status, outcome, generation, now);
-    let background = DeleteParams {
-        propagation_policy: Some(PropagationPolicy::Background),
-        ..DeleteParams::default()
-    };
-    match jobs.delete(&name, &background).await {
-        Ok(_) | Err(kube::Error::Api(_)) => {}
-        Err(e) => return Err(Error::kube("deleting the verification Job")(e)),
-    }
-    Ok((next, None))
-}
-
 /// The verification's report in its pod's termination message.
-fn outcome_of(pods: &[Pod], job: &str) -> Result<Verification, String> {
+pub fn outcome_of(pods: &[Pod], job: &str) -> Result<Verification, String> {
     let Some(terminated) = crate::resources::terminated(pods, POSTGRES_CONTAINER) else {
         return Err(format!(
             "Job {job} ended without a verification report (its pod is gone, or never started)"
