@@ -435,8 +435,33 @@ fn converge(ctx: &Context, primary: u32, status: ManagerStatus, image: &str) -> 
             .push(Action::DeletePodDisruptionBudget { name: name.clone() });
     }
 
-    let mut blocked = None;
-    for &serial in &remove {
+    let blocked = remove_instances(ctx, &remove, &status, &mut topology);
+    drop_orphan_slots(ctx, &primary_name, &mut topology);
+    add_replicas(&new, image, &mut topology);
+    let unhealthy = repair_replicas(ctx, &keep, image, &mut topology);
+    let (phase, reason, message) = verdict(ctx, &remove, &new, &unhealthy, blocked, &primary_name);
+    topology.phase = phase;
+    topology.reason = reason;
+    topology.message = message;
+    topology.keep = keep;
+    topology.new = new;
+    topology
+}
+
+/// Whether `replica` holds WAL that `primary` does not: a later timeline, or
+/// further on the same one. Deleting its volume could lose commits.
+
+/// Deletes the pods and PVCs of the instances a scale-down removes, highest
+/// serial first; stops at one that may hold what the primary lacks, and
+/// says why.
+fn remove_instances(
+    ctx: &Context,
+    remove: &[u32],
+    status: &ManagerStatus,
+    topology: &mut Topology,
+) -> Option<String> {
+    let observed = ctx.observed;
+    for &serial in remove {
         let Some(instance) = observed.instances.get(&serial) else {
             continue;
         };
@@ -445,14 +470,12 @@ fn converge(ctx: &Context, primary: u32, status: ManagerStatus, image: &str) -> 
             InstanceState::Unknown => {
                 // Stop rather than skip: the highest serials go first, and an
                 // instance nobody can see might hold anything.
-                blocked = Some(format!("{name} does not answer; scale-down waits"));
-                break;
+                return Some(format!("{name} does not answer; scale-down waits"));
             }
-            InstanceState::Known(replica) if ahead_of(&replica, &status) => {
-                blocked = Some(format!(
+            InstanceState::Known(replica) if ahead_of(&replica, status) => {
+                return Some(format!(
                     "{name} has WAL the primary lacks; scale-down waits"
                 ));
-                break;
             }
             _ => {}
         }
@@ -467,9 +490,13 @@ fn converge(ctx: &Context, primary: u32, status: ManagerStatus, image: &str) -> 
         }
     }
 
+    None
+}
+
+fn drop_orphan_slots(ctx: &Context, primary_name: &str, topology: &mut Topology) {
     // Slots of instances that are gone (PVC and pod) keep WAL on the primary for
     // nobody. A member's slot is never dropped, even while its pod is away.
-    for slot in &observed.inactive_slots {
+    for slot in &ctx.observed.inactive_slots {
         let owner = slot
             .rsplit_once('_')
             .and_then(|(_, serial)| serial.parse::<u32>().ok())
@@ -478,17 +505,19 @@ fn converge(ctx: &Context, primary: u32, status: ManagerStatus, image: &str) -> 
             && !ctx.members.contains(&serial)
         {
             topology.slots.push(Action::DropSlot {
-                primary: primary_name.clone(),
+                primary: primary_name.to_owned(),
                 slot: slot.clone(),
             });
         }
     }
+}
 
+fn add_replicas(new: &[u32], image: &str, topology: &mut Topology) {
     // All missing replicas at once: they clone in parallel.
-    for &serial in &new {
+    for &serial in new {
         topology.additions.push(Action::CreatePvc { serial });
     }
-    for &serial in &new {
+    for &serial in new {
         topology.additions.push(Action::CreatePod {
             serial,
             bootstrap: Bootstrap::Clone,
@@ -496,10 +525,19 @@ fn converge(ctx: &Context, primary: u32, status: ManagerStatus, image: &str) -> 
             image: image.to_owned(),
         });
     }
+}
 
+/// Recreates the pods of kept replicas that lost theirs (or failed); returns
+/// the replicas that are not ready and streaming.
+fn repair_replicas(
+    ctx: &Context,
+    keep: &[u32],
+    image: &str,
+    topology: &mut Topology,
+) -> Vec<String> {
     let mut unhealthy = Vec::new();
-    for &serial in &keep {
-        let Some(instance) = observed.instances.get(&serial) else {
+    for &serial in keep {
+        let Some(instance) = ctx.observed.instances.get(&serial) else {
             continue;
         };
         match instance.state() {
@@ -520,9 +558,21 @@ fn converge(ctx: &Context, primary: u32, status: ManagerStatus, image: &str) -> 
         }
     }
 
+    unhealthy
+}
+
+/// The topology's phase, reason and message once the primary serves.
+fn verdict(
+    ctx: &Context,
+    remove: &[u32],
+    new: &[u32],
+    unhealthy: &[String],
+    blocked: Option<String>,
+    primary_name: &str,
+) -> (DatabasePhase, &'static str, String) {
+    let desired = ctx.desired_instances();
     let previous_phase = ctx.previous.and_then(|s| s.phase);
-    let (phase, reason, message) = if !remove.is_empty() || (!new.is_empty() && !ctx.bootstrapping)
-    {
+    if !remove.is_empty() || (!new.is_empty() && !ctx.bootstrapping) {
         let message = blocked.unwrap_or_else(|| {
             format!(
                 "scaling to {desired} instances (removing {}, adding {})",
@@ -552,17 +602,9 @@ fn converge(ctx: &Context, primary: u32, status: ManagerStatus, image: &str) -> 
             "AllInstancesReady",
             format!("{desired} instances ready, primary {primary_name}"),
         )
-    };
-    topology.phase = phase;
-    topology.reason = reason;
-    topology.message = message;
-    topology.keep = keep;
-    topology.new = new;
-    topology
+    }
 }
 
-/// Whether `replica` holds WAL that `primary` does not: a later timeline, or
-/// further on the same one. Deleting its volume could lose commits.
 fn ahead_of(replica: &ManagerStatus, primary: &ManagerStatus) -> bool {
     replica.timeline > primary.timeline
         || (replica.timeline == primary.timeline

@@ -12,10 +12,10 @@ use kube::api::{Api, ListParams};
 use crate::api::status::BackupPhase;
 use crate::api::store;
 use crate::api::v1::{Backup, Database, ObjectStore};
-use crate::schedule::Schedule;
 use crate::controller::{Context, Error};
 use crate::lifecycle::{BackupState, BackupView};
 use crate::resources::{FINAL_FOR, SCHEDULED_AT};
+use crate::schedule::Schedule;
 use crate::telemetry::metrics::DatabaseLabels;
 
 /// Every Backup of the namespace (the caller picks the Database's).

@@ -7,10 +7,10 @@
 use jiff::Timestamp;
 
 use crate::backup::schedule::backup_name;
-use crate::schedule::Schedule;
 use crate::lifecycle::action::{Action, BackupPurpose};
 use crate::lifecycle::context::Context;
 use crate::lifecycle::observed::BackupState;
+use crate::schedule::Schedule;
 
 pub(super) struct Scheduled {
     /// The Backup to create for the run that is due.
