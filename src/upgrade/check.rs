@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use tokio::process::Command;
 
 use super::settings::{self, ClusterSettings};
-use super::{Dirs, Error, SUPERUSER, command, forward, report, version};
+use super::{Dirs, Error, SUPERUSER, child, command, forward, report, version};
 
 /// Where the old server is reached.
 pub enum Target {
@@ -63,7 +63,7 @@ const PID_LINE_SOCKET_DIR: usize = 4;
 
 pub async fn check(dirs: &Dirs, target: &Target, work: &Path) -> Result<String, Error> {
     let old_bindir = &dirs.old_bindir;
-    let new_bindir = super::link::new_bindir(dirs)?;
+    let new_bindir = super::new_bindir(dirs)?;
     let old_major = version::bindir_major(old_bindir)?;
     let new_major = version::bindir_major(&new_bindir)?;
     let pgdata = &dirs.pgdata;
@@ -73,7 +73,7 @@ pub async fn check(dirs: &Dirs, target: &Target, work: &Path) -> Result<String, 
             return Err(Error::Refused(format!(
                 "{} holds {} but the old programs are PostgreSQL {old_major}",
                 pgdata.display(),
-                describe(other)
+                version::describe(other)
             )));
         }
     }
@@ -88,7 +88,7 @@ pub async fn check(dirs: &Dirs, target: &Target, work: &Path) -> Result<String, 
             pgdata.display()
         ))
     })?;
-    fresh_dir(work)?;
+    super::fresh_dir(work)?;
     let shadow = work.join("old");
     let sockets = work.join("sockets");
     std::fs::create_dir_all(&sockets).map_err(Error::io("create", &sockets))?;
@@ -129,10 +129,10 @@ pub async fn check(dirs: &Dirs, target: &Target, work: &Path) -> Result<String, 
     let settings = ClusterSettings { control, locale };
 
     let new = work.join("new");
-    super::link::initdb(&new_bindir, &new, &settings, new_major).await?;
+    settings::initdb(&new_bindir, &new, &settings, new_major).await?;
 
     let new_port = if port == 50432 { 50433 } else { 50432 };
-    let mut cmd = Command::new(new_bindir.join("pg_upgrade"));
+    let mut cmd = child::async_command(new_bindir.join("pg_upgrade"));
     cmd.arg("--check")
         .arg("--old-bindir")
         .arg(old_bindir)
@@ -159,13 +159,13 @@ pub async fn check(dirs: &Dirs, target: &Target, work: &Path) -> Result<String, 
             &format!("pg_upgrade --check from {old_major} to {new_major} failed"),
             &output.stdout,
             &output.stderr,
-            read_report,
+            report::read_file,
         )));
     }
     let _ = std::fs::remove_dir_all(work);
     Ok(format!(
         "pg_upgrade --check from {old_major} to {new_major} passed against the running server ({})",
-        describe_settings(&settings)
+        settings::describe(&settings)
     ))
 }
 
@@ -176,51 +176,6 @@ fn with_password(mut cmd: Command, password: Option<&str>) -> Command {
         cmd.env("PGPASSWORD", password);
     }
     cmd
-}
-
-pub(super) fn describe(major: Option<u32>) -> String {
-    match major {
-        Some(major) => format!("PostgreSQL {major} data"),
-        None => "no PostgreSQL data".to_owned(),
-    }
-}
-
-pub(super) fn describe_settings(settings: &ClusterSettings) -> String {
-    let l = &settings.locale;
-    format!(
-        "checksums {}, WAL segments of {} MB, encoding {}, collate {}, ctype {}, provider {}{}",
-        if settings.control.checksums {
-            "on"
-        } else {
-            "off"
-        },
-        settings.control.wal_segment_bytes / (1024 * 1024),
-        l.encoding,
-        l.collate,
-        l.ctype,
-        l.provider,
-        l.provider_locale
-            .as_deref()
-            .map(|p| format!(" ({p})"))
-            .unwrap_or_default()
-    )
-}
-
-/// A report file pg_upgrade named, if it can be read.
-pub(super) fn read_report(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path).ok()
-}
-
-/// Removes `dir` (scratch space of an earlier attempt) and creates it empty,
-/// private to this user as PostgreSQL wants its directories.
-pub(super) fn fresh_dir(dir: &Path) -> Result<(), Error> {
-    use std::os::unix::fs::PermissionsExt;
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(Error::io("remove", dir))?;
-    }
-    std::fs::create_dir_all(dir).map_err(Error::io("create", dir))?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(Error::io("set the mode of", dir))
 }
 
 /// The shadow of `pgdata` in `shadow`: what pg_upgrade reads of a live old
