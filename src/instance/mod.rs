@@ -16,6 +16,7 @@ mod ha;
 mod lockfile;
 pub mod metrics;
 mod process;
+mod reaper;
 mod rejoin;
 mod restore;
 mod verify;
