@@ -22,7 +22,7 @@ mod restore;
 mod verify;
 
 pub use verify::{TERMINATION_LOG, verify_backup};
-mod server;
+mod api;
 mod sql;
 
 use std::collections::BTreeMap;
@@ -476,7 +476,7 @@ pub async fn run(config: InstanceConfig) -> Result<(), Error> {
             source,
         })?;
     let (server_stop_tx, server_stop_rx) = watch::channel(false);
-    let server = tokio::spawn(server::serve(listener, shared.clone(), server_stop_rx));
+    let server = tokio::spawn(api::serve(listener, shared.clone(), server_stop_rx));
 
     let result = manage(shared, stop_rx).await;
     let _ = server_stop_tx.send(true);
