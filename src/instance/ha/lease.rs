@@ -225,13 +225,14 @@ mod tests {
     use super::*;
 
     fn lease(holder: Option<&str>) -> Lease {
-        let mut lease = Lease::default();
-        lease.spec = Some(LeaseSpec {
-            holder_identity: holder.map(str::to_owned),
-            lease_transitions: Some(3),
-            ..LeaseSpec::default()
-        });
-        lease
+        Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(str::to_owned),
+                lease_transitions: Some(3),
+                ..LeaseSpec::default()
+            }),
+            ..Lease::default()
+        }
     }
 
     #[test]
