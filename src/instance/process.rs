@@ -10,14 +10,13 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::upgrade::child;
 
 use super::ha::{self, ClaimOutcome, Duty, LeaseError};
-use super::reaper::{Reaped, reap, wait_for};
+use super::reaper::{self, Reaped, wait_for};
 use super::{Error, FAST_SHUTDOWN_TIMEOUT, Shared, files, lockfile, rejoin};
 
 const MIN_BACKOFF: Duration = Duration::from_secs(1);
@@ -29,25 +28,7 @@ const HEALTHY_RUN: Duration = Duration::from_secs(60);
 /// Start the postmaster, restart it with backoff when it dies, and stop it with a
 /// fast shutdown when `stop` turns true. Returns once it has exited.
 pub async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Result<(), Error> {
-    // Subscribe to SIGCHLD before the first child exists, so no exit is missed.
-    let mut sigchld = signal(SignalKind::child()).map_err(|source| Error::Signal {
-        signal: "SIGCHLD",
-        source,
-    })?;
-    let (exits_tx, mut exits) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        loop {
-            // The timer is a backstop: signals coalesce, and one sent before
-            // the subscription is not delivered.
-            tokio::select! {
-                _ = sigchld.recv() => {}
-                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            }
-            if !reap(&exits_tx) {
-                return;
-            }
-        }
-    });
+    let mut exits = reaper::start()?;
 
     let mut backoff = MIN_BACKOFF;
     let mut duty = shared.ha.subscribe();

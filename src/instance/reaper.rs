@@ -7,9 +7,12 @@
 //! supervisor picks out the postmaster's, and [`Reaped`] runs the programs
 //! of a rejoin or a switchover against it.
 
+use std::time::Duration;
+
 use nix::errno::Errno;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
+use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
 use super::{Error, Shared};
@@ -60,8 +63,33 @@ impl Reaped<'_> {
     }
 }
 
+/// Start the reaper: every child's exit status, from now on, arrives on
+/// the channel returned. Subscribes to SIGCHLD before the first child exists,
+/// so no exit is missed.
+pub fn start() -> Result<mpsc::UnboundedReceiver<WaitStatus>, Error> {
+    let mut sigchld = signal(SignalKind::child()).map_err(|source| Error::Signal {
+        signal: "SIGCHLD",
+        source,
+    })?;
+    let (exits_tx, exits) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            // The timer is a backstop: signals coalesce, and one sent before
+            // the subscription is not delivered.
+            tokio::select! {
+                _ = sigchld.recv() => {}
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            if !reap(&exits_tx) {
+                return;
+            }
+        }
+    });
+    Ok(exits)
+}
+
 /// Collect every exited child; false once the channel is gone.
-pub fn reap(exits: &mpsc::UnboundedSender<WaitStatus>) -> bool {
+fn reap(exits: &mpsc::UnboundedSender<WaitStatus>) -> bool {
     loop {
         match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return true,

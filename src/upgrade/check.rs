@@ -93,33 +93,7 @@ pub async fn check(dirs: &Dirs, target: &Target, work: &Path) -> Result<String, 
     let sockets = work.join("sockets");
     std::fs::create_dir_all(&sockets).map_err(Error::io("create", &sockets))?;
 
-    let (socket_dir, port, password, _forwarder) = match target {
-        Target::Local => {
-            let lines: Vec<&str> = pid_file.lines().collect();
-            let port = lines
-                .get(PID_LINE_PORT)
-                .and_then(|l| l.trim().parse::<u16>().ok());
-            let dir = lines
-                .get(PID_LINE_SOCKET_DIR)
-                .map(|l| l.trim())
-                .filter(|l| !l.is_empty());
-            let (Some(port), Some(dir)) = (port, dir) else {
-                return Err(Error::Parse {
-                    what: "the old server's postmaster.pid",
-                    detail: "no port or socket directory".into(),
-                });
-            };
-            (PathBuf::from(dir), port, None, None)
-        }
-        Target::Tcp {
-            host,
-            port,
-            password,
-        } => {
-            let forwarder = forward::start(&sockets, *port, host, *port)?;
-            (sockets.clone(), *port, password.clone(), Some(forwarder))
-        }
-    };
+    let (socket_dir, port, password, _forwarder) = reach(target, &pid_file, &sockets)?;
     build_shadow(pgdata, &shadow, &socket_dir, port)?;
 
     let control = settings::controldata(old_bindir, &shadow).await?;
@@ -167,6 +141,42 @@ pub async fn check(dirs: &Dirs, target: &Target, work: &Path) -> Result<String, 
         "pg_upgrade --check from {old_major} to {new_major} passed against the running server ({})",
         settings::describe(&settings)
     ))
+}
+
+/// Where the old server listens (socket directory and port), the password
+/// over TCP, and the forwarder that must live as long as the check.
+fn reach(
+    target: &Target,
+    pid_file: &str,
+    sockets: &Path,
+) -> Result<(PathBuf, u16, Option<String>, Option<forward::Forwarder>), Error> {
+    match target {
+        Target::Local => {
+            let lines: Vec<&str> = pid_file.lines().collect();
+            let port = lines
+                .get(PID_LINE_PORT)
+                .and_then(|l| l.trim().parse::<u16>().ok());
+            let dir = lines
+                .get(PID_LINE_SOCKET_DIR)
+                .map(|l| l.trim())
+                .filter(|l| !l.is_empty());
+            let (Some(port), Some(dir)) = (port, dir) else {
+                return Err(Error::Parse {
+                    what: "the old server's postmaster.pid",
+                    detail: "no port or socket directory".into(),
+                });
+            };
+            Ok((PathBuf::from(dir), port, None, None))
+        }
+        Target::Tcp {
+            host,
+            port,
+            password,
+        } => {
+            let forwarder = forward::start(sockets, *port, host, *port)?;
+            Ok((sockets.to_owned(), *port, password.clone(), Some(forwarder)))
+        }
+    }
 }
 
 /// `PGPASSWORD` for pg_upgrade's (and its children's) connections to the

@@ -24,6 +24,24 @@ pub async fn run(dirs: &Dirs, work: &Path) -> Result<String, Error> {
             "the new programs are PostgreSQL {to}, not newer than {from}"
         )));
     }
+    match resume(pgdata, from, to)? {
+        Resume::Done(message) => Ok(message),
+        Resume::Swap => swap(pgdata, from, to),
+        Resume::Upgrade => upgrade(dirs, &new_bindir, work, from, to).await,
+    }
+}
+
+/// Where a run from `from` to `to` starts, by the state file and the data.
+enum Resume {
+    /// Nothing (more) to do, and why.
+    Done(String),
+    /// pg_upgrade finished: only the swap remains.
+    Swap,
+    /// pg_upgrade is to run (again), the state file saying so.
+    Upgrade,
+}
+
+fn resume(pgdata: &Path, from: u32, to: u32) -> Result<Resume, Error> {
     let current = state::read(pgdata)?;
     if let Some(state) = &current
         && (state.from, state.to) != (from, to)
@@ -36,21 +54,16 @@ pub async fn run(dirs: &Dirs, work: &Path) -> Result<String, Error> {
         )));
     }
     let data = version::data_major(pgdata)?;
-    let stage = current.as_ref().map(|s| s.stage);
-    match stage {
-        None if data == Some(to) => {
-            return Ok(format!(
-                "{} already holds PostgreSQL {to} data: nothing to do",
-                pgdata.display()
-            ));
-        }
-        None if data != Some(from) => {
-            return Err(Error::Refused(format!(
-                "{} holds {}, not the PostgreSQL {from} data to upgrade",
-                pgdata.display(),
-                version::describe(data)
-            )));
-        }
+    match current.as_ref().map(|s| s.stage) {
+        None if data == Some(to) => Ok(Resume::Done(format!(
+            "{} already holds PostgreSQL {to} data: nothing to do",
+            pgdata.display()
+        ))),
+        None if data != Some(from) => Err(Error::Refused(format!(
+            "{} holds {}, not the PostgreSQL {from} data to upgrade",
+            pgdata.display(),
+            version::describe(data)
+        ))),
         None => {
             if pgdata.join("postmaster.pid").exists() {
                 return Err(Error::Refused(format!(
@@ -59,40 +72,49 @@ pub async fn run(dirs: &Dirs, work: &Path) -> Result<String, Error> {
                 )));
             }
             state::write(pgdata, &progress(from, to, Stage::Preparing))?;
+            Ok(Resume::Upgrade)
         }
         Some(Stage::Preparing) => {
             tracing::warn!(
                 "an earlier run was interrupted before pg_upgrade finished: starting over"
             );
+            Ok(Resume::Upgrade)
         }
-        Some(Stage::Upgraded) => return swap(pgdata, from, to),
-        Some(Stage::Swapped) | Some(Stage::Started) => {
-            return Ok(format!(
-                "{} was already upgraded from {from} to {to}: nothing to do",
-                pgdata.display()
-            ));
-        }
-        Some(Stage::RollingBack) => {
-            return Err(Error::Refused(format!(
-                "a rollback of the upgrade from {from} to {to} is under way: run `tusk upgrade rollback` again first"
-            )));
-        }
+        Some(Stage::Upgraded) => Ok(Resume::Swap),
+        Some(Stage::Swapped) | Some(Stage::Started) => Ok(Resume::Done(format!(
+            "{} was already upgraded from {from} to {to}: nothing to do",
+            pgdata.display()
+        ))),
+        Some(Stage::RollingBack) => Err(Error::Refused(format!(
+            "a rollback of the upgrade from {from} to {to} is under way: run `tusk upgrade rollback` again first"
+        ))),
     }
-    // Preparing: PGDATA holds the old cluster, perhaps with pg_control
-    // renamed by an interrupted pg_upgrade; the new one may be half made.
+}
+
+/// The Preparing stage: PGDATA holds the old cluster, perhaps with
+/// pg_control renamed by an interrupted pg_upgrade; the new one may be half
+/// made. Runs pg_upgrade, then the swap.
+async fn upgrade(
+    dirs: &Dirs,
+    new_bindir: &Path,
+    work: &Path,
+    from: u32,
+    to: u32,
+) -> Result<String, Error> {
+    let pgdata = &dirs.pgdata;
     state::restore_pg_control(pgdata)?;
     let new = state::new_dir(pgdata, to);
     state::remove_new_cluster(&new, to)?;
     super::fresh_dir(work)?;
 
     let settings = read_settings(&dirs.old_bindir, pgdata, work, from).await?;
-    settings::initdb(&new_bindir, &new, &settings, to).await?;
+    settings::initdb(new_bindir, &new, &settings, to).await?;
     let mut cmd = child::async_command(new_bindir.join("pg_upgrade"));
     cmd.arg("--link")
         .arg("--old-bindir")
         .arg(&dirs.old_bindir)
         .arg("--new-bindir")
-        .arg(&new_bindir)
+        .arg(new_bindir)
         .arg("--old-datadir")
         .arg(pgdata)
         .arg("--new-datadir")
