@@ -1,6 +1,7 @@
 //! A model checker run of the failover protocol, over the very functions the
 //! instance manager and the operator call (`tusk::failover`): `Observer`,
-//! `may_take`, `Guard::check`, `elect`, with the model's state as input.
+//! `may_take`, `claim`, `Guard::check`, `elect`, with the model's state as
+//! input.
 //!
 //! # The model
 //!
@@ -17,10 +18,11 @@
 //! 1. the environment: any faults, heals and restarts, within the budget;
 //! 2. every live instance takes its periodic step, in a fixed order, with the
 //!    operator free to fail over before, between or after them:
-//!    - a primary renews the lease when it reaches the API server (a
-//!      compare-and-swap on the version, so once another instance wrote
-//!      itself in, or the lease was released, the renewal fails and the
-//!      primary learns it `lost`: it is deposed and waits to be rewound),
+//!    - a primary that reaches the API server applies `claim::claim` to the
+//!      lease: it renews it, takes it back when it released it itself, and
+//!      otherwise learns it `lost` (a compare-and-swap on the version, so
+//!      once another instance wrote itself in, or released it in turn, the
+//!      renewal fails): it is deposed and waits to be rewound),
 //!      calls its peers and judges with `Guard::check` whether it may accept
 //!      writes;
 //!    - a replica calls its peers.
@@ -85,7 +87,8 @@
 //! rule switched off alone yields a counterexample, and so do: a timing that
 //! breaks an inequality of `Timing::is_safe`, the default timing with a fence
 //! judged only once a period, a primary restarting with its old (unfenced) guard,
-//! and a former primary taking a released lease back on restart. The tests
+//! and, without `releaser_retakes`, a former primary taking back a lease
+//! another instance released. The tests
 //! print each counterexample, one line per tick (`cargo test --test
 //! failover_model -- --nocapture`).
 
@@ -94,6 +97,7 @@ use std::time::{Duration, Instant};
 
 use stateright::{Checker, Expectation, HasDiscoveries, Model, Property};
 use tusk::failover::candidate::{self, Candidate, Decision, Situation, SyncQuorum};
+use tusk::failover::claim::{self, Claim, LeaseView};
 use tusk::failover::fencing::Guard;
 use tusk::failover::lease::{self, Observer, Record};
 use tusk::failover::quorum::Report;
@@ -189,6 +193,9 @@ impl Instance {
 struct Lease {
     version: u64,
     holder: Option<usize>,
+    /// Who released it last (the instance manager's `released-by`
+    /// annotation).
+    released_by: Option<usize>,
 }
 
 /// Where a tick is at.
@@ -319,9 +326,6 @@ struct FailoverModel {
     /// How long before a tick the verdict in force at it was reached.
     fence_lag: Duration,
     restart_guard: RestartGuard,
-    /// A primary that finds the lease released takes it again, as the
-    /// instance manager's `claim` does, instead of standing down.
-    retake_released: bool,
     max_faults: u8,
     max_heals: u8,
 }
@@ -335,7 +339,6 @@ impl FailoverModel {
             // The instance manager's fence loop runs ten times a period.
             fence_lag: Timing::DEFAULT.period / 10,
             restart_guard: RestartGuard::Fenced,
-            retake_released: false,
             max_faults: 2,
             max_heals: 1,
         }
@@ -414,18 +417,26 @@ impl FailoverModel {
     fn step(&self, state: &mut State, i: usize) {
         let now = state.now;
         if state.instances[i].role == Role::Primary && state.reaches_control(i) {
-            let holder = state.lease.holder;
-            if holder == Some(i) || (holder.is_none() && self.retake_released) {
-                state.lease.version += 1;
-                state.instances[i].guard.renewed(now);
-                if holder.is_none() {
+            let lease = LeaseView {
+                holder: state.lease.holder.map(|h| NAMES[h]),
+                released_by: state.lease.released_by.map(|r| NAMES[r]),
+            };
+            match claim::claim(&lease, NAMES[i], &self.rules) {
+                Claim::Renew => {
+                    state.lease.version += 1;
+                    state.instances[i].guard.renewed(now);
+                }
+                Claim::Take => {
+                    state.lease.version += 1;
+                    state.instances[i].guard.renewed(now);
                     state.lease.holder = Some(i);
                     state.becomes_primary(i, self.sync);
                 }
-            } else {
-                state.instances[i].guard.lost();
-                state.instances[i].role = Role::Deposed;
-                state.instances[i].writable = false;
+                Claim::StandDown { .. } => {
+                    state.instances[i].guard.lost();
+                    state.instances[i].role = Role::Deposed;
+                    state.instances[i].writable = false;
+                }
             }
         }
         let peers: Vec<usize> = (0..N)
@@ -604,6 +615,7 @@ impl Model for FailoverModel {
             lease: Lease {
                 version: 1,
                 holder: Some(0),
+                released_by: None,
             },
             instances: [
                 primary,
@@ -686,6 +698,7 @@ impl Model for FailoverModel {
                 if state.lease.holder == Some(i) {
                     state.lease.version += 1;
                     state.lease.holder = None;
+                    state.lease.released_by = Some(i);
                 }
                 state.faults += 1;
             }
@@ -1056,15 +1069,17 @@ fn a_primary_restarting_with_a_stale_guard_serves_without_the_lease() {
     assert_counterexample("stale guard on restart", model, SPLIT_BRAIN);
 }
 
-/// A released lease says nothing of who was primary last: the former
-/// primary, restarting after the replica promoted in its place acknowledged
-/// a commit and shut down in turn, takes the lease back and serves the old
-/// timeline without that commit.
+/// A released lease says nothing of who was primary last: without
+/// `releaser_retakes`, the former primary, restarting after the replica
+/// promoted in its place acknowledged a commit and shut down in turn, takes
+/// the lease back and serves the old timeline without that commit.
 #[test]
 fn a_former_primary_taking_a_released_lease_back_loses_commits() {
-    let model = FailoverModel {
-        retake_released: true,
-        ..FailoverModel::new(true).budget(2, 0)
-    };
+    let model = FailoverModel::new(true)
+        .without(Rules {
+            releaser_retakes: false,
+            ..Rules::ALL
+        })
+        .budget(2, 0);
     assert_counterexample("released lease taken back", model, LOST_COMMIT);
 }

@@ -116,6 +116,8 @@ impl std::fmt::Display for Refusal {
     }
 }
 
+impl std::error::Error for Refusal {}
+
 /// Whether `me` may write itself into the lease (the write still carries the
 /// resourceVersion observed, so a renewal in between makes it fail). The
 /// rule is [`Rules::lease_expiry`], the one `elect` applies too.

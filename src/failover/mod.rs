@@ -1,6 +1,6 @@
-//! The failover protocol as pure functions: the primary lease, self-fencing,
-//! the quorum arithmetic and candidate choice. No kube, no tokio, no clock:
-//! every function takes the local time it judges by (a [`Moment`]), so the
+//! The failover protocol as pure functions: the primary lease and who may
+//! claim it, self-fencing, the quorum arithmetic and candidate choice. No
+//! kube, no tokio, no clock: every function takes the local time it judges by (a [`Moment`]), so the
 //! instance manager, the operator and the model checker (`tests/failover_model.rs`)
 //! run exactly the same rules.
 //!
@@ -17,9 +17,12 @@
 //! the other instances ([`quorum`]) confirm they have not heard from the
 //! primary for longer than it could have kept writing; it then picks the most
 //! advanced eligible replica ([`candidate`]), which takes the lease (again
-//! with the resourceVersion precondition) before it promotes.
+//! with the resourceVersion precondition) before it promotes. A primary that
+//! finds the lease released takes it back only if it released it itself
+//! ([`claim`]).
 
 pub mod candidate;
+pub mod claim;
 pub mod fencing;
 pub mod lease;
 pub mod quorum;
@@ -103,6 +106,9 @@ pub struct Rules {
     pub sticky_fence: bool,
     /// Among candidates, the most advanced one wins.
     pub most_advanced: bool,
+    /// A released lease is retaken only by the instance that released it
+    /// ([`claim`]).
+    pub releaser_retakes: bool,
 }
 
 impl Rules {
@@ -113,6 +119,7 @@ impl Rules {
         self_fence: true,
         sticky_fence: true,
         most_advanced: true,
+        releaser_retakes: true,
     };
 }
 

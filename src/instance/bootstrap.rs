@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use crate::contract::{Credential, RestoreStage};
 use crate::postgres::identifiers::slot_name;
 use crate::postgres::{REPLICATION_USER, SUPERUSER};
+use crate::upgrade::child;
 
 use super::{BootstrapMode, Error, Shared, files, is_set, sql};
 
@@ -190,7 +191,7 @@ async fn initdb(shared: &Shared, staging: &Path) -> Result<(), Error> {
         &pwfile,
         &format!("{}\n", config.superuser_password.expose()),
     )?;
-    let mut command = Command::new(shared.bindir.join("initdb"));
+    let mut command = child::async_command(shared.bindir.join("initdb"));
     command
         .arg("--pgdata")
         .arg(staging)
@@ -241,7 +242,7 @@ pub(super) async fn basebackup_command(
     }
     drop(primary);
 
-    let mut command = std::process::Command::new(shared.bindir.join("pg_basebackup"));
+    let mut command = child::command(shared.bindir.join("pg_basebackup"));
     command
         .arg("--pgdata")
         .arg(staging)
@@ -292,10 +293,6 @@ async fn connect_primary_patiently(shared: &Shared) -> Result<tokio_postgres::Cl
 /// Run a bootstrap program to completion, its output captured for the error.
 async fn run(mut command: Command, program: &str) -> Result<(), Error> {
     tracing::info!(%program, "running");
-    // The children must not see the other secrets in the manager's environment.
-    for name in SECRET_ENV {
-        command.env_remove(name);
-    }
     let output = command
         .stdin(Stdio::null())
         .kill_on_drop(true)
@@ -325,9 +322,6 @@ pub(super) fn stderr_tail(stderr: &str) -> &str {
         .nth(2000)
         .map_or(stderr, |(i, _)| &stderr[i..])
 }
-
-/// Environment variables holding secrets, removed from every child's environment.
-pub use crate::contract::env::SECRETS as SECRET_ENV;
 
 /// After the postmaster starts: on a primary, create or update roles and the
 /// application database once (then `/readyz` turns true); on a replica, keep its

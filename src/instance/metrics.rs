@@ -246,6 +246,16 @@ async fn collect(
     }
     sample.connections = connections;
 
+    collect_storage(client, deadline, sample).await?;
+    collect_replication(client, deadline, in_recovery, sample).await
+}
+
+/// Transaction ID age, database sizes and the WAL archiver.
+async fn collect_storage(
+    client: &Client,
+    deadline: Instant,
+    sample: &mut Sample,
+) -> Result<(), ScrapeError> {
     let row = within(
         deadline,
         "reading transaction ID age",
@@ -292,7 +302,16 @@ async fn collect(
         last_archived: row.try_get(2).map_err(sql("reading pg_stat_archiver"))?,
         last_failed: row.try_get(3).map_err(sql("reading pg_stat_archiver"))?,
     });
+    Ok(())
+}
 
+/// A replica's lag, or a primary's standbys.
+async fn collect_replication(
+    client: &Client,
+    deadline: Instant,
+    in_recovery: bool,
+    sample: &mut Sample,
+) -> Result<(), ScrapeError> {
     if in_recovery {
         // now() - pg_last_xact_replay_timestamp() alone grows without bound
         // while the primary is idle; a replica that streams and has replayed
@@ -400,6 +419,14 @@ pub fn encode(sample: &Sample, accept: Option<&str>) -> Result<Exposition, std::
         roles,
     );
 
+    register_replication(&mut registry, sample);
+    register_archiver(&mut registry, sample);
+    register_activity(&mut registry, sample);
+    exposition(&registry, accept)
+}
+
+/// A replica's lag, or a primary's standbys' lag.
+fn register_replication(registry: &mut Registry, sample: &Sample) {
     if let Some(lag) = &sample.replica_lag {
         if let Some(bytes) = lag.bytes {
             registry.register_with_unit(
@@ -445,7 +472,10 @@ pub fn encode(sample: &Sample, accept: Option<&str>) -> Result<Exposition, std::
             seconds,
         );
     }
+}
 
+/// `pg_stat_archiver`.
+fn register_archiver(registry: &mut Registry, sample: &Sample) {
     if let Some(archiver) = &sample.archiver {
         registry.register(
             "wal_archived",
@@ -470,7 +500,10 @@ pub fn encode(sample: &Sample, accept: Option<&str>) -> Result<Exposition, std::
             ConstGauge::new(archiver.last_failed.unwrap_or(0.0)),
         );
     }
+}
 
+/// Connections, their limit, transaction ID age and database sizes.
+fn register_activity(registry: &mut Registry, sample: &Sample) {
     if !sample.connections.is_empty() {
         let connections = Family::<StateLabels, Gauge>::default();
         for (state, count) in &sample.connections {
@@ -516,7 +549,6 @@ pub fn encode(sample: &Sample, accept: Option<&str>) -> Result<Exposition, std::
             sizes,
         );
     }
-    exposition(&registry, accept)
 }
 
 #[cfg(test)]

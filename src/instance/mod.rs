@@ -1,14 +1,20 @@
 //! `tusk instance`: the instance manager, PID 1 of every Postgres pod.
 //!
-//! It bootstraps the data directory (initdb for the first primary, a clone of the
-//! primary for a replica), renders the configuration from [`crate::postgres`],
-//! supervises the `postgres` postmaster as its child, and serves an HTTP API the
-//! operator (and the other instances) poll: `/healthz`, `/readyz`, `/status`,
-//! `POST /reload`, `POST /promote`.
+//! It fills an empty data directory ([`bootstrap`]: initdb for the first
+//! primary, a clone of the primary for a replica, [`restore`] from a backup),
+//! renders the configuration from [`crate::postgres`] ([`files`]), supervises
+//! the `postgres` postmaster as its child ([`process`], with the [`reaper`]
+//! collecting every child as PID 1), takes part in leader selection ([`ha`]:
+//! the primary lease, the peers, fencing; a former primary [`rejoin`]s as a
+//! replica), takes base backups ([`backup`]) and serves an HTTP API the
+//! operator and the other instances call ([`api`]: status, metrics,
+//! reload, promotion, switchover, backups and the rest of the contract in
+//! [`crate::contract`]).
 //!
 //! Everything it needs comes from the environment the operator sets on the pod
 //! (see [`InstanceConfig`]); every setting is also a flag so tests can pass it.
 
+mod api;
 mod backup;
 mod bootstrap;
 mod files;
@@ -16,13 +22,13 @@ mod ha;
 mod lockfile;
 pub mod metrics;
 mod process;
+mod reaper;
 mod rejoin;
 mod restore;
+mod sql;
 mod verify;
 
 pub use verify::{TERMINATION_LOG, verify_backup};
-mod server;
-mod sql;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -475,7 +481,7 @@ pub async fn run(config: InstanceConfig) -> Result<(), Error> {
             source,
         })?;
     let (server_stop_tx, server_stop_rx) = watch::channel(false);
-    let server = tokio::spawn(server::serve(listener, shared.clone(), server_stop_rx));
+    let server = tokio::spawn(api::serve(listener, shared.clone(), server_stop_rx));
 
     let result = manage(shared, stop_rx).await;
     let _ = server_stop_tx.send(true);

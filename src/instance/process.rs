@@ -1,27 +1,23 @@
-//! Supervising the postmaster.
-//!
-//! The manager is PID 1, so it inherits every orphan in the container (backends
-//! left behind by a crashed postmaster, for instance) and must reap them, or they
-//! stay zombies. A reaper calling `waitpid(-1)` would also steal the exit status
-//! of a child that `tokio::process` waits for; so once the bootstrap (the only
-//! user of `tokio::process`) is over, the postmaster is started with
-//! `std::process` and a single reaper collects every child, passing exit
-//! statuses on to the supervisor, which picks out the postmaster's.
+//! Supervising the postmaster: it starts (a primary's data only under the
+//! lease), restarts with backoff when it dies, stops for a fence, a rejoin
+//! or a switchover, and stops cleanly on shutdown. It is started with
+//! `std::process`, its exit collected by the [`super::reaper`].
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::ha::{self, Duty};
-use super::{Error, FAST_SHUTDOWN_TIMEOUT, Shared, bootstrap::SECRET_ENV, files, lockfile, rejoin};
+use crate::upgrade::child;
+
+use super::ha::{self, ClaimOutcome, Duty, LeaseError};
+use super::reaper::{self, Reaped, wait_for};
+use super::{Error, FAST_SHUTDOWN_TIMEOUT, Shared, files, lockfile, rejoin};
 
 const MIN_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -32,25 +28,7 @@ const HEALTHY_RUN: Duration = Duration::from_secs(60);
 /// Start the postmaster, restart it with backoff when it dies, and stop it with a
 /// fast shutdown when `stop` turns true. Returns once it has exited.
 pub async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Result<(), Error> {
-    // Subscribe to SIGCHLD before the first child exists, so no exit is missed.
-    let mut sigchld = signal(SignalKind::child()).map_err(|source| Error::Signal {
-        signal: "SIGCHLD",
-        source,
-    })?;
-    let (exits_tx, mut exits) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        loop {
-            // The timer is a backstop: signals coalesce, and one sent before
-            // the subscription is not delivered.
-            tokio::select! {
-                _ = sigchld.recv() => {}
-                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            }
-            if !reap(&exits_tx) {
-                return;
-            }
-        }
-    });
+    let mut exits = reaper::start()?;
 
     let mut backoff = MIN_BACKOFF;
     let mut duty = shared.ha.subscribe();
@@ -174,13 +152,17 @@ async fn gate(
             return Ok(true);
         }
         match ha.claim().await {
-            ha::Claim::Held => return Ok(true),
-            ha::Claim::Other { holder } => {
+            ClaimOutcome::Held => return Ok(true),
+            ClaimOutcome::Other { holder } => {
                 tracing::warn!(%holder, "another instance holds the primary lease: this one rejoins as its replica");
                 ha.set_duty(Duty::Rejoin);
             }
-            ha::Claim::Unknown(why) => {
-                if waited.is_multiple_of(10) {
+            ClaimOutcome::Unknown(why) => {
+                if let LeaseError::Conflict { .. } = why {
+                    tracing::info!(
+                        "lost a race for the primary lease: another write changed it first"
+                    );
+                } else if waited.is_multiple_of(10) {
                     tracing::warn!(%why, "a primary's data directory waits for the primary lease");
                 }
                 waited += 1;
@@ -219,7 +201,11 @@ async fn handover(
             _ => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
-    shared.ha.transfer(target).await?;
+    shared
+        .ha
+        .transfer(target)
+        .await
+        .map_err(|e| e.to_string())?;
     files::mark_standby(&shared.config.pgdata).map_err(|e| e.to_string())?;
     tracing::info!(%target, %final_lsn, "handed the primary role over");
     Ok(crate::contract::SwitchoverResponse {
@@ -232,66 +218,14 @@ const REJOIN_RETRY: Duration = Duration::from_secs(2);
 /// How long a switchover waits for the target to receive the last WAL.
 const HANDOVER_WAIT: Duration = Duration::from_secs(30);
 
-/// Runs programs while the reaper collects every child: the exit status
-/// comes from the reaper, the output through files.
-pub struct Reaped<'a> {
-    exits: &'a mut mpsc::UnboundedReceiver<WaitStatus>,
-    shared: &'a Shared,
-}
-
-impl Reaped<'_> {
-    /// Run `command` to completion; its standard output, or an error with
-    /// the tail of its standard error.
-    pub async fn run(
-        &mut self,
-        mut command: std::process::Command,
-        program: &str,
-    ) -> Result<String, Error> {
-        let dir = &self.shared.config.socket_dir;
-        let out_path = dir.join(".tusk-child.out");
-        let err_path = dir.join(".tusk-child.err");
-        let out = std::fs::File::create(&out_path).map_err(Error::io("create", &out_path))?;
-        let err = std::fs::File::create(&err_path).map_err(Error::io("create", &err_path))?;
-        for name in SECRET_ENV {
-            command.env_remove(name);
-        }
-        let child = command
-            .stdin(std::process::Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .map_err(|source| Error::Spawn {
-                program: program.to_owned(),
-                source,
-            })?;
-        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-        let status = wait_for(self.exits, pid).await;
-        let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-        let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-        let _ = std::fs::remove_file(&out_path);
-        let _ = std::fs::remove_file(&err_path);
-        match status {
-            WaitStatus::Exited(_, 0) => Ok(stdout),
-            status => Err(Error::Command {
-                program: program.to_owned(),
-                status: format!("{status:?}"),
-                stderr: super::bootstrap::stderr_tail(&stderr).to_owned(),
-            }),
-        }
-    }
-}
-
 fn start(shared: &Shared) -> Result<Pid, Error> {
     lockfile::clear_stale(&shared.config.pgdata)?;
     let program = shared.bindir.join("postgres");
-    let mut command = std::process::Command::new(&program);
+    let mut command = child::command(&program);
     command
         .arg("-D")
         .arg(&shared.config.pgdata)
         .stdin(std::process::Stdio::null());
-    for name in SECRET_ENV {
-        command.env_remove(name);
-    }
     // The Child handle is dropped without waiting: the reaper collects the exit.
     let child = command.spawn().map_err(|source| Error::Spawn {
         program: program.display().to_string(),
@@ -302,36 +236,6 @@ fn start(shared: &Shared) -> Result<Pid, Error> {
         source: std::io::Error::other("pid out of range"),
     })?;
     Ok(Pid::from_raw(pid))
-}
-
-/// Collect every exited child; false once the channel is gone.
-fn reap(exits: &mpsc::UnboundedSender<WaitStatus>) -> bool {
-    loop {
-        match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return true,
-            Ok(status) => {
-                if exits.send(status).is_err() {
-                    return false;
-                }
-            }
-            Err(Errno::EINTR) => {}
-            Err(err) => {
-                tracing::warn!(error = %err, "waitpid failed");
-                return true;
-            }
-        }
-    }
-}
-
-async fn wait_for(exits: &mut mpsc::UnboundedReceiver<WaitStatus>, pid: Pid) -> WaitStatus {
-    while let Some(status) = exits.recv().await {
-        match status {
-            WaitStatus::Exited(p, _) | WaitStatus::Signaled(p, _, _) if p == pid => return status,
-            _ => {} // an orphan, reaped on behalf of PID 1
-        }
-    }
-    // Only when the reaper is gone, which happens only if this receiver was dropped.
-    WaitStatus::StillAlive
 }
 
 /// SIGINT is PostgreSQL's fast shutdown: roll back open transactions, checkpoint,

@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 
 use crate::contract::{Credential, Lsn};
 use crate::postgres::SUPERUSER;
+use crate::upgrade::child;
 
-use super::process::Reaped;
+use super::reaper::Reaped;
 use super::{Error, Shared, bootstrap, files, lockfile};
 
 /// Make PGDATA a standby of the current primary.
@@ -29,7 +30,7 @@ pub async fn rejoin(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<(), Erro
     // pg_rewind finishes an unclean stop's crash recovery with a single-user
     // postgres, which a stale lock file would refuse.
     lockfile::clear_stale(pgdata)?;
-    let mut command = std::process::Command::new(shared.bindir.join("pg_rewind"));
+    let mut command = child::command(shared.bindir.join("pg_rewind"));
     command
         .arg("--target-pgdata")
         .arg(pgdata)
@@ -80,7 +81,7 @@ async fn archive_ready(shared: &Shared, reaped: &mut Reaped<'_>) {
         .collect();
     ready.sort();
     for segment in ready {
-        let mut command = std::process::Command::new(&program);
+        let mut command = child::command(&program);
         command
             .arg("wal-archive")
             .arg(format!("pg_wal/{segment}"))
@@ -127,7 +128,7 @@ async fn reclone(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<(), Error> 
 /// Where a cleanly stopped cluster's WAL ends: its last checkpoint, as
 /// `pg_controldata` prints it.
 pub async fn final_lsn(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<Lsn, Error> {
-    let mut command = std::process::Command::new(shared.bindir.join("pg_controldata"));
+    let mut command = child::command(shared.bindir.join("pg_controldata"));
     command.arg(&shared.config.pgdata);
     let output = reaped.run(command, "pg_controldata").await?;
     output

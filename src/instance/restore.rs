@@ -21,7 +21,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use tokio::process::Command;
 
 use crate::backup::manifest::{MANIFEST, Manifest};
 use crate::backup::restore::unpack_counting;
@@ -29,9 +28,10 @@ use crate::backup::select::{self, Choice, Refusal, Target};
 use crate::contract::{Lsn, RestoreProgress, RestoreStage, env};
 use crate::objectstore::{Configured, Layout, Store};
 use crate::postgres::config::Recovery;
+use crate::upgrade::child;
 use crate::wal::{DEFAULT_SEGMENT_SIZE, parse_history_file};
 
-use super::{Error, Shared, bootstrap::SECRET_ENV, files, sql};
+use super::{Error, Shared, files, sql};
 
 /// Where a restore reads from and where it stops (the `TUSK_RESTORE_*`
 /// variables).
@@ -347,7 +347,7 @@ async fn replay(
     let log_path = log_file(staging);
     let log = std::fs::File::create(&log_path).map_err(Error::io("create", &log_path))?;
     let program = shared.bindir.join("postgres");
-    let mut command = Command::new(&program);
+    let mut command = child::async_command(&program);
     command
         .arg("-D")
         .arg(staging)
@@ -357,9 +357,6 @@ async fn replay(
         .stdout(log.try_clone().map_err(Error::io("open", &log_path))?)
         .stderr(log)
         .kill_on_drop(true);
-    for name in SECRET_ENV {
-        command.env_remove(name);
-    }
     let mut child = command.spawn().map_err(|source| Error::Spawn {
         program: program.display().to_string(),
         source,

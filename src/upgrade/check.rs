@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use tokio::process::Command;
 
 use super::settings::{self, ClusterSettings};
-use super::{Dirs, Error, SUPERUSER, command, forward, report, version};
+use super::{Dirs, Error, SUPERUSER, child, command, forward, report, version};
 
 /// Where the old server is reached.
 pub enum Target {
@@ -63,7 +63,7 @@ const PID_LINE_SOCKET_DIR: usize = 4;
 
 pub async fn check(dirs: &Dirs, target: &Target, work: &Path) -> Result<String, Error> {
     let old_bindir = &dirs.old_bindir;
-    let new_bindir = super::link::new_bindir(dirs)?;
+    let new_bindir = super::new_bindir(dirs)?;
     let old_major = version::bindir_major(old_bindir)?;
     let new_major = version::bindir_major(&new_bindir)?;
     let pgdata = &dirs.pgdata;
@@ -73,7 +73,7 @@ pub async fn check(dirs: &Dirs, target: &Target, work: &Path) -> Result<String, 
             return Err(Error::Refused(format!(
                 "{} holds {} but the old programs are PostgreSQL {old_major}",
                 pgdata.display(),
-                describe(other)
+                version::describe(other)
             )));
         }
     }
@@ -88,38 +88,12 @@ pub async fn check(dirs: &Dirs, target: &Target, work: &Path) -> Result<String, 
             pgdata.display()
         ))
     })?;
-    fresh_dir(work)?;
+    super::fresh_dir(work)?;
     let shadow = work.join("old");
     let sockets = work.join("sockets");
     std::fs::create_dir_all(&sockets).map_err(Error::io("create", &sockets))?;
 
-    let (socket_dir, port, password, _forwarder) = match target {
-        Target::Local => {
-            let lines: Vec<&str> = pid_file.lines().collect();
-            let port = lines
-                .get(PID_LINE_PORT)
-                .and_then(|l| l.trim().parse::<u16>().ok());
-            let dir = lines
-                .get(PID_LINE_SOCKET_DIR)
-                .map(|l| l.trim())
-                .filter(|l| !l.is_empty());
-            let (Some(port), Some(dir)) = (port, dir) else {
-                return Err(Error::Parse {
-                    what: "the old server's postmaster.pid",
-                    detail: "no port or socket directory".into(),
-                });
-            };
-            (PathBuf::from(dir), port, None, None)
-        }
-        Target::Tcp {
-            host,
-            port,
-            password,
-        } => {
-            let forwarder = forward::start(&sockets, *port, host, *port)?;
-            (sockets.clone(), *port, password.clone(), Some(forwarder))
-        }
-    };
+    let (socket_dir, port, password, _forwarder) = reach(target, &pid_file, &sockets)?;
     build_shadow(pgdata, &shadow, &socket_dir, port)?;
 
     let control = settings::controldata(old_bindir, &shadow).await?;
@@ -129,10 +103,10 @@ pub async fn check(dirs: &Dirs, target: &Target, work: &Path) -> Result<String, 
     let settings = ClusterSettings { control, locale };
 
     let new = work.join("new");
-    super::link::initdb(&new_bindir, &new, &settings, new_major).await?;
+    settings::initdb(&new_bindir, &new, &settings, new_major).await?;
 
     let new_port = if port == 50432 { 50433 } else { 50432 };
-    let mut cmd = Command::new(new_bindir.join("pg_upgrade"));
+    let mut cmd = child::async_command(new_bindir.join("pg_upgrade"));
     cmd.arg("--check")
         .arg("--old-bindir")
         .arg(old_bindir)
@@ -159,14 +133,50 @@ pub async fn check(dirs: &Dirs, target: &Target, work: &Path) -> Result<String, 
             &format!("pg_upgrade --check from {old_major} to {new_major} failed"),
             &output.stdout,
             &output.stderr,
-            read_report,
+            report::read_file,
         )));
     }
     let _ = std::fs::remove_dir_all(work);
     Ok(format!(
         "pg_upgrade --check from {old_major} to {new_major} passed against the running server ({})",
-        describe_settings(&settings)
+        settings::describe(&settings)
     ))
+}
+
+/// Where the old server listens (socket directory and port), the password
+/// over TCP, and the forwarder that must live as long as the check.
+fn reach(
+    target: &Target,
+    pid_file: &str,
+    sockets: &Path,
+) -> Result<(PathBuf, u16, Option<String>, Option<forward::Forwarder>), Error> {
+    match target {
+        Target::Local => {
+            let lines: Vec<&str> = pid_file.lines().collect();
+            let port = lines
+                .get(PID_LINE_PORT)
+                .and_then(|l| l.trim().parse::<u16>().ok());
+            let dir = lines
+                .get(PID_LINE_SOCKET_DIR)
+                .map(|l| l.trim())
+                .filter(|l| !l.is_empty());
+            let (Some(port), Some(dir)) = (port, dir) else {
+                return Err(Error::Parse {
+                    what: "the old server's postmaster.pid",
+                    detail: "no port or socket directory".into(),
+                });
+            };
+            Ok((PathBuf::from(dir), port, None, None))
+        }
+        Target::Tcp {
+            host,
+            port,
+            password,
+        } => {
+            let forwarder = forward::start(sockets, *port, host, *port)?;
+            Ok((sockets.to_owned(), *port, password.clone(), Some(forwarder)))
+        }
+    }
 }
 
 /// `PGPASSWORD` for pg_upgrade's (and its children's) connections to the
@@ -176,51 +186,6 @@ fn with_password(mut cmd: Command, password: Option<&str>) -> Command {
         cmd.env("PGPASSWORD", password);
     }
     cmd
-}
-
-pub(super) fn describe(major: Option<u32>) -> String {
-    match major {
-        Some(major) => format!("PostgreSQL {major} data"),
-        None => "no PostgreSQL data".to_owned(),
-    }
-}
-
-pub(super) fn describe_settings(settings: &ClusterSettings) -> String {
-    let l = &settings.locale;
-    format!(
-        "checksums {}, WAL segments of {} MB, encoding {}, collate {}, ctype {}, provider {}{}",
-        if settings.control.checksums {
-            "on"
-        } else {
-            "off"
-        },
-        settings.control.wal_segment_bytes / (1024 * 1024),
-        l.encoding,
-        l.collate,
-        l.ctype,
-        l.provider,
-        l.provider_locale
-            .as_deref()
-            .map(|p| format!(" ({p})"))
-            .unwrap_or_default()
-    )
-}
-
-/// A report file pg_upgrade named, if it can be read.
-pub(super) fn read_report(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path).ok()
-}
-
-/// Removes `dir` (scratch space of an earlier attempt) and creates it empty,
-/// private to this user as PostgreSQL wants its directories.
-pub(super) fn fresh_dir(dir: &Path) -> Result<(), Error> {
-    use std::os::unix::fs::PermissionsExt;
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(Error::io("remove", dir))?;
-    }
-    std::fs::create_dir_all(dir).map_err(Error::io("create", dir))?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(Error::io("set the mode of", dir))
 }
 
 /// The shadow of `pgdata` in `shadow`: what pg_upgrade reads of a live old

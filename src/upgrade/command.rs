@@ -5,7 +5,6 @@ use std::process::Stdio;
 use tokio::process::Command;
 
 use super::Error;
-use crate::contract::env::SECRETS;
 
 /// What a finished program printed.
 pub struct Output {
@@ -15,13 +14,9 @@ pub struct Output {
     pub stderr: String,
 }
 
-/// Runs `command` to completion with its output captured and without the
-/// pod's secrets in its environment (a password the step needs is set on
-/// the command after this strips the pod's names).
+/// Runs `command` (built by [`super::child::async_command`], so without the
+/// pod's secrets in its environment) to completion with its output captured.
 pub async fn output(mut command: Command, program: &str) -> Result<Output, Error> {
-    for name in SECRETS {
-        command.env_remove(name);
-    }
     tracing::info!(%program, "running");
     let output = command
         .stdin(Stdio::null())

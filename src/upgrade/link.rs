@@ -8,30 +8,15 @@
 //! undone); after, it completes the swap. A rerun after completion changes
 //! nothing. A failed pg_upgrade leaves the old cluster as it was, startable.
 
-use std::path::{Path, PathBuf};
-
-use tokio::process::Command;
+use std::path::Path;
 
 use super::settings::{self, ClusterSettings};
 use super::state::{self, Stage, State};
-use super::{Dirs, Error, SUPERUSER, check, command, report, version};
-
-/// The new major's programs: `--new-bindir`, else the image's.
-pub(super) fn new_bindir(dirs: &Dirs) -> Result<PathBuf, Error> {
-    if let Some(dir) = &dirs.new_bindir {
-        return Ok(dir.clone());
-    }
-    super::stage::find_bindir().ok_or_else(|| {
-        Error::Refused(
-            "cannot find the new PostgreSQL programs: no --new-bindir, no postgres on PATH, no pg_config"
-                .into(),
-        )
-    })
-}
+use super::{Dirs, Error, SUPERUSER, child, command, report, version};
 
 pub async fn run(dirs: &Dirs, work: &Path) -> Result<String, Error> {
     let pgdata = &dirs.pgdata;
-    let new_bindir = new_bindir(dirs)?;
+    let new_bindir = super::new_bindir(dirs)?;
     let from = version::bindir_major(&dirs.old_bindir)?;
     let to = version::bindir_major(&new_bindir)?;
     if to <= from {
@@ -39,6 +24,24 @@ pub async fn run(dirs: &Dirs, work: &Path) -> Result<String, Error> {
             "the new programs are PostgreSQL {to}, not newer than {from}"
         )));
     }
+    match resume(pgdata, from, to)? {
+        Resume::Done(message) => Ok(message),
+        Resume::Swap => swap(pgdata, from, to),
+        Resume::Upgrade => upgrade(dirs, &new_bindir, work, from, to).await,
+    }
+}
+
+/// Where a run from `from` to `to` starts, by the state file and the data.
+enum Resume {
+    /// Nothing (more) to do, and why.
+    Done(String),
+    /// pg_upgrade finished: only the swap remains.
+    Swap,
+    /// pg_upgrade is to run (again), the state file saying so.
+    Upgrade,
+}
+
+fn resume(pgdata: &Path, from: u32, to: u32) -> Result<Resume, Error> {
     let current = state::read(pgdata)?;
     if let Some(state) = &current
         && (state.from, state.to) != (from, to)
@@ -51,21 +54,16 @@ pub async fn run(dirs: &Dirs, work: &Path) -> Result<String, Error> {
         )));
     }
     let data = version::data_major(pgdata)?;
-    let stage = current.as_ref().map(|s| s.stage);
-    match stage {
-        None if data == Some(to) => {
-            return Ok(format!(
-                "{} already holds PostgreSQL {to} data: nothing to do",
-                pgdata.display()
-            ));
-        }
-        None if data != Some(from) => {
-            return Err(Error::Refused(format!(
-                "{} holds {}, not the PostgreSQL {from} data to upgrade",
-                pgdata.display(),
-                check::describe(data)
-            )));
-        }
+    match current.as_ref().map(|s| s.stage) {
+        None if data == Some(to) => Ok(Resume::Done(format!(
+            "{} already holds PostgreSQL {to} data: nothing to do",
+            pgdata.display()
+        ))),
+        None if data != Some(from) => Err(Error::Refused(format!(
+            "{} holds {}, not the PostgreSQL {from} data to upgrade",
+            pgdata.display(),
+            version::describe(data)
+        ))),
         None => {
             if pgdata.join("postmaster.pid").exists() {
                 return Err(Error::Refused(format!(
@@ -74,40 +72,49 @@ pub async fn run(dirs: &Dirs, work: &Path) -> Result<String, Error> {
                 )));
             }
             state::write(pgdata, &progress(from, to, Stage::Preparing))?;
+            Ok(Resume::Upgrade)
         }
         Some(Stage::Preparing) => {
             tracing::warn!(
                 "an earlier run was interrupted before pg_upgrade finished: starting over"
             );
+            Ok(Resume::Upgrade)
         }
-        Some(Stage::Upgraded) => return swap(pgdata, from, to),
-        Some(Stage::Swapped) | Some(Stage::Started) => {
-            return Ok(format!(
-                "{} was already upgraded from {from} to {to}: nothing to do",
-                pgdata.display()
-            ));
-        }
-        Some(Stage::RollingBack) => {
-            return Err(Error::Refused(format!(
-                "a rollback of the upgrade from {from} to {to} is under way: run `tusk upgrade rollback` again first"
-            )));
-        }
+        Some(Stage::Upgraded) => Ok(Resume::Swap),
+        Some(Stage::Swapped) | Some(Stage::Started) => Ok(Resume::Done(format!(
+            "{} was already upgraded from {from} to {to}: nothing to do",
+            pgdata.display()
+        ))),
+        Some(Stage::RollingBack) => Err(Error::Refused(format!(
+            "a rollback of the upgrade from {from} to {to} is under way: run `tusk upgrade rollback` again first"
+        ))),
     }
-    // Preparing: PGDATA holds the old cluster, perhaps with pg_control
-    // renamed by an interrupted pg_upgrade; the new one may be half made.
+}
+
+/// The Preparing stage: PGDATA holds the old cluster, perhaps with
+/// pg_control renamed by an interrupted pg_upgrade; the new one may be half
+/// made. Runs pg_upgrade, then the swap.
+async fn upgrade(
+    dirs: &Dirs,
+    new_bindir: &Path,
+    work: &Path,
+    from: u32,
+    to: u32,
+) -> Result<String, Error> {
+    let pgdata = &dirs.pgdata;
     state::restore_pg_control(pgdata)?;
     let new = state::new_dir(pgdata, to);
     state::remove_new_cluster(&new, to)?;
-    check::fresh_dir(work)?;
+    super::fresh_dir(work)?;
 
     let settings = read_settings(&dirs.old_bindir, pgdata, work, from).await?;
-    initdb(&new_bindir, &new, &settings, to).await?;
-    let mut cmd = Command::new(new_bindir.join("pg_upgrade"));
+    settings::initdb(new_bindir, &new, &settings, to).await?;
+    let mut cmd = child::async_command(new_bindir.join("pg_upgrade"));
     cmd.arg("--link")
         .arg("--old-bindir")
         .arg(&dirs.old_bindir)
         .arg("--new-bindir")
-        .arg(&new_bindir)
+        .arg(new_bindir)
         .arg("--old-datadir")
         .arg(pgdata)
         .arg("--new-datadir")
@@ -127,7 +134,7 @@ pub async fn run(dirs: &Dirs, work: &Path) -> Result<String, Error> {
             &format!("pg_upgrade --link from {from} to {to} failed"),
             &output.stdout,
             &output.stderr,
-            check::read_report,
+            report::read_file,
         );
         // The new server never started: the old cluster is intact once its
         // pg_control is back.
@@ -142,10 +149,7 @@ pub async fn run(dirs: &Dirs, work: &Path) -> Result<String, Error> {
     state::write(pgdata, &progress(from, to, Stage::Upgraded))?;
     let _ = std::fs::remove_dir_all(work);
     let message = swap(pgdata, from, to)?;
-    Ok(format!(
-        "{message} ({})",
-        check::describe_settings(&settings)
-    ))
+    Ok(format!("{message} ({})", settings::describe(&settings)))
 }
 
 /// Configuration the new cluster keeps from the old: `ALTER SYSTEM`'s file
@@ -200,22 +204,6 @@ fn swap(pgdata: &Path, from: u32, to: u32) -> Result<String, Error> {
     ))
 }
 
-/// `initdb` of `major` into `dir` with `settings`.
-pub(super) async fn initdb(
-    bindir: &Path,
-    dir: &Path,
-    settings: &ClusterSettings,
-    major: u32,
-) -> Result<(), Error> {
-    let mut cmd = Command::new(bindir.join("initdb"));
-    cmd.arg("--pgdata")
-        .arg(dir)
-        .args(settings::initdb_args(settings, major)?)
-        .env("LC_MESSAGES", "C");
-    command::run(cmd, "initdb").await?;
-    Ok(())
-}
-
 /// The old cluster's settings: pg_controldata for checksums and segment
 /// size; template0's locale from the server itself, started briefly on a
 /// private socket (which also replays WAL after an unclean stop and shuts
@@ -232,7 +220,7 @@ async fn read_settings(
         "-c listen_addresses='' -c unix_socket_directories='{}' -c port={PORT} -c archive_mode=off",
         work.display()
     );
-    let mut start = Command::new(bindir.join("pg_ctl"));
+    let mut start = child::async_command(bindir.join("pg_ctl"));
     start
         .arg("start")
         .arg("--wait")
@@ -268,7 +256,7 @@ async fn read_settings(
         settings::locale(&client, major).await
     }
     .await;
-    let mut stop = Command::new(bindir.join("pg_ctl"));
+    let mut stop = child::async_command(bindir.join("pg_ctl"));
     stop.arg("stop")
         .arg("--wait")
         .args(["--mode", "fast"])

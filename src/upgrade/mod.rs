@@ -19,6 +19,7 @@
 //! answers (then the old directory goes).
 
 mod check;
+pub mod child;
 mod command;
 mod forward;
 mod link;
@@ -188,6 +189,31 @@ pub struct Dirs {
     /// The old cluster's data directory.
     #[arg(long, env = env::PGDATA)]
     pub pgdata: PathBuf,
+}
+
+/// The new major's programs: `--new-bindir`, else the image's.
+fn new_bindir(dirs: &Dirs) -> Result<PathBuf, Error> {
+    if let Some(dir) = &dirs.new_bindir {
+        return Ok(dir.clone());
+    }
+    stage::find_bindir().ok_or_else(|| {
+        Error::Refused(
+            "cannot find the new PostgreSQL programs: no --new-bindir, no postgres on PATH, no pg_config"
+                .into(),
+        )
+    })
+}
+
+/// Removes `dir` (scratch space of an earlier attempt) and creates it empty,
+/// private to this user as PostgreSQL wants its directories.
+fn fresh_dir(dir: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(Error::io("remove", dir))?;
+    }
+    std::fs::create_dir_all(dir).map_err(Error::io("create", dir))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(Error::io("set the mode of", dir))
 }
 
 /// Options every step has.

@@ -124,6 +124,11 @@ pub fn quote(
     out
 }
 
+/// A report file pg_upgrade named, if it can be read.
+pub fn read_file(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

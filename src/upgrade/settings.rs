@@ -1,13 +1,12 @@
 //! The old cluster's settings that the new one must be created with: pg_upgrade
 //! refuses (or worse, the peers' upgrades silently changed them) when data
 //! checksums, the WAL segment size, or template0's encoding, collation,
-//! character classification and locale provider differ.
+//! character classification and locale provider differ. Also the `initdb`
+//! that creates a new cluster with them (for `check` and `run` alike).
 
 use std::path::Path;
 
-use tokio::process::Command;
-
-use super::{Error, SUPERUSER, command};
+use super::{Error, SUPERUSER, child, command};
 
 /// What `pg_controldata` says about a cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,7 +53,7 @@ pub fn parse_controldata(output: &str) -> Result<ControlData, Error> {
 
 /// Runs `pg_controldata` of `bindir` on `pgdata`.
 pub async fn controldata(bindir: &Path, pgdata: &Path) -> Result<ControlData, Error> {
-    let mut cmd = Command::new(bindir.join("pg_controldata"));
+    let mut cmd = child::async_command(bindir.join("pg_controldata"));
     cmd.arg(pgdata).env("LC_ALL", "C");
     let output = command::run(cmd, "pg_controldata").await?;
     parse_controldata(&output.stdout)
@@ -170,6 +169,44 @@ pub fn initdb_args(settings: &ClusterSettings, new_major: u32) -> Result<Vec<Str
         args.push(format!("--icu-rules={rules}"));
     }
     Ok(args)
+}
+
+/// The settings a new cluster copies, for a message.
+pub fn describe(settings: &ClusterSettings) -> String {
+    let l = &settings.locale;
+    format!(
+        "checksums {}, WAL segments of {} MB, encoding {}, collate {}, ctype {}, provider {}{}",
+        if settings.control.checksums {
+            "on"
+        } else {
+            "off"
+        },
+        settings.control.wal_segment_bytes / (1024 * 1024),
+        l.encoding,
+        l.collate,
+        l.ctype,
+        l.provider,
+        l.provider_locale
+            .as_deref()
+            .map(|p| format!(" ({p})"))
+            .unwrap_or_default()
+    )
+}
+
+/// `initdb` of `major` into `dir` with `settings`.
+pub async fn initdb(
+    bindir: &Path,
+    dir: &Path,
+    settings: &ClusterSettings,
+    major: u32,
+) -> Result<(), Error> {
+    let mut cmd = child::async_command(bindir.join("initdb"));
+    cmd.arg("--pgdata")
+        .arg(dir)
+        .args(initdb_args(settings, major)?)
+        .env("LC_MESSAGES", "C");
+    command::run(cmd, "initdb").await?;
+    Ok(())
 }
 
 #[cfg(test)]

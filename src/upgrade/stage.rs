@@ -17,9 +17,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use tokio::process::Command;
-
-use super::{Error, command, version};
+use super::{Error, child, command, version};
 
 /// glibc's libraries (by soname prefix): never staged, the running image's
 /// own must be used with its own loader.
@@ -197,7 +195,7 @@ pub fn parse_ldd(output: &str) -> Vec<(String, PathBuf)> {
 }
 
 async fn libraries(file: &Path) -> Result<Vec<(String, PathBuf)>, Error> {
-    let mut cmd = Command::new("ldd");
+    let mut cmd = child::async_command("ldd");
     cmd.arg(file).env("LC_ALL", "C");
     let output = command::output(cmd, "ldd").await?;
     for line in output.stdout.lines().filter(|l| l.contains("not found")) {

@@ -53,6 +53,14 @@ pub fn bindir_major(bindir: &Path) -> Result<u32, Error> {
     })
 }
 
+/// What `data_major` found, for a message.
+pub fn describe(major: Option<u32>) -> String {
+    match major {
+        Some(major) => format!("PostgreSQL {major} data"),
+        None => "no PostgreSQL data".to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

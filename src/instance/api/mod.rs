@@ -1,0 +1,438 @@
+//! The manager's HTTP API. Reads are open (the operator and the other instances
+//! poll them); mutations need `Authorization: Bearer $TUSK_INSTANCE_TOKEN`.
+//!
+//! This file is the routing and the tracing of each operation; the handlers
+//! only take what the request holds through the [`extract`]ors, call the
+//! operation in [`ops`] and answer its result, or its [`ApiError`], whose
+//! category fixes the status.
+
+mod error;
+mod extract;
+mod ops;
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::{Instrument, Level, Span};
+
+use crate::contract::{
+    BackupRequest, DropSlotRequest, Members, PEER_HEADER, PasswordRequest, PeerStatus,
+    PromoteRequest, ReloadRequest, RetentionRequest, SwitchoverRequest, SyncSettings, path,
+};
+
+use super::{Error, Shared};
+
+use error::ApiError;
+use extract::{Authorized, JsonBody};
+
+type AppState = Arc<Shared>;
+/// A mutation's authorization, checked inside the operation's span.
+type Auth = Result<Authorized, ApiError>;
+
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: AppState,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), Error> {
+    tracing::info!(addr = ?listener.local_addr().ok(), "serving the instance API");
+    axum::serve(listener, router(shared))
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|stop| *stop).await;
+        })
+        .await
+        .map_err(Error::Serve)
+}
+
+fn router(shared: AppState) -> Router {
+    Router::new()
+        .route(path::HEALTHZ, get(|| async { "ok" }))
+        .route(path::READYZ, get(readyz))
+        .route(path::STATUS, get(status))
+        .route(path::METRICS, get(super::metrics::serve))
+        .route(path::RELOAD, post(reload))
+        .route(path::PROMOTE, post(promote))
+        .route(path::SYNC, post(sync))
+        .route(path::RESTART, post(restart))
+        .route(path::DROP_SLOT, post(drop_slot))
+        .route(path::PASSWORD, post(password))
+        .route(path::BACKUPS, post(start_backup).get(backups))
+        .route(path::WAL_SWITCH, post(wal_switch))
+        .route(path::RETENTION, post(retention))
+        .route(path::RESTORE, get(restore_progress))
+        .route(path::PEER, get(peer))
+        .route(path::MEMBERS, post(members))
+        .route(path::SWITCHOVER, post(switchover))
+        .with_state(shared)
+}
+
+/// The span of one API operation, named `instance.<operation>`; [`traced`]
+/// fills in its outcome.
+macro_rules! operation_span {
+    ($level:expr, $name:literal) => {
+        tracing::span!(
+            $level,
+            $name,
+            otel.kind = "server",
+            http.response.status_code = tracing::field::Empty,
+            error = tracing::field::Empty,
+        )
+    };
+}
+
+/// Runs one operation inside `span`, which continues the caller's trace when
+/// the request carries a W3C `traceparent` (the operator's reconcile does),
+/// and records the answer's status on it: a 5xx marks the span failed.
+async fn traced<R: IntoResponse>(
+    span: Span,
+    headers: &HeaderMap,
+    operation: impl Future<Output = Result<R, ApiError>>,
+) -> Response {
+    crate::telemetry::continue_trace(&span, headers);
+    let response = operation.instrument(span.clone()).await.into_response();
+    let status = response.status();
+    span.record("http.response.status_code", status.as_u16());
+    if status.is_server_error() {
+        crate::telemetry::record_error(&span, &status);
+    }
+    response
+}
+
+/// Kubelet probes this every few seconds: its span is at debug level, so it
+/// reaches a trace backend only when `RUST_LOG` asks for it.
+async fn readyz(State(shared): State<AppState>, headers: HeaderMap) -> Response {
+    let span = operation_span!(Level::DEBUG, "instance.readyz");
+    traced(span, &headers, async {
+        Ok::<_, ApiError>(match ops::ready(&shared).await {
+            Ok(()) => (StatusCode::OK, "ok".to_owned()),
+            Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+        })
+    })
+    .await
+}
+
+async fn status(State(shared): State<AppState>, headers: HeaderMap) -> Response {
+    let span = operation_span!(Level::INFO, "instance.status");
+    traced(span, &headers, async {
+        ops::status(&shared).await.map(Json)
+    })
+    .await
+}
+
+async fn reload(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    auth: Auth,
+    body: JsonBody<ReloadRequest>,
+) -> Response {
+    let span = operation_span!(Level::INFO, "instance.reload");
+    traced(span, &headers, async {
+        auth?;
+        ops::reload(&shared, body.decode_or_default()?)
+            .await
+            .map(Json)
+    })
+    .await
+}
+
+async fn promote(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    auth: Auth,
+    body: JsonBody<PromoteRequest>,
+) -> Response {
+    let span = operation_span!(Level::INFO, "instance.promote");
+    traced(span, &headers, async {
+        auth?;
+        ops::promote(&shared, body.decode_or_default()?)
+            .await
+            .map(Json)
+    })
+    .await
+}
+
+/// The heartbeat is called every second by every peer: no span of its own.
+async fn peer(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    auth: Auth,
+) -> Result<Json<PeerStatus>, ApiError> {
+    auth?;
+    let caller = headers.get(PEER_HEADER).and_then(|v| v.to_str().ok());
+    Ok(Json(ops::peer(&shared, caller)))
+}
+
+async fn members(
+    State(shared): State<AppState>,
+    auth: Auth,
+    body: JsonBody<Members>,
+) -> Result<Json<Members>, ApiError> {
+    auth?;
+    Ok(Json(ops::members(&shared, body.decode()?)))
+}
+
+async fn switchover(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    auth: Auth,
+    body: JsonBody<SwitchoverRequest>,
+) -> Response {
+    let span = operation_span!(Level::INFO, "instance.switchover");
+    traced(span, &headers, async {
+        auth?;
+        ops::switchover(&shared, body.decode()?).await.map(Json)
+    })
+    .await
+}
+
+async fn sync(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    auth: Auth,
+    body: JsonBody<SyncSettings>,
+) -> Response {
+    let span = operation_span!(Level::INFO, "instance.sync");
+    traced(span, &headers, async {
+        auth?;
+        ops::sync(&shared, body.decode()?).await.map(Json)
+    })
+    .await
+}
+
+async fn restart(State(shared): State<AppState>, headers: HeaderMap, auth: Auth) -> Response {
+    let span = operation_span!(Level::INFO, "instance.restart");
+    traced(span, &headers, async {
+        auth?;
+        ops::restart(&shared).map(|answer| (StatusCode::ACCEPTED, Json(answer)))
+    })
+    .await
+}
+
+async fn drop_slot(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    auth: Auth,
+    body: JsonBody<DropSlotRequest>,
+) -> Response {
+    let span = operation_span!(Level::INFO, "instance.drop_slot");
+    traced(span, &headers, async {
+        auth?;
+        ops::drop_slot(&shared, body.decode()?).await.map(Json)
+    })
+    .await
+}
+
+async fn password(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    auth: Auth,
+    body: JsonBody<PasswordRequest>,
+) -> Response {
+    let span = operation_span!(Level::INFO, "instance.password");
+    traced(span, &headers, async {
+        auth?;
+        ops::password(&shared, body.decode()?).await.map(Json)
+    })
+    .await
+}
+
+async fn start_backup(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    auth: Auth,
+    body: JsonBody<BackupRequest>,
+) -> Response {
+    let span = operation_span!(Level::INFO, "instance.backup");
+    traced(span, &headers, async {
+        auth?;
+        ops::start_backup(&shared, body.decode()?).map(|state| (StatusCode::ACCEPTED, Json(state)))
+    })
+    .await
+}
+
+async fn backups(State(shared): State<AppState>) -> Response {
+    Json(ops::backups(&shared)).into_response()
+}
+
+async fn restore_progress(State(shared): State<AppState>) -> Response {
+    ops::restore_progress(&shared).map(Json).into_response()
+}
+
+async fn wal_switch(State(shared): State<AppState>, headers: HeaderMap, auth: Auth) -> Response {
+    let span = operation_span!(Level::INFO, "instance.wal_switch");
+    traced(span, &headers, async {
+        auth?;
+        ops::wal_switch(&shared).await.map(Json)
+    })
+    .await
+}
+
+async fn retention(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    auth: Auth,
+    body: JsonBody<RetentionRequest>,
+) -> Response {
+    let span = operation_span!(Level::INFO, "instance.retention");
+    traced(span, &headers, async {
+        auth?;
+        ops::retention(&shared, body.decode()?).await.map(Json)
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use clap::Parser;
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+
+    use axum::body::Bytes;
+
+    use super::*;
+    use crate::instance::InstanceConfig;
+
+    #[derive(Parser)]
+    struct Args {
+        #[command(flatten)]
+        config: InstanceConfig,
+    }
+
+    /// An API on a loopback port for an instance with `token` (no
+    /// PostgreSQL behind it: only what answers without one is asked).
+    async fn api(token: Option<&str>) -> (String, watch::Sender<bool>) {
+        let mut args = vec![
+            "tusk",
+            "--instance=pg-1",
+            "--pgdata=/nonexistent/pgdata",
+            "--bootstrap=initdb",
+            "--superuser-password=s",
+            "--replication-password=r",
+        ];
+        let token = token.map(|t| format!("--token={t}"));
+        args.extend(token.as_deref());
+        let config = Args::try_parse_from(args).expect("arguments").config;
+        let shared = Arc::new(Shared::new(
+            config,
+            PathBuf::from("/nonexistent/bin"),
+            Default::default(),
+        ));
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(serve(listener, shared, stopped));
+        (url, stop)
+    }
+
+    /// Status, `WWW-Authenticate` and body of one request.
+    async fn call(
+        method: &str,
+        url: &str,
+        bearer: Option<&str>,
+        body: &str,
+    ) -> (u16, Option<String>, String) {
+        let mut request = http::Request::builder().method(method).uri(url);
+        if let Some(token) = bearer {
+            request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = request
+            .body(Full::new(Bytes::from(body.to_owned())))
+            .expect("request");
+        let client = Client::builder(TokioExecutor::new()).build_http();
+        let response = client.request(request).await.expect("response");
+        let status = response.status().as_u16();
+        let challenge = response
+            .headers()
+            .get(http::header::WWW_AUTHENTICATE)
+            .map(|v| v.to_str().expect("ascii").to_owned());
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        (
+            status,
+            challenge,
+            String::from_utf8_lossy(&body).into_owned(),
+        )
+    }
+
+    #[tokio::test]
+    async fn mutations_answer_as_before() {
+        let (url, _stop) = api(None).await;
+        assert_eq!(
+            call("POST", &format!("{url}{}", path::MEMBERS), Some("t"), "{}").await,
+            (
+                403,
+                None,
+                r#"{"error":"mutating endpoints are disabled: TUSK_INSTANCE_TOKEN is not set"}"#
+                    .to_owned()
+            )
+        );
+        let (url, _stop) = api(Some("t0ken")).await;
+        let members = format!("{url}{}", path::MEMBERS);
+        // The token is checked before the body is read.
+        assert_eq!(
+            call("POST", &members, Some("wrong"), "not json").await,
+            (
+                401,
+                Some("Bearer".to_owned()),
+                r#"{"error":"missing or wrong bearer token"}"#.to_owned()
+            )
+        );
+        let (status, challenge, body) = call("POST", &members, Some("t0ken"), "not json").await;
+        assert_eq!((status, challenge), (400, None));
+        assert!(body.starts_with(r#"{"error":"invalid body: "#), "{body}");
+        let body = r#"{"members":[{"name":"pg-2","address":"10.0.0.2"},{"name":"pg-1","address":"10.0.0.1"}]}"#;
+        assert_eq!(
+            call("POST", &members, Some("t0ken"), body).await,
+            (
+                200,
+                None,
+                r#"{"members":[{"name":"pg-1","address":"10.0.0.1"},{"name":"pg-2","address":"10.0.0.2"}]}"#
+                    .to_owned()
+            )
+        );
+        let (status, _, body) = call(
+            "POST",
+            &format!("{url}{}", path::RESTART),
+            Some("t0ken"),
+            "",
+        )
+        .await;
+        assert_eq!(
+            (status, body.as_str()),
+            (409, r#"{"error":"postgres is not running"}"#)
+        );
+    }
+
+    #[tokio::test]
+    async fn reads_answer_as_before() {
+        let (url, _stop) = api(Some("t0ken")).await;
+        assert_eq!(
+            call("GET", &format!("{url}{}", path::RESTORE), None, "").await,
+            (
+                404,
+                None,
+                r#"{"error":"this instance is not restoring"}"#.to_owned()
+            )
+        );
+        let (status, _, body) = call("GET", &format!("{url}{}", path::READYZ), None, "").await;
+        assert_eq!((status, body.as_str()), (503, "postgres is not running"));
+        let (status, _, body) = call("GET", &format!("{url}{}", path::STATUS), None, "").await;
+        assert_eq!(status, 503);
+        assert!(
+            body.starts_with(r#"{"error":"PostgreSQL is not available: "#),
+            "{body}"
+        );
+    }
+}
