@@ -1,6 +1,7 @@
 //! Component tests: base backups taken by `tusk instance` (`POST /backups`)
 //! of real PostgreSQL to a real S3 server (versitygw on loopback), proven by
 //! starting PostgreSQL on what was stored and replaying the archive.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: its helpers assert too
 
 mod instance_support;
 mod objectstore_support;

@@ -91,6 +91,7 @@
 //! another instance released. The tests
 //! print each counterexample, one line per tick (`cargo test --test
 //! failover_model -- --nocapture`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: its helpers assert too
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

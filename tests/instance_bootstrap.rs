@@ -1,5 +1,6 @@
 //! Component tests: bootstrapping a primary with `tusk instance` and rendering its
 //! configuration, against real PostgreSQL processes on loopback.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: its helpers assert too
 
 mod instance_support;
 

@@ -1,6 +1,7 @@
 //! Component test: `GET /metrics` of real `tusk instance` managers — a primary
 //! and a streaming replica on loopback — checked for the series and values
 //! PostgreSQL itself reports, and by `promtool check metrics`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: its helpers assert too
 
 mod instance_support;
 mod promtool_support;

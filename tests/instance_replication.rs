@@ -1,5 +1,6 @@
 //! Component tests: a replica cloned by `tusk instance`, streaming from the
 //! primary, and promoted through the API.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: its helpers assert too
 
 mod instance_support;
 

@@ -1,5 +1,6 @@
 //! Component test: the manager restarts a postmaster that dies, and starts
 //! one over the lock file a killed container left behind.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: its helpers assert too
 
 mod instance_support;
 

@@ -2,6 +2,7 @@
 //! in-pod manager must not reach into the controllers, the webhooks or kube's
 //! runtime, the contract is a leaf, and the graph of top-level modules has no
 //! cycle. A `use` that breaks a rule fails here with the offending file.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: its helpers assert too
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

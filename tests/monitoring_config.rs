@@ -3,6 +3,7 @@
 //! every metric the rules and the dashboard use is one Tusk exposes, the
 //! monitors select what Tusk creates, and the operator's exposition passes
 //! `promtool check metrics`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: its helpers assert too
 
 mod promtool_support;
 

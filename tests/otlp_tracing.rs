@@ -1,6 +1,7 @@
 //! Component test: a real `tusk instance` with `OTEL_EXPORTER_OTLP_ENDPOINT` set
 //! exports its operation spans over OTLP/HTTP to a real receiver on loopback,
 //! continuing the trace the caller sent, and flushes them when it stops.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: its helpers assert too
 
 mod instance_support;
 

@@ -3,6 +3,7 @@
 //! and the WAL after it, restored to a time between two commits, to the end
 //! of the archive, and refused (naming why) for a target before the backup
 //! and for an image of another major.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: its helpers assert too
 
 mod instance_support;
 mod objectstore_support;

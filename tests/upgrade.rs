@@ -1,6 +1,7 @@
 //! Component tests: `tusk upgrade` (check, run, rollback, stage-old) on real
 //! PostgreSQL 15 data upgraded to 17 on loopback, run as the `postgres` OS
 //! user as in a Job's pod.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: its helpers assert too
 
 // The harness's per-major macro is for tests of one major at a time.
 #[allow(unused_macros, unused_imports)]

@@ -1,5 +1,6 @@
 //! Component tests: the object store client and WAL archiving against a real
 //! S3 server (versitygw on loopback) and real PostgreSQL run by `tusk instance`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: its helpers assert too
 
 mod instance_support;
 mod objectstore_support;
