@@ -112,7 +112,7 @@ pub enum Action {
 }
 
 pub use crate::contract::Bootstrap;
-pub use crate::resources::upgrade::UpgradeStep as UpgradeJob;
+pub use crate::contract::UpgradeJob;
 
 /// Why a pod is deleted; goes into the Event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -59,7 +59,7 @@ pub use secret::{
 };
 pub use service::services;
 pub use upgrade::{
-    UpgradeJobInput, UpgradeJobOutcome, UpgradeStep, check_job, outcome, rollback_job, upgrade_job,
+    UpgradeJobInput, UpgradeJobOutcome, check_job, outcome, rollback_job, upgrade_job,
     upgrade_job_name,
 };
 pub use verify::{BACKUP_LABEL, verify_job, verify_job_name};
