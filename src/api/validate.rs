@@ -5,8 +5,10 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::model::{Defaults, ValidatedDatabase};
 use super::quantity;
 use super::status::AppliedSpec;
+use super::store;
 use super::v1::{self, ReplicationMode};
 use crate::postgres::params;
 
@@ -95,6 +97,27 @@ pub fn parse_retention(value: &str) -> Result<u64, String> {
         return Err(bad());
     }
     Ok(amount * seconds)
+}
+
+/// Checks a Database on its own (create, and every reconcile) with the
+/// operator's default store folded in ([`store::with_default`]), and
+/// resolves it for the builders: the errors of [`database`], or the model.
+pub fn validated(
+    db: &v1::Database,
+    defaults: &Defaults<'_>,
+) -> Result<ValidatedDatabase, Vec<FieldError>> {
+    let db = store::with_default(db, defaults.store);
+    let errors = database(&db);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    // [`database`] refused a version that does not parse.
+    let version = db
+        .spec
+        .version
+        .parse::<PgVersion>()
+        .map_err(|e| vec![FieldError::new("spec.version", e)])?;
+    Ok(ValidatedDatabase::new(&db, version, defaults))
 }
 
 /// Checks a Database on its own (create, and every reconcile).

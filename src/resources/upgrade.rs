@@ -20,13 +20,13 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
 
-use super::pod::{
-    DATA_VOLUME, RUN_VOLUME, TMP_VOLUME, TUSK_BIN_VOLUME, bootstrap_container,
-    container_security_context, mount, pod_security_context, secret_env,
+use super::container::{
+    DATA_MOUNT, DATA_VOLUME, PGDATA, POSTGRES_PORT, RUN_VOLUME, TMP_VOLUME, TUSK_BIN,
+    TUSK_BIN_VOLUME, bootstrap_container, container_security_context, mount, pod_security_context,
 };
-use super::secret::SecretKind;
-use super::{BuildConfig, DATA_MOUNT, PGDATA, POSTGRES_PORT, TUSK_BIN, hash, labels, object_meta};
-use crate::api::v1::Database;
+use super::secret::{SecretKind, secret_env};
+use super::{BuildConfig, hash, labels, object_meta};
+use crate::api::model::ValidatedDatabase;
 use crate::contract::{UpgradeJob, UpgradeOutcome, env};
 
 /// How long each kind of Job may run.
@@ -61,7 +61,7 @@ const ROLLBACK_DEADLINE_SECONDS: i64 = 600;
 /// What the upgrade Jobs are built from.
 #[derive(Clone, Debug)]
 pub struct UpgradeJobInput<'a> {
-    pub db: &'a Database,
+    pub db: &'a ValidatedDatabase,
     pub config: &'a BuildConfig,
     /// The image the primary ran before (the old major).
     pub old_image: String,
@@ -113,7 +113,7 @@ pub fn rollback_job(input: &UpgradeJobInput<'_>) -> Job {
 
 /// The Job of `step`.
 pub fn job(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> Job {
-    let db_name = input.db.name_any();
+    let db_name = input.db.name.clone();
     let name = upgrade_job_name(&db_name, step, input.old_major, input.new_major);
     let mut job_labels = labels::common(&db_name);
     job_labels.insert(labels::COMPONENT.to_owned(), COMPONENT.to_owned());
@@ -246,7 +246,7 @@ fn main_container(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> Container {
             }
             vars.push(secret_env(
                 env::SUPERUSER_PASSWORD,
-                &input.db.name_any(),
+                &input.db.name,
                 SecretKind::Superuser,
             ));
         }
@@ -375,6 +375,7 @@ fn unreported_failure(
 mod tests {
     use super::*;
     use crate::api::arbitrary::sample_database;
+    use crate::resources::tests::model;
     use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
     use k8s_openapi::api::core::v1::{
         ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus,
@@ -390,7 +391,7 @@ mod tests {
         }
     }
 
-    fn input<'a>(db: &'a Database, config: &'a BuildConfig) -> UpgradeJobInput<'a> {
+    fn input<'a>(db: &'a ValidatedDatabase, config: &'a BuildConfig) -> UpgradeJobInput<'a> {
         UpgradeJobInput {
             db,
             config,
@@ -447,7 +448,7 @@ mod tests {
         db.metadata.namespace = Some("shop".into());
         db.metadata.uid = Some("db-uid".into());
         let config = config();
-        let job = check_job(&input(&db, &config));
+        let job = check_job(&input(&model(&db), &config));
         assert_eq!(
             job.metadata.name.as_deref(),
             Some("orders-upgrade-check-15-17")
@@ -561,7 +562,7 @@ mod tests {
     fn the_upgrade_writes_and_the_rollback_runs_in_the_old_image_without_staging() {
         let db = sample_database();
         let config = config();
-        let job = upgrade_job(&input(&db, &config));
+        let job = upgrade_job(&input(&model(&db), &config));
         assert_eq!(job.metadata.name.as_deref(), Some("orders-upgrade-15-17"));
         assert_eq!(&command(&job)[..3], ["/tusk/bin/tusk", "upgrade", "run"]);
         assert!(!command(&job).iter().any(|a| a == "--primary-host"));
@@ -575,7 +576,7 @@ mod tests {
         assert_eq!(data.read_only, None);
         assert_eq!(pod.containers[0].env, None, "no password needed");
 
-        let job = rollback_job(&input(&db, &config));
+        let job = rollback_job(&input(&model(&db), &config));
         assert_eq!(
             job.metadata.name.as_deref(),
             Some("orders-upgrade-rollback-15-17")
@@ -605,7 +606,8 @@ mod tests {
     fn every_job_meets_pod_security_restricted() {
         let db = sample_database();
         let config = config();
-        let input = input(&db, &config);
+        let model = model(&db);
+        let input = input(&model, &config);
         for job in [check_job(&input), upgrade_job(&input), rollback_job(&input)] {
             let pod = spec(&job);
             let ctx = pod.security_context.clone().unwrap_or_default();

@@ -33,6 +33,7 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use tracing::warn;
 
+use crate::api::model::ValidatedDatabase;
 use crate::api::status::MigrationsStatus;
 use crate::api::v1::{Database, MigrationsSpec};
 use crate::controller::{Context, Error};
@@ -420,13 +421,19 @@ impl Step {
 /// One pass: observe the Jobs, decide, create or delete, publish Events.
 /// Nothing is listed for a Database that never had migrations. A failed call
 /// leaves the recorded status and the verdict it implies.
-pub async fn step(ctx: &Context, db: &Database, namespace: &str, settled: bool) -> Step {
+pub async fn step(
+    ctx: &Context,
+    db: &Database,
+    model: &ValidatedDatabase,
+    namespace: &str,
+    settled: bool,
+) -> Step {
     let recorded = db.status.as_ref().and_then(|s| s.migrations.as_ref());
     let spec = db.spec.migrations.as_ref();
     if spec.is_none() && recorded.is_none() {
         return Step::default();
     }
-    match run(ctx, db, namespace, settled).await {
+    match run(ctx, db, model, namespace, settled).await {
         Ok(step) => step,
         Err(error) => {
             warn!(%error, "migrations");
@@ -440,7 +447,13 @@ pub async fn step(ctx: &Context, db: &Database, namespace: &str, settled: bool) 
     }
 }
 
-async fn run(ctx: &Context, db: &Database, namespace: &str, settled: bool) -> Result<Step, Error> {
+async fn run(
+    ctx: &Context,
+    db: &Database,
+    model: &ValidatedDatabase,
+    namespace: &str,
+    settled: bool,
+) -> Result<Step, Error> {
     let recorded = db.status.as_ref().and_then(|s| s.migrations.as_ref());
     let spec = db.spec.migrations.as_ref();
     let jobs_api: Api<Job> = Api::namespaced(ctx.client.clone(), namespace);
@@ -458,7 +471,7 @@ async fn run(ctx: &Context, db: &Database, namespace: &str, settled: bool) -> Re
         }
     }
     if let (Some(version), Some(spec)) = (&decision.create, spec) {
-        let job = migration_job(db, spec, &ctx.build);
+        let job = migration_job(model, spec, &ctx.build);
         match jobs_api.create(&PostParams::default(), &job).await {
             Ok(_) => {
                 ctx.publish(

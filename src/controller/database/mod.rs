@@ -96,15 +96,17 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     let name = db.name_any();
     let namespace = namespace_of(db)?;
     ctx.metrics.track_database(&namespace, &name);
-    let errors = plan::validate(db);
-    if !errors.is_empty() {
-        let plan = plan::invalid(db, &errors);
-        write_status(db, api, ctx, &plan).await?;
-        reconciled(db, ctx);
-        info!(valid = false, "reconciled");
-        // Nothing changes until the object does.
-        return Ok(Action::await_change());
-    }
+    let model = match plan::validate(db, &ctx.build.defaults()) {
+        Ok(model) => model,
+        Err(errors) => {
+            let plan = plan::invalid(db, &errors);
+            write_status(db, api, ctx, &plan).await?;
+            reconciled(db, ctx);
+            info!(valid = false, "reconciled");
+            // Nothing changes until the object does.
+            return Ok(Action::await_change());
+        }
+    };
 
     let mut snapshot = observe::snapshot(
         &ctx.client,
@@ -125,7 +127,7 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     };
     let own_backups = backups::of_database(db, &all_backups);
     let last_backup = backups::last_backup(&own_backups);
-    let mut observed = observe::reduce(db, &snapshot, &ctx.build);
+    let mut observed = observe::reduce(db, &model, &snapshot, &ctx.build);
     observed.backups_possible = store::effective(db, None).is_some();
     observed.backups = own_backups
         .iter()
@@ -162,6 +164,7 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         instances: ctx.instances.as_ref(),
         build: &ctx.build,
         db,
+        model: &model,
         namespace: &namespace,
         snapshot: &snapshot,
     };
@@ -216,8 +219,14 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         decision.add(Verdict::blocked(refusal_reason(error), error.to_string()));
     }
     // Schema migrations start only on a settled Database (phase Ready).
-    let migration =
-        migrations::step(ctx, db, &namespace, decision.phase == DatabasePhase::Ready).await;
+    let migration = migrations::step(
+        ctx,
+        db,
+        &model,
+        &namespace,
+        decision.phase == DatabasePhase::Ready,
+    )
+    .await;
     migration.weigh(&mut decision);
     failure = failure.or(migration.error);
     let mut plan = plan::accepted(

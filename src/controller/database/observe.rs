@@ -17,8 +17,9 @@ use kube::{Resource, ResourceExt};
 
 use super::instances::Instances;
 use super::restore::{self, Resolved};
+use crate::api::model::ValidatedDatabase;
 use crate::api::quantity;
-use crate::api::status::{AppliedSpec, InstanceRole, InstanceStatus};
+use crate::api::status::{AppliedSpec, InstanceStatus};
 use crate::api::v1::{Database, ObjectStore};
 use crate::contract::env::BOOTSTRAP_ANNOTATION;
 use crate::contract::{API_VERSION, Bootstrap, Credential, Lsn, RestoreProgress, Role, Status};
@@ -289,7 +290,12 @@ fn ha_view(ha: &crate::contract::HaStatus) -> crate::lifecycle::HaView {
 }
 
 /// The facts the lifecycle decides on (pure).
-pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observed {
+pub fn reduce(
+    db: &Database,
+    model: &ValidatedDatabase,
+    snapshot: &Snapshot,
+    build: &BuildConfig,
+) -> Observed {
     let name = db.name_any();
     let mut instances: BTreeMap<u32, Instance> = BTreeMap::new();
     let wanted_bytes = quantity::parse_bytes(&db.spec.storage.size).ok();
@@ -335,7 +341,7 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
             manager,
             ready: pod_ready(pod),
             image: postgres_image(pod),
-            outdated: outdated(db, serial, pod, build),
+            outdated: outdated(model, serial, pod, build),
             api_mismatch,
             address: pod.status.as_ref().and_then(|s| s.pod_ip.clone()),
             node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
@@ -364,7 +370,7 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
         .unwrap_or(Change::Nothing);
     let built_secrets: Vec<Secret> = SecretKind::ALL
         .iter()
-        .map(|kind| resources::secret(db, *kind, ""))
+        .map(|kind| resources::secret(model, *kind, ""))
         .collect();
     let secrets = built_secrets.iter().all(|built| {
         snapshot
@@ -392,7 +398,7 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
     })
     .map(|(_, credential)| credential)
     .collect();
-    let services = resources::services(db).iter().all(|built| {
+    let services = resources::services(model).iter().all(|built| {
         snapshot
             .services
             .iter()
@@ -401,7 +407,7 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
     });
     // Exactly the budgets the builder makes, as built: one left over from a
     // larger instance count would block draining the remaining replica.
-    let budgets = resources::pod_disruption_budgets(db);
+    let budgets = resources::pod_disruption_budgets(model);
     let budget_names: BTreeSet<String> = budgets.iter().map(ResourceExt::name_any).collect();
     let surplus_budgets: Vec<String> = snapshot
         .pdbs
@@ -440,7 +446,7 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
         pod_disruption_budgets,
         surplus_budgets,
         routing: routing(&name, &snapshot.endpoints),
-        desired_image: resources::image(db, build),
+        desired_image: model.image.clone(),
         short_volumes,
         instances,
         sync,
@@ -483,24 +489,17 @@ fn store_credentials(db: &Database) -> Option<String> {
         .clone()
 }
 
-/// Whether the pod was built from another spec than a fresh build for the
-/// current one. A pod without the annotation was not built by Tusk's
-/// builders as they are: outdated.
-fn outdated(db: &Database, serial: u32, pod: &KubePod, build: &BuildConfig) -> bool {
-    // The hash leaves role and bootstrap out, so any will do for the build.
-    let fresh =
-        resources::instance_pod_with(db, serial, InstanceRole::Replica, Bootstrap::Clone, build);
-    let want = fresh
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(SPEC_HASH_ANNOTATION));
+/// Whether the pod was built from another spec than the current one. A pod
+/// without the annotation was not built by Tusk's builders as they are:
+/// outdated.
+fn outdated(model: &ValidatedDatabase, serial: u32, pod: &KubePod, build: &BuildConfig) -> bool {
+    let want = resources::instance_spec_hash(model, serial, &model.image, build);
     let have = pod
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(SPEC_HASH_ANNOTATION));
-    want != have || have.is_none()
+    have != Some(&want)
 }
 
 fn pod_ready(pod: &KubePod) -> bool {
