@@ -20,6 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
+use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
@@ -402,11 +403,11 @@ async fn write_status(
 /// depth and `tusk_databases` by phase. `stores` are the caches of every
 /// Database controller (one per watched namespace).
 pub async fn sample(
-    stores: Vec<Store<Database>>,
+    stores: Vec<Store<DeserializeGuard<Database>>>,
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
 ) {
-    super::sample_every(stores, shutdown, |databases| {
+    super::guarded::sample_decoded(stores, shutdown, |databases| {
         ctx.metrics
             .set_queue_depth(CONTROLLER, ctx.queue_depth(databases));
         ctx.metrics.set_databases(
