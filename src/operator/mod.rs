@@ -428,6 +428,50 @@ async fn start_webhooks(
     Ok(())
 }
 
+/// The Database and Backup controllers of every scope, and their samplers,
+/// once this replica leads; until `shutdown`.
+async fn run_controllers(
+    client: Client,
+    metrics: Metrics,
+    reporter: Reporter,
+    namespaces: Vec<String>,
+    build: BuildConfig,
+    mut leading: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
+) {
+    if leading.wait_for(|l| *l).await.is_err() {
+        return;
+    }
+    info!("leading: starting the controllers");
+    let db_ctx = Context::new(
+        client.clone(),
+        metrics.clone(),
+        reporter.clone(),
+        build.clone(),
+    );
+    let backup_ctx = Context::new(client.clone(), metrics.clone(), reporter, build);
+    let mut tasks = Vec::new();
+    let mut db_stores = Vec::new();
+    for api in apis::<Database>(&client, &namespaces) {
+        let (store, run) = run_database(client.clone(), api, db_ctx.clone(), shutdown.clone());
+        db_stores.push(store);
+        tasks.push(run);
+    }
+    let mut backup_stores = Vec::new();
+    for (backups, databases) in
+        apis::<Backup>(&client, &namespaces)
+            .into_iter()
+            .zip(apis::<DeserializeGuard<Database>>(&client, &namespaces))
+    {
+        let (store, run) = run_backup(backups, databases, backup_ctx.clone(), shutdown.clone());
+        backup_stores.push(store);
+        tasks.push(run);
+    }
+    tasks.push(database::sample(db_stores, db_ctx.clone(), shutdown.clone()).boxed());
+    tasks.push(backup::sample(backup_stores, backup_ctx.clone(), shutdown.clone()).boxed());
+    join_all(tasks).await;
+}
+
 pub async fn run(config: OperatorConfig) -> Result<(), Error> {
     telemetry::init_logging()?;
     // One process-wide TLS provider (ring, as kube uses) for the webhook server.
@@ -452,7 +496,7 @@ pub async fn run(config: OperatorConfig) -> Result<(), Error> {
     }
     let server = tokio::spawn(http::serve(config.metrics_addr, state, shutdown.clone()));
 
-    let (leading_tx, mut leading) = watch::channel(!config.leader_election);
+    let (leading_tx, leading) = watch::channel(!config.leader_election);
     let election = if config.leader_election {
         let leases: Api<Lease> = Api::namespaced(client.clone(), &config.lease_namespace);
         let leader = leader::LeaderConfig::new(config.lease_name.clone(), identity.clone());
@@ -473,46 +517,15 @@ pub async fn run(config: OperatorConfig) -> Result<(), Error> {
         controller: "tusk".to_owned(),
         instance: Some(identity),
     };
-    let controllers = {
-        let client = client.clone();
-        let shutdown = shutdown.clone();
-        let namespaces = config.namespaces.clone();
-        let build = config.build_config();
-        async move {
-            if leading.wait_for(|l| *l).await.is_err() {
-                return;
-            }
-            info!("leading: starting the controllers");
-            let db_ctx = Context::new(
-                client.clone(),
-                metrics.clone(),
-                reporter.clone(),
-                build.clone(),
-            );
-            let backup_ctx = Context::new(client.clone(), metrics.clone(), reporter, build);
-            let mut tasks = Vec::new();
-            let mut db_stores = Vec::new();
-            for api in apis::<Database>(&client, &namespaces) {
-                let (store, run) =
-                    run_database(client.clone(), api, db_ctx.clone(), shutdown.clone());
-                db_stores.push(store);
-                tasks.push(run);
-            }
-            let mut backup_stores = Vec::new();
-            for (backups, databases) in apis::<Backup>(&client, &namespaces)
-                .into_iter()
-                .zip(apis::<DeserializeGuard<Database>>(&client, &namespaces))
-            {
-                let (store, run) =
-                    run_backup(backups, databases, backup_ctx.clone(), shutdown.clone());
-                backup_stores.push(store);
-                tasks.push(run);
-            }
-            tasks.push(database::sample(db_stores, db_ctx.clone(), shutdown.clone()).boxed());
-            tasks.push(backup::sample(backup_stores, backup_ctx.clone(), shutdown.clone()).boxed());
-            join_all(tasks).await;
-        }
-    };
+    let controllers = run_controllers(
+        client.clone(),
+        metrics,
+        reporter,
+        config.namespaces.clone(),
+        config.build_config(),
+        leading,
+        shutdown.clone(),
+    );
 
     let outcome = tokio::select! {
         result = election => result,

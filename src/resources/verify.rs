@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    EmptyDirVolumeSource, EnvVar, PodTemplateSpec, ResourceRequirements,
+    Container, EmptyDirVolumeSource, EnvVar, PodTemplateSpec, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -73,28 +73,7 @@ pub fn verify_job(
         .iter_mut()
         .filter(|c| c.name == POSTGRES_CONTAINER)
     {
-        // A backup taken before a major upgrade is restored by its own major.
-        if let Some(image) = backup.status.as_ref().and_then(|s| s.image.clone()) {
-            container.image = Some(image);
-        }
-        container.command = Some(vec![format!("{TUSK_BIN}/tusk"), "verify-backup".to_owned()]);
-        container.ports = None;
-        container.readiness_probe = None;
-        container.liveness_probe = None;
-        container.startup_probe = None;
-        container.resources = Some(ResourceRequirements {
-            requests: Some(BTreeMap::from([
-                ("cpu".to_owned(), Quantity("100m".to_owned())),
-                ("memory".to_owned(), Quantity("256Mi".to_owned())),
-            ])),
-            limits: Some(BTreeMap::from([
-                ("cpu".to_owned(), Quantity("1".to_owned())),
-                ("memory".to_owned(), Quantity("1Gi".to_owned())),
-            ])),
-            ..ResourceRequirements::default()
-        });
-        let vars = container.env.take().unwrap_or_default();
-        container.env = Some(verification_env(vars, &name));
+        verify_in(container, backup, &name);
     }
     let labels = BTreeMap::from([
         (
@@ -126,6 +105,33 @@ pub fn verify_job(
         }),
         status: None,
     }
+}
+
+/// Turns the instance's PostgreSQL `container` into the one that verifies
+/// `backup` in Job `name`: `tusk verify-backup`, bounded, without probes or ports.
+fn verify_in(container: &mut Container, backup: &Backup, name: &str) {
+    // A backup taken before a major upgrade is restored by its own major.
+    if let Some(image) = backup.status.as_ref().and_then(|s| s.image.clone()) {
+        container.image = Some(image);
+    }
+    container.command = Some(vec![format!("{TUSK_BIN}/tusk"), "verify-backup".to_owned()]);
+    container.ports = None;
+    container.readiness_probe = None;
+    container.liveness_probe = None;
+    container.startup_probe = None;
+    container.resources = Some(ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_owned(), Quantity("100m".to_owned())),
+            ("memory".to_owned(), Quantity("256Mi".to_owned())),
+        ])),
+        limits: Some(BTreeMap::from([
+            ("cpu".to_owned(), Quantity("1".to_owned())),
+            ("memory".to_owned(), Quantity("1Gi".to_owned())),
+        ])),
+        ..ResourceRequirements::default()
+    });
+    let vars = container.env.take().unwrap_or_default();
+    container.env = Some(verification_env(vars, name));
 }
 
 /// The instance's environment for a verification: without this Database's
