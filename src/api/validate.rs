@@ -1,6 +1,7 @@
 //! Rules beyond the schema. The same functions run in the validating webhook and
 //! in the reconciler, so a Database admitted while webhooks were down still cannot
-//! make Tusk do something unsafe.
+//! make Tusk do something unsafe. A Database that passes becomes the model the
+//! builders take ([`validated`], [`super::model`]).
 
 use std::fmt;
 use std::str::FromStr;
