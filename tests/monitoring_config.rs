@@ -15,9 +15,9 @@ use serde::Deserialize;
 use serde_yaml::Value;
 use tusk::api::status::{DatabasePhase, InstanceRole};
 use tusk::api::v1::Database;
-use tusk::contract::Role;
+use tusk::contract::{Bootstrap, Role};
 use tusk::instance::metrics::{self as instance_metrics, Archiver, ReplicaLag, Sample, Standby};
-use tusk::resources::{BuildConfig, instance_pod, labels};
+use tusk::resources::{BuildConfig, PlannedInstance, instance_pod, labels};
 use tusk::telemetry::metrics::{BackupResult, DatabaseLabels, Metrics, exposition};
 
 fn repo(path: &str) -> PathBuf {
@@ -410,8 +410,18 @@ fn the_pod_monitor_scrapes_the_instance_managers_port() {
     assert_eq!(monitor["kind"], "PodMonitor");
     assert_eq!(monitor["spec"]["namespaceSelector"]["any"], true);
     let endpoint = &monitor["spec"]["podMetricsEndpoints"][0];
-    for role in [InstanceRole::Primary, InstanceRole::Replica] {
-        let pod = instance_pod(&db, 1, role, &build);
+    let model = tusk::api::validate::validated(&db, &build.defaults()).expect("a valid sample");
+    for (role, bootstrap) in [
+        (InstanceRole::Primary, Bootstrap::Initdb),
+        (InstanceRole::Replica, Bootstrap::Clone),
+    ] {
+        let planned = PlannedInstance {
+            serial: 1,
+            role,
+            bootstrap,
+            image: &model.image,
+        };
+        let pod = instance_pod(&model, &planned, &build);
         let pod_labels = pod.metadata.labels.clone().expect("labels");
         assert!(
             selector_matches(&monitor["spec"]["selector"], &pod_labels),

@@ -3,6 +3,7 @@
 
 pub mod conversion;
 pub mod crd;
+pub mod model;
 pub mod quantity;
 pub mod status;
 pub mod store;

@@ -1,12 +1,15 @@
 //! Rules beyond the schema. The same functions run in the validating webhook and
 //! in the reconciler, so a Database admitted while webhooks were down still cannot
-//! make Tusk do something unsafe.
+//! make Tusk do something unsafe. A Database that passes becomes the model the
+//! builders take ([`validated`], [`super::model`]).
 
 use std::fmt;
 use std::str::FromStr;
 
+use super::model::{Defaults, ValidatedDatabase};
 use super::quantity;
 use super::status::AppliedSpec;
+use super::store;
 use super::v1::{self, ReplicationMode};
 use crate::postgres::params;
 
@@ -97,6 +100,27 @@ pub fn parse_retention(value: &str) -> Result<u64, String> {
     Ok(amount * seconds)
 }
 
+/// Checks a Database on its own (create, and every reconcile) with the
+/// operator's default store folded in ([`store::with_default`]), and
+/// resolves it for the builders: the errors of [`database`], or the model.
+pub fn validated(
+    db: &v1::Database,
+    defaults: &Defaults<'_>,
+) -> Result<ValidatedDatabase, Vec<FieldError>> {
+    let db = store::with_default(db, defaults.store);
+    let errors = database(&db);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    // [`database`] refused a version that does not parse.
+    let version = db
+        .spec
+        .version
+        .parse::<PgVersion>()
+        .map_err(|e| vec![FieldError::new("spec.version", e)])?;
+    Ok(ValidatedDatabase::new(&db, version, defaults))
+}
+
 /// Checks a Database on its own (create, and every reconcile).
 pub fn database(db: &v1::Database) -> Vec<FieldError> {
     let mut errors = Vec::new();
@@ -145,97 +169,121 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
         ));
     }
     if let Some(bootstrap) = &spec.bootstrap {
-        match (&bootstrap.initdb, &bootstrap.recovery) {
-            (Some(_), Some(_)) | (None, None) => errors.push(FieldError::new(
-                "spec.bootstrap",
-                "must set exactly one of initdb or recovery",
-            )),
-            (_, Some(recovery)) => {
-                if let Some(time) = &recovery.target_time
-                    && time.parse::<k8s_openapi::jiff::Timestamp>().is_err()
-                {
-                    errors.push(FieldError::new(
-                        "spec.bootstrap.recovery.targetTime",
-                        format!("{time:?} is not an RFC 3339 time such as 2026-11-22T10:00:00Z"),
-                    ));
-                }
-                let named = [
-                    recovery.backup.is_some(),
-                    recovery.source.is_some(),
-                    recovery.source_name.is_some(),
-                ];
-                if named.iter().filter(|n| **n).count() != 1 {
-                    errors.push(FieldError::new(
-                        "spec.bootstrap.recovery",
-                        "must name exactly one of backup, source or sourceName",
-                    ));
-                }
-                if recovery.source.is_some() && recovery.object_store.is_some() {
-                    errors.push(FieldError::new(
-                        "spec.bootstrap.recovery.objectStore",
-                        "is not used with source: the source Database's store is read",
-                    ));
-                }
-                if recovery.target_time.is_some() && recovery.target_lsn.is_some() {
-                    errors.push(FieldError::new(
-                        "spec.bootstrap.recovery",
-                        "may set targetTime or targetLsn, not both",
-                    ));
-                }
-            }
-            (Some(_), None) => {}
-        }
+        errors.extend(bootstrap_errors(bootstrap));
     }
     if let Some(backup) = &spec.backup {
-        if let Some(schedule) = &backup.schedule
-            && let Err(e) = parse_schedule(schedule)
-        {
-            errors.push(FieldError::new("spec.backup.schedule", e));
-        }
-        if let Some(retention) = &backup.retention
-            && let Err(e) = parse_retention(retention)
-        {
-            errors.push(FieldError::new("spec.backup.retention", e));
-        }
-        if (backup.schedule.is_some() || backup.retention.is_some())
-            && backup.object_store.is_none()
-        {
-            errors.push(FieldError::new(
-                "spec.backup.objectStore",
-                "is required when spec.backup.schedule or spec.backup.retention is set: \
-                 set spec.backup.objectStore, or install the operator with a default object store \
-                 (Helm value defaultObjectStore; TUSK_DEFAULT_OBJECTSTORE_BUCKET in the Subscription's config.env)",
-            ));
-        }
+        errors.extend(backup_errors(backup));
     }
     if let Some(migrations) = &spec.migrations {
-        if migrations.image.trim().is_empty() {
-            errors.push(FieldError::new(
-                "spec.migrations.image",
-                "is required: the container image that runs the migrations",
-            ));
-        }
-        if migrations.version.trim().is_empty() || migrations.version.len() > 63 {
-            errors.push(FieldError::new(
-                "spec.migrations.version",
-                "must be 1 to 63 characters, for example the application's release",
-            ));
-        }
+        errors.extend(migrations_errors(migrations));
     }
     if let Some(primary) = &spec.primary {
-        let serial = primary
-            .strip_prefix(name)
-            .and_then(|rest| rest.strip_prefix('-'));
-        if !serial.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())) {
-            errors.push(FieldError::new(
-                "spec.primary",
-                format!(
-                    "{primary:?} is not an instance of this database (expected {name}-<number>)"
-                ),
-            ));
-        }
+        errors.extend(primary_error(name, primary));
     }
     errors
+}
+
+/// `spec.bootstrap`: exactly one way, and a recovery that names one source
+/// and at most one target.
+fn bootstrap_errors(bootstrap: &v1::BootstrapSpec) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    match (&bootstrap.initdb, &bootstrap.recovery) {
+        (Some(_), Some(_)) | (None, None) => errors.push(FieldError::new(
+            "spec.bootstrap",
+            "must set exactly one of initdb or recovery",
+        )),
+        (_, Some(recovery)) => {
+            if let Some(time) = &recovery.target_time
+                && time.parse::<k8s_openapi::jiff::Timestamp>().is_err()
+            {
+                errors.push(FieldError::new(
+                    "spec.bootstrap.recovery.targetTime",
+                    format!("{time:?} is not an RFC 3339 time such as 2026-11-22T10:00:00Z"),
+                ));
+            }
+            let named = [
+                recovery.backup.is_some(),
+                recovery.source.is_some(),
+                recovery.source_name.is_some(),
+            ];
+            if named.iter().filter(|n| **n).count() != 1 {
+                errors.push(FieldError::new(
+                    "spec.bootstrap.recovery",
+                    "must name exactly one of backup, source or sourceName",
+                ));
+            }
+            if recovery.source.is_some() && recovery.object_store.is_some() {
+                errors.push(FieldError::new(
+                    "spec.bootstrap.recovery.objectStore",
+                    "is not used with source: the source Database's store is read",
+                ));
+            }
+            if recovery.target_time.is_some() && recovery.target_lsn.is_some() {
+                errors.push(FieldError::new(
+                    "spec.bootstrap.recovery",
+                    "may set targetTime or targetLsn, not both",
+                ));
+            }
+        }
+        (Some(_), None) => {}
+    }
+    errors
+}
+
+/// `spec.backup`: a schedule and a retention that parse, and a store for them.
+fn backup_errors(backup: &v1::BackupConfig) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if let Some(schedule) = &backup.schedule
+        && let Err(e) = parse_schedule(schedule)
+    {
+        errors.push(FieldError::new("spec.backup.schedule", e));
+    }
+    if let Some(retention) = &backup.retention
+        && let Err(e) = parse_retention(retention)
+    {
+        errors.push(FieldError::new("spec.backup.retention", e));
+    }
+    if (backup.schedule.is_some() || backup.retention.is_some()) && backup.object_store.is_none() {
+        errors.push(FieldError::new(
+            "spec.backup.objectStore",
+            "is required when spec.backup.schedule or spec.backup.retention is set: \
+             set spec.backup.objectStore, or install the operator with a default object store \
+             (Helm value defaultObjectStore; TUSK_DEFAULT_OBJECTSTORE_BUCKET in the Subscription's config.env)",
+        ));
+    }
+    errors
+}
+
+/// `spec.migrations`: an image and a version.
+fn migrations_errors(migrations: &v1::MigrationsSpec) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if migrations.image.trim().is_empty() {
+        errors.push(FieldError::new(
+            "spec.migrations.image",
+            "is required: the container image that runs the migrations",
+        ));
+    }
+    if migrations.version.trim().is_empty() || migrations.version.len() > 63 {
+        errors.push(FieldError::new(
+            "spec.migrations.version",
+            "must be 1 to 63 characters, for example the application's release",
+        ));
+    }
+    errors
+}
+
+/// `spec.primary`: one of this Database's instances (`<name>-<serial>`).
+fn primary_error(name: &str, primary: &str) -> Option<FieldError> {
+    let serial = primary
+        .strip_prefix(name)
+        .and_then(|rest| rest.strip_prefix('-'));
+    let named = serial.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
+    (!named).then(|| {
+        FieldError::new(
+            "spec.primary",
+            format!("{primary:?} is not an instance of this database (expected {name}-<number>)"),
+        )
+    })
 }
 
 /// Checks a change from `old` to `new`: everything [`database`] checks, plus the

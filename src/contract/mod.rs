@@ -1,7 +1,7 @@
 //! The one contract between the operator and `tusk instance`: the HTTP paths
 //! of the instance API, its request and response bodies, the pod environment
 //! the pod builder sets and the manager reads, and the vocabulary both sides
-//! share ([`Role`], [`Lsn`], [`Bootstrap`], [`Change`]).
+//! share ([`Role`], [`Lsn`], [`Bootstrap`], [`Change`], [`UpgradeJob`]).
 //!
 //! A leaf: it depends on nothing else in the crate, so the operator, the
 //! in-pod manager and the pure planners can all use it without depending on
@@ -11,12 +11,14 @@
 
 pub mod env;
 mod lsn;
+mod upgrade;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 pub use lsn::{Lsn, ParseLsnError};
+pub use upgrade::UpgradeJob;
 
 /// The version of the instance API this build speaks; reported on `/status`.
 /// 1 was the unversioned API (no `apiVersion` field); 2 adds it, numeric

@@ -5,6 +5,7 @@ pub mod conditions;
 pub mod credentials;
 pub mod database;
 mod error;
+pub mod guarded;
 pub mod leases;
 pub mod verification;
 
@@ -399,7 +400,7 @@ mod tests {
     use crate::api::v1::Database;
     use prometheus_client::registry::Registry;
 
-    fn context() -> Arc<Context> {
+    pub(super) fn context() -> Arc<Context> {
         context_with(&mut Registry::default())
     }
 
@@ -465,6 +466,8 @@ mod tests {
     #[tokio::test]
     async fn the_database_sampler_reports_phases_and_queue_depth_once_the_cache_is_listed() {
         use crate::api::status::{DatabasePhase, DatabaseStatus};
+        use kube::core::DeserializeGuard;
+        use kube::core::error_boundary::InvalidObject;
         use kube::runtime::{reflector, watcher};
 
         let mut registry = Registry::default();
@@ -474,7 +477,7 @@ mod tests {
                 .expect("encode")
                 .body
         };
-        let (store, mut writer) = reflector::store::<Database>();
+        let (store, mut writer) = reflector::store::<DeserializeGuard<Database>>();
         let (stop, shutdown) = watch::channel(false);
         let sampler = tokio::spawn(database::sample(vec![store], ctx.clone(), shutdown));
 
@@ -489,10 +492,17 @@ mod tests {
         });
         drop(ctx.pass("database", &ready));
         writer.apply_watcher_event(&watcher::Event::Init);
-        writer.apply_watcher_event(&watcher::Event::InitApply(ready));
-        writer.apply_watcher_event(&watcher::Event::InitApply(
+        writer.apply_watcher_event(&watcher::Event::InitApply(DeserializeGuard(Ok(ready))));
+        writer.apply_watcher_event(&watcher::Event::InitApply(DeserializeGuard(Ok(
             (*database("users", "3")).clone(),
-        ));
+        ))));
+        // One that does not decode is in the cache but in no count.
+        writer.apply_watcher_event(&watcher::Event::InitApply(DeserializeGuard(Err(
+            InvalidObject {
+                error: "invalid type: integer `17`, expected a string".into(),
+                metadata: database("broken", "2").metadata.clone(),
+            },
+        ))));
         writer.apply_watcher_event(&watcher::Event::InitDone);
 
         let deadline = Instant::now() + Duration::from_secs(5);

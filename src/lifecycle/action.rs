@@ -143,7 +143,7 @@ pub enum BackupPurpose {
 }
 
 pub use crate::contract::Bootstrap;
-pub use crate::resources::upgrade::UpgradeStep as UpgradeJob;
+pub use crate::contract::UpgradeJob;
 
 /// Why a pod is deleted; goes into the Event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -19,8 +19,9 @@
 
 use crate::api::status::{UpgradeStatus, UpgradeStep};
 use crate::api::validate::PgVersion;
+use crate::contract::UpgradeJob;
 use crate::resources::names;
-use crate::resources::upgrade::{UpgradeStep as UpgradeJob, upgrade_job_name};
+use crate::resources::upgrade::upgrade_job_name;
 
 use super::action::{Action, BackupPurpose, DeleteReason};
 use super::context::Context;

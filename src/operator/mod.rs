@@ -13,6 +13,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::Api;
+use kube::core::DeserializeGuard;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
@@ -22,7 +23,7 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::api::v1::{Backup, Database, ObjectStore};
-use crate::controller::{self, Context, backup, database};
+use crate::controller::{self, Context, backup, database, guarded};
 use crate::resources::{BuildConfig, labels};
 use crate::telemetry::{self, metrics::Metrics};
 use crate::webhook::rotation::{self, RotationConfig};
@@ -248,12 +249,15 @@ where
 }
 
 /// The Database controller of one scope, and its cache (for the sampled metrics).
+///
+/// Databases are watched through [`DeserializeGuard`]: one that does not
+/// decode is reported and skipped, never the end of the watch.
 fn run_database(
     client: Client,
     api: Api<Database>,
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
-) -> (Store<Database>, BoxFuture<'static, ()>) {
+) -> (Store<DeserializeGuard<Database>>, BoxFuture<'static, ()>) {
     // What Tusk creates wakes its Database as it changes: a pod becoming ready
     // is the usual next step, and an edited Service or PDB or a deleted Secret
     // is drift to correct now rather than at the next steady requeue. Only
@@ -265,7 +269,8 @@ fn run_database(
             labels::MANAGED_BY_VALUE
         ))
         .any_semantic();
-    let controller = Controller::new(api.clone(), watcher::Config::default().any_semantic())
+    let guarded = same_scope::<DeserializeGuard<Database>>(&client, &api);
+    let controller = Controller::new(guarded, watcher::Config::default().any_semantic())
         .owns(same_scope::<Pod>(&client, &api), owned.clone())
         .owns(
             same_scope::<PersistentVolumeClaim>(&client, &api),
@@ -287,17 +292,19 @@ fn run_database(
         );
     // A primary lease that stops changing, or changes hands, wakes its
     // Database at once: the failover clock starts there.
-    let controller = controller.reconcile_on(crate::controller::leases::triggers(
-        same_scope::<Lease>(&client, &api),
-        ctx.leases.clone(),
-    ));
+    let controller = controller.reconcile_on(
+        crate::controller::leases::triggers(same_scope::<Lease>(&client, &api), ctx.leases.clone())
+            .map(|db| guarded_ref(&db)),
+    );
     let store = controller.store();
     let run = controller
         .graceful_shutdown_on(stopped(shutdown))
         .run(
-            database::reconcile,
-            |db, error, ctx| {
-                controller::error_policy(database::CONTROLLER, db.as_ref(), error, &ctx)
+            |guard, ctx| {
+                guarded::reconcile_decoded(database::CONTROLLER, guard, ctx, database::reconcile)
+            },
+            |guard, error, ctx| {
+                controller::error_policy(database::CONTROLLER, guard.as_ref(), error, &ctx)
             },
             ctx,
         )
@@ -309,10 +316,19 @@ fn run_database(
     (store, run.boxed())
 }
 
+/// `db`'s reference as the guarded Database controller knows it.
+fn guarded_ref(db: &ObjectRef<Database>) -> ObjectRef<DeserializeGuard<Database>> {
+    let object = ObjectRef::new(&db.name);
+    match &db.namespace {
+        Some(namespace) => object.within(namespace),
+        None => object,
+    }
+}
+
 /// The Backup controller of one scope, and its cache (for the sampled metrics).
 fn run_backup(
     backups: Api<Backup>,
-    databases: Api<Database>,
+    databases: Api<DeserializeGuard<Database>>,
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
 ) -> (Store<Backup>, BoxFuture<'static, ()>) {
@@ -321,10 +337,12 @@ fn run_backup(
     let cache = store.clone();
     // A Backup that names a Database not created yet is revisited when it appears.
     let run = controller
+        // Only the Database's name is needed: one that does not decode still
+        // names its Backups, and never ends the watch.
         .watches(
             databases,
             watcher::Config::default().any_semantic(),
-            move |db: Database| {
+            move |db: DeserializeGuard<Database>| {
                 let namespace = db.namespace();
                 let name = db.name_any();
                 store
@@ -410,6 +428,50 @@ async fn start_webhooks(
     Ok(())
 }
 
+/// The Database and Backup controllers of every scope, and their samplers,
+/// once this replica leads; until `shutdown`.
+async fn run_controllers(
+    client: Client,
+    metrics: Metrics,
+    reporter: Reporter,
+    namespaces: Vec<String>,
+    build: BuildConfig,
+    mut leading: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
+) {
+    if leading.wait_for(|l| *l).await.is_err() {
+        return;
+    }
+    info!("leading: starting the controllers");
+    let db_ctx = Context::new(
+        client.clone(),
+        metrics.clone(),
+        reporter.clone(),
+        build.clone(),
+    );
+    let backup_ctx = Context::new(client.clone(), metrics.clone(), reporter, build);
+    let mut tasks = Vec::new();
+    let mut db_stores = Vec::new();
+    for api in apis::<Database>(&client, &namespaces) {
+        let (store, run) = run_database(client.clone(), api, db_ctx.clone(), shutdown.clone());
+        db_stores.push(store);
+        tasks.push(run);
+    }
+    let mut backup_stores = Vec::new();
+    for (backups, databases) in
+        apis::<Backup>(&client, &namespaces)
+            .into_iter()
+            .zip(apis::<DeserializeGuard<Database>>(&client, &namespaces))
+    {
+        let (store, run) = run_backup(backups, databases, backup_ctx.clone(), shutdown.clone());
+        backup_stores.push(store);
+        tasks.push(run);
+    }
+    tasks.push(database::sample(db_stores, db_ctx.clone(), shutdown.clone()).boxed());
+    tasks.push(backup::sample(backup_stores, backup_ctx.clone(), shutdown.clone()).boxed());
+    join_all(tasks).await;
+}
+
 pub async fn run(config: OperatorConfig) -> Result<(), Error> {
     telemetry::init_logging()?;
     // One process-wide TLS provider (ring, as kube uses) for the webhook server.
@@ -434,7 +496,7 @@ pub async fn run(config: OperatorConfig) -> Result<(), Error> {
     }
     let server = tokio::spawn(http::serve(config.metrics_addr, state, shutdown.clone()));
 
-    let (leading_tx, mut leading) = watch::channel(!config.leader_election);
+    let (leading_tx, leading) = watch::channel(!config.leader_election);
     let election = if config.leader_election {
         let leases: Api<Lease> = Api::namespaced(client.clone(), &config.lease_namespace);
         let leader = leader::LeaderConfig::new(config.lease_name.clone(), identity.clone());
@@ -455,46 +517,15 @@ pub async fn run(config: OperatorConfig) -> Result<(), Error> {
         controller: "tusk".to_owned(),
         instance: Some(identity),
     };
-    let controllers = {
-        let client = client.clone();
-        let shutdown = shutdown.clone();
-        let namespaces = config.namespaces.clone();
-        let build = config.build_config();
-        async move {
-            if leading.wait_for(|l| *l).await.is_err() {
-                return;
-            }
-            info!("leading: starting the controllers");
-            let db_ctx = Context::new(
-                client.clone(),
-                metrics.clone(),
-                reporter.clone(),
-                build.clone(),
-            );
-            let backup_ctx = Context::new(client.clone(), metrics.clone(), reporter, build);
-            let mut tasks = Vec::new();
-            let mut db_stores = Vec::new();
-            for api in apis::<Database>(&client, &namespaces) {
-                let (store, run) =
-                    run_database(client.clone(), api, db_ctx.clone(), shutdown.clone());
-                db_stores.push(store);
-                tasks.push(run);
-            }
-            let mut backup_stores = Vec::new();
-            for (backups, databases) in apis::<Backup>(&client, &namespaces)
-                .into_iter()
-                .zip(apis::<Database>(&client, &namespaces))
-            {
-                let (store, run) =
-                    run_backup(backups, databases, backup_ctx.clone(), shutdown.clone());
-                backup_stores.push(store);
-                tasks.push(run);
-            }
-            tasks.push(database::sample(db_stores, db_ctx.clone(), shutdown.clone()).boxed());
-            tasks.push(backup::sample(backup_stores, backup_ctx.clone(), shutdown.clone()).boxed());
-            join_all(tasks).await;
-        }
-    };
+    let controllers = run_controllers(
+        client.clone(),
+        metrics,
+        reporter,
+        config.namespaces.clone(),
+        config.build_config(),
+        leading,
+        shutdown.clone(),
+    );
 
     let outcome = tokio::select! {
         result = election => result,

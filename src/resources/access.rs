@@ -6,21 +6,20 @@
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use kube::ResourceExt;
 
 use super::{labels, names, object_meta};
-use crate::api::v1::Database;
+use crate::api::model::ValidatedDatabase;
 
-pub fn primary_lease(db: &Database) -> Lease {
-    let name = db.name_any();
+pub fn primary_lease(db: &ValidatedDatabase) -> Lease {
+    let name = db.name.clone();
     Lease {
         metadata: object_meta(db, names::primary_lease(&name), labels::common(&name)),
         spec: None,
     }
 }
 
-pub fn instance_account(db: &Database) -> ServiceAccount {
-    let name = db.name_any();
+pub fn instance_account(db: &ValidatedDatabase) -> ServiceAccount {
+    let name = db.name.clone();
     ServiceAccount {
         metadata: object_meta(db, names::instance_account(&name), labels::common(&name)),
         // The token is projected into the manager's container alone.
@@ -29,8 +28,8 @@ pub fn instance_account(db: &Database) -> ServiceAccount {
     }
 }
 
-pub fn instance_role(db: &Database) -> Role {
-    let name = db.name_any();
+pub fn instance_role(db: &ValidatedDatabase) -> Role {
+    let name = db.name.clone();
     Role {
         metadata: object_meta(db, names::instance_account(&name), labels::common(&name)),
         rules: Some(vec![PolicyRule {
@@ -43,8 +42,8 @@ pub fn instance_role(db: &Database) -> Role {
     }
 }
 
-pub fn instance_role_binding(db: &Database) -> RoleBinding {
-    let name = db.name_any();
+pub fn instance_role_binding(db: &ValidatedDatabase) -> RoleBinding {
+    let name = db.name.clone();
     let account = names::instance_account(&name);
     RoleBinding {
         metadata: object_meta(db, account.clone(), labels::common(&name)),
@@ -56,7 +55,7 @@ pub fn instance_role_binding(db: &Database) -> RoleBinding {
         subjects: Some(vec![Subject {
             kind: "ServiceAccount".to_owned(),
             name: account,
-            namespace: db.namespace(),
+            namespace: db.namespace.clone(),
             ..Subject::default()
         }]),
     }
@@ -66,11 +65,12 @@ pub fn instance_role_binding(db: &Database) -> RoleBinding {
 mod tests {
     use super::*;
     use crate::api::arbitrary::sample_database;
+    use crate::resources::tests::model;
 
-    fn database(name: &str) -> Database {
+    fn database(name: &str) -> ValidatedDatabase {
         let mut db = sample_database();
         db.metadata.name = Some(name.to_owned());
-        db
+        model(&db)
     }
 
     #[test]

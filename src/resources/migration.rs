@@ -11,12 +11,12 @@ use k8s_openapi::api::core::v1::{
     SeccompProfile, SecretKeySelector, SecurityContext,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::ResourceExt;
 
 use super::hash::fnv1a64_hex;
 use super::secret::{PASSWORD_KEY, USERNAME_KEY};
 use super::{BuildConfig, labels, names, object_meta};
-use crate::api::v1::{Database, MigrationsSpec};
+use crate::api::model::ValidatedDatabase;
+use crate::api::v1::MigrationsSpec;
 
 /// `app.kubernetes.io/component` of migration Jobs and their pods: not
 /// `database`, so no Service, budget or instance listing takes them for an
@@ -75,8 +75,12 @@ pub fn migration_selector(db: &str) -> String {
 }
 
 /// The Job running `migrations` against `db`. Owned by the Database.
-pub fn migration_job(db: &Database, migrations: &MigrationsSpec, config: &BuildConfig) -> Job {
-    let db_name = db.name_any();
+pub fn migration_job(
+    db: &ValidatedDatabase,
+    migrations: &MigrationsSpec,
+    config: &BuildConfig,
+) -> Job {
+    let db_name = db.name.clone();
     let name = migration_job_name(&db_name, &migrations.version);
     let labels = migration_labels(&db_name);
     let mut metadata = object_meta(db, name, labels.clone());
@@ -187,6 +191,8 @@ fn environment(db: &str, extra: &[EnvVar]) -> Vec<EnvVar> {
 mod tests {
     use super::*;
     use crate::api::arbitrary::sample_database;
+    use crate::resources::tests::model;
+    use kube::ResourceExt;
 
     fn config() -> BuildConfig {
         BuildConfig {
@@ -237,7 +243,7 @@ mod tests {
     #[test]
     fn the_job_is_owned_labelled_and_bounded() {
         let db = sample_database();
-        let job = migration_job(&db, &spec(), &config());
+        let job = migration_job(&model(&db), &spec(), &config());
         assert_eq!(job.name_any(), migration_job_name("orders", "2026.11.3"));
         assert_eq!(job.namespace().as_deref(), Some("shop"));
         let owner = &job.metadata.owner_references.clone().unwrap_or_default()[0];
@@ -285,7 +291,7 @@ mod tests {
 
     #[test]
     fn the_pod_runs_the_users_image_as_non_root_and_reports_its_last_lines() {
-        let job = migration_job(&sample_database(), &spec(), &config());
+        let job = migration_job(&model(&sample_database()), &spec(), &config());
         let pod = pod_spec(&job);
         assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
         assert_eq!(pod.automount_service_account_token, Some(false));
@@ -323,7 +329,7 @@ mod tests {
         let mut bare = spec();
         bare.command.clear();
         bare.args.clear();
-        let pod = pod_spec(&migration_job(&sample_database(), &bare, &config()));
+        let pod = pod_spec(&migration_job(&model(&sample_database()), &bare, &config()));
         assert_eq!(pod.containers[0].command, None);
         assert_eq!(pod.containers[0].args, None);
     }
@@ -336,7 +342,11 @@ mod tests {
             value: Some("pgbouncer".into()),
             value_from: None,
         });
-        let pod = pod_spec(&migration_job(&sample_database(), &migrations, &config()));
+        let pod = pod_spec(&migration_job(
+            &model(&sample_database()),
+            &migrations,
+            &config(),
+        ));
         let env = pod.containers[0].env.clone().unwrap_or_default();
         let key_of = |name: &str| {
             env.iter()
@@ -372,9 +382,9 @@ mod tests {
     #[test]
     fn the_app_secret_holds_every_key_the_job_reads() {
         let db = sample_database();
-        let secret = super::super::secret(&db, super::super::SecretKind::App, "p@ss:w/rd");
+        let secret = super::super::secret(&model(&db), super::super::SecretKind::App, "p@ss:w/rd");
         let data = secret.data.unwrap_or_default();
-        let pod = pod_spec(&migration_job(&db, &spec(), &config()));
+        let pod = pod_spec(&migration_job(&model(&db), &spec(), &config()));
         for var in pod.containers[0].env.clone().unwrap_or_default() {
             if let Some(key) = var.value_from.and_then(|f| f.secret_key_ref) {
                 assert_eq!(key.name, secret.metadata.name.clone().unwrap_or_default());

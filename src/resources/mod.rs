@@ -1,8 +1,9 @@
 //! Pure builders for every Kubernetes object Tusk creates for a Database.
 //!
-//! Each builder takes the Database (already validated by
-//! [`crate::api::validate::database`]) plus explicit inputs and returns the object
-//! to apply. Nothing here does I/O, talks to the API server, reads the clock or
+//! Each builder takes the validated model of the Database
+//! ([`ValidatedDatabase`], from [`crate::api::validate::validated`]) plus what
+//! the plan resolved (serial, role, bootstrap, image…) and returns the object
+//! to apply; none reads a raw spec. Nothing here does I/O, talks to the API server, reads the clock or
 //! draws random numbers: passwords and other generated values come in as
 //! arguments, so every builder is a deterministic function that unit tests and
 //! fixtures can pin down.
@@ -14,6 +15,7 @@
 mod access;
 mod backup;
 pub mod compare;
+mod container;
 mod hash;
 mod job;
 pub mod labels;
@@ -34,14 +36,18 @@ mod tests;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::{Resource, ResourceExt};
+use kube::Resource;
 
+use crate::api::model::{Defaults, ValidatedDatabase};
 use crate::api::v1::Database;
-use crate::api::validate::PgVersion;
 
 pub use access::{instance_account, instance_role, instance_role_binding, primary_lease};
 pub use backup::{
     BEFORE_UPGRADE, FINAL_FOR, SCHEDULED_AT, final_backup, scheduled_backup, upgrade_backup,
+};
+pub use container::{
+    APP_PASSWORD_ENV, DATA_MOUNT, HEALTH_PORT, INSTANCE_TOKEN_ENV, PGDATA, POSTGRES_CONTAINER,
+    POSTGRES_PORT, REPLICATION_PASSWORD_ENV, SUPERUSER_PASSWORD_ENV, TUSK_BIN,
 };
 pub use job::terminated;
 pub use migration::{
@@ -51,9 +57,8 @@ pub use migration::{
 };
 pub use pdb::pod_disruption_budgets;
 pub use pod::{
-    APP_PASSWORD_ENV, BOOTSTRAP_ANNOTATION, DATA_MOUNT, HEALTH_PORT, INSTANCE_TOKEN_ENV, PGDATA,
-    POSTGRES_CONTAINER, POSTGRES_PORT, REPLICATION_PASSWORD_ENV, SPEC_HASH_ANNOTATION,
-    SUPERUSER_PASSWORD_ENV, TUSK_BIN, instance_pod, instance_pod_with, postgres_image, spec_hash,
+    BOOTSTRAP_ANNOTATION, PlannedInstance, SPEC_HASH_ANNOTATION, instance_pod, instance_spec_hash,
+    postgres_image, spec_hash,
 };
 pub use pvc::pvc;
 pub use restore::{RestoreSource, with_restore};
@@ -63,7 +68,7 @@ pub use secret::{
 };
 pub use service::services;
 pub use upgrade::{
-    UpgradeJobInput, UpgradeJobOutcome, UpgradeStep, check_job, outcome, rollback_job, upgrade_job,
+    UpgradeJobInput, UpgradeJobOutcome, check_job, outcome, rollback_job, upgrade_job,
     upgrade_job_name,
 };
 pub use verify::{BACKUP_LABEL, verify_job, verify_job_name};
@@ -89,57 +94,60 @@ pub struct BuildConfig {
     pub default_store: Option<crate::api::v1::ObjectStore>,
 }
 
+impl BuildConfig {
+    /// What validation resolves a Database against.
+    pub fn defaults(&self) -> Defaults<'_> {
+        Defaults {
+            store: self.default_store.as_ref(),
+            postgres_repository: &self.postgres_repository,
+        }
+    }
+}
+
 /// The controller owner reference every child of `db` carries. `blockOwnerDeletion`
 /// makes foreground deletion of the Database wait for its children; it needs the
 /// operator to have `update` on `databases/finalizers` where the
 /// OwnerReferencesPermissionEnforcement admission plugin is on.
 ///
 /// `None` when the Database has no name or uid yet (it was never stored): children
-/// must not be created for it then.
+/// must not be created for it then. Takes the raw Database because the
+/// controller owns Backups by it too; the builders use the model's.
 pub fn owner_reference(db: &Database) -> Option<OwnerReference> {
-    let mut owner = db.controller_owner_ref(&())?;
-    owner.block_owner_deletion = Some(true);
-    Some(owner)
+    Some(controller_reference(
+        db.metadata.name.as_deref()?,
+        db.metadata.uid.as_deref()?,
+    ))
 }
 
-/// The PostgreSQL image of `db`: `spec.image` when set, else
-/// `<postgres_repository>:<version>`: `"17"` gives `postgres:17` (the official
-/// images tag each major with its latest minor) and `"17.2"` gives
-/// `postgres:17.2` (and each minor with itself), so naming a minor pins it and
-/// changing it is a rolling update.
-///
-/// A version that does not parse never reaches a builder in practice (validation
-/// runs first); rather than fail, the text before the first dot is used as the tag
-/// so the resulting image at least names what the user wrote.
-pub fn image(db: &Database, config: &BuildConfig) -> String {
-    if let Some(image) = db.spec.image.as_deref().filter(|i| !i.is_empty()) {
-        return image.to_owned();
+/// [`owner_reference`] of the model.
+fn model_owner(db: &ValidatedDatabase) -> Option<OwnerReference> {
+    let name = Some(db.name.as_str()).filter(|n| !n.is_empty())?;
+    Some(controller_reference(name, db.uid.as_deref()?))
+}
+
+fn controller_reference(name: &str, uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: Database::api_version(&()).into_owned(),
+        kind: Database::kind(&()).into_owned(),
+        name: name.to_owned(),
+        uid: uid.to_owned(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
     }
-    let tag = match db.spec.version.parse::<PgVersion>() {
-        Ok(PgVersion {
-            major,
-            minor: Some(minor),
-        }) => format!("{major}.{minor}"),
-        Ok(version) => version.major.to_string(),
-        Err(_) => db
-            .spec
-            .version
-            .split('.')
-            .next()
-            .unwrap_or_default()
-            .to_owned(),
-    };
-    format!("{}:{tag}", config.postgres_repository)
 }
 
 /// Metadata shared by every child: `name`, the Database's namespace, `labels`,
 /// and the owner reference.
-fn object_meta(db: &Database, name: String, labels: BTreeMap<String, String>) -> ObjectMeta {
+fn object_meta(
+    db: &ValidatedDatabase,
+    name: String,
+    labels: BTreeMap<String, String>,
+) -> ObjectMeta {
     ObjectMeta {
         name: Some(name),
-        namespace: db.namespace(),
+        namespace: db.namespace.clone(),
         labels: Some(labels),
-        owner_references: owner_reference(db).map(|owner| vec![owner]),
+        owner_references: model_owner(db).map(|owner| vec![owner]),
         ..ObjectMeta::default()
     }
 }

@@ -8,11 +8,10 @@
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::ResourceExt;
 
 use super::{labels, names, object_meta};
+use crate::api::model::ValidatedDatabase;
 use crate::api::status::InstanceRole;
-use crate::api::v1::Database;
 
 /// The budgets of `db`:
 ///
@@ -35,8 +34,8 @@ use crate::api::v1::Database;
 /// `unhealthyPodEvictionPolicy: AlwaysAllow` lets a drain evict a pod that is not
 /// ready anyway (crash-looping, fenced), which the default policy would refuse
 /// whenever the budget is already unmet.
-pub fn pod_disruption_budgets(db: &Database) -> Vec<PodDisruptionBudget> {
-    let db_name = db.name_any();
+pub fn pod_disruption_budgets(db: &ValidatedDatabase) -> Vec<PodDisruptionBudget> {
+    let db_name = db.name.clone();
     let mut budgets = vec![budget(
         db,
         &db_name,
@@ -44,7 +43,7 @@ pub fn pod_disruption_budgets(db: &Database) -> Vec<PodDisruptionBudget> {
         InstanceRole::Primary,
         1,
     )];
-    let replicas = db.spec.instances - 1;
+    let replicas = db.instances - 1;
     if replicas >= 2 {
         budgets.push(budget(
             db,
@@ -58,7 +57,7 @@ pub fn pod_disruption_budgets(db: &Database) -> Vec<PodDisruptionBudget> {
 }
 
 fn budget(
-    db: &Database,
+    db: &ValidatedDatabase,
     db_name: &str,
     name: String,
     role: InstanceRole,
@@ -83,11 +82,12 @@ fn budget(
 mod tests {
     use super::*;
     use crate::api::arbitrary::sample_database;
+    use crate::resources::tests::model;
 
     fn summary(instances: i32) -> Vec<(String, IntOrString, String)> {
         let mut db = sample_database();
         db.spec.instances = instances;
-        pod_disruption_budgets(&db)
+        pod_disruption_budgets(&model(&db))
             .into_iter()
             .map(|b| {
                 let spec = b.spec.unwrap_or_default();
@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn metadata_and_policy() {
         let db = sample_database();
-        for b in pod_disruption_budgets(&db) {
+        for b in pod_disruption_budgets(&model(&db)) {
             assert_eq!(b.metadata.namespace.as_deref(), Some("shop"));
             assert_eq!(
                 b.metadata.labels.clone().unwrap_or_default(),

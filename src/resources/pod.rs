@@ -3,63 +3,41 @@
 //! The pod runs a stock PostgreSQL image; an init container from the operator image
 //! copies the static `tusk` binary into an emptyDir, and the main container runs
 //! `tusk instance` as PID 1, which initialises or clones the data directory,
-//! supervises `postgres` and serves the instance API on port 8000.
+//! supervises `postgres` and serves the instance API on port 8000. What it
+//! shares with the Jobs (layout, init container, security) is in
+//! [`super::container`].
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, ConfigMapProjection, Container, ContainerPort, DownwardAPIProjection,
-    DownwardAPIVolumeFile, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction, KeyToPath,
+    Affinity, ConfigMapProjection, Container, ContainerPort, DownwardAPIProjection,
+    DownwardAPIVolumeFile, EmptyDirVolumeSource, EnvVar, HTTPGetAction, KeyToPath,
     ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity,
-    PodSecurityContext, PodSpec, Probe, ProjectedVolumeSource, SeccompProfile, SecretKeySelector,
-    SecurityContext, ServiceAccountTokenProjection, Volume, VolumeMount, VolumeProjection,
+    PodSpec, Probe, ProjectedVolumeSource, ServiceAccountTokenProjection, Volume, VolumeProjection,
     WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::ResourceExt;
 
-use super::secret::{PASSWORD_KEY, SecretKind};
-use super::{BuildConfig, hash, image, labels, names, object_meta};
+use super::container::{
+    DATA_MOUNT, DATA_VOLUME, HEALTH_PORT, PGDATA, POSTGRES_CONTAINER, POSTGRES_PORT, RUN_VOLUME,
+    TMP_VOLUME, TUSK_BIN, TUSK_BIN_VOLUME, bootstrap_container, container_security_context,
+    field_env, mount, objectstore_env, pod_security_context, value_env,
+};
+use super::secret::{SecretKind, secret_env};
+use super::{BuildConfig, hash, labels, names, object_meta};
+use crate::api::model::ValidatedDatabase;
 use crate::api::status::InstanceRole;
-use crate::api::v1::{Database, InitdbSpec, ObjectStore, ReplicationMode};
+use crate::api::v1::ReplicationMode;
 use crate::contract::{Bootstrap, env};
 
 /// Annotation holding [`spec_hash`] of the pod's spec as built. The controller
-/// compares it with a fresh build to decide whether a pod must be recreated (pod
-/// specs are mostly immutable, so "apply again" is not an option).
+/// compares it with [`instance_spec_hash`] to decide whether a pod must be
+/// recreated (pod specs are mostly immutable, so "apply again" is not an option).
 pub const SPEC_HASH_ANNOTATION: &str = "tusk.dev/spec-hash";
 /// How an empty volume is filled (`initdb` or `clone`), read by the instance
 /// manager as `TUSK_BOOTSTRAP`.
 pub use crate::contract::env::BOOTSTRAP_ANNOTATION;
-/// The instance manager's bearer token for mutating requests.
-pub use crate::contract::env::INSTANCE_TOKEN as INSTANCE_TOKEN_ENV;
-/// Where the instance's PVC is mounted.
-pub const DATA_MOUNT: &str = "/var/lib/postgresql/data";
-/// The data directory: a subdirectory of the mount, because the root of many
-/// volumes holds `lost+found` and initdb refuses a non-empty directory.
-pub const PGDATA: &str = "/var/lib/postgresql/data/pgdata";
-/// The emptyDir the init container copies `tusk` into.
-pub const TUSK_BIN: &str = "/tusk/bin";
-/// PostgreSQL's port (container port `postgresql`).
-pub const POSTGRES_PORT: i32 = 5432;
-/// The container that runs the instance manager and PostgreSQL.
-pub const POSTGRES_CONTAINER: &str = "postgres";
-
-/// The instance manager's HTTP port (container port `tusk`): probes, API, metrics.
-pub const HEALTH_PORT: i32 = crate::contract::PORT as i32;
-pub use crate::contract::env::{
-    APP_PASSWORD as APP_PASSWORD_ENV, REPLICATION_PASSWORD as REPLICATION_PASSWORD_ENV,
-    SUPERUSER_PASSWORD as SUPERUSER_PASSWORD_ENV,
-};
-
-/// The uid and gid of `postgres` in the official images; the data directory must
-/// belong to it.
-const POSTGRES_UID: i64 = 999;
-pub(super) const DATA_VOLUME: &str = "data";
-pub(super) const TUSK_BIN_VOLUME: &str = "tusk-bin";
-pub(super) const RUN_VOLUME: &str = "run";
-pub(super) const TMP_VOLUME: &str = "tmp";
 const API_ACCESS_VOLUME: &str = "kube-api-access";
 const API_ACCESS_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// initdb, or `pg_basebackup` of a large primary, runs before `/healthz` answers
@@ -74,45 +52,50 @@ const STARTUP_PERIOD_SECONDS: i32 = 1;
 /// Time for a clean ("fast") shutdown: checkpoint, WAL flushed to replicas.
 const TERMINATION_GRACE_SECONDS: i64 = 60;
 
-/// The Pod of instance `serial` of `db`, created with `role` (the
-/// `tusk.dev/role` label).
+/// What the plan resolved for one instance's pod, besides the Database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlannedInstance<'a> {
+    /// The serial in the instance's name (`<db>-<serial>`).
+    pub serial: u32,
+    /// The initial `tusk.dev/role` label.
+    pub role: InstanceRole,
+    /// How an empty volume is filled.
+    pub bootstrap: Bootstrap,
+    /// The PostgreSQL image: the spec's ([`ValidatedDatabase::image`]), or the
+    /// one the other instances run while a new one cannot be rolled out.
+    pub image: &'a str,
+}
+
+/// The Pod of `instance` of `db`.
 ///
 /// The role label is only the initial one: the operator moves it on switchover
 /// and failover, so an existing pod's role label must not be re-applied from a
 /// fresh build. Nothing role-dependent is in the pod spec, so the
 /// [`SPEC_HASH_ANNOTATION`] is the same for either role and a role change never
-/// asks for a recreation.
+/// asks for a recreation. The bootstrap is an annotation the container reads
+/// through the downward API, not an env value, so that (like the role) it
+/// stays out of the spec hash.
 ///
 /// The pod reads the passwords from the three Secrets (see [`super::secret`]),
 /// which must exist before it starts or the kubelet holds it in
 /// `CreateContainerConfigError`.
-pub fn instance_pod(db: &Database, serial: u32, role: InstanceRole, config: &BuildConfig) -> Pod {
-    let bootstrap = match role {
-        InstanceRole::Primary => Bootstrap::Initdb,
-        InstanceRole::Replica => Bootstrap::Clone,
-    };
-    instance_pod_with(db, serial, role, bootstrap, config)
-}
-
-/// [`instance_pod`] with an explicit `bootstrap` for an empty volume. It is an
-/// annotation the container reads through the downward API, not an env value,
-/// so that (like the role) it stays out of the spec hash.
-pub fn instance_pod_with(
-    db: &Database,
-    serial: u32,
-    role: InstanceRole,
-    bootstrap: Bootstrap,
+pub fn instance_pod(
+    db: &ValidatedDatabase,
+    instance: &PlannedInstance<'_>,
     config: &BuildConfig,
 ) -> Pod {
-    let db_name = db.name_any();
-    let instance = names::instance_name(&db_name, serial);
-    let spec = pod_spec(db, &db_name, &instance, config);
-    let mut metadata = object_meta(db, instance.clone(), labels::pod(&db_name, &instance, role));
+    let name = names::instance_name(&db.name, instance.serial);
+    let spec = pod_spec(db, &name, instance.image, config);
+    let mut metadata = object_meta(
+        db,
+        name.clone(),
+        labels::pod(&db.name, &name, instance.role),
+    );
     metadata.annotations = Some(BTreeMap::from([
         (SPEC_HASH_ANNOTATION.to_owned(), spec_hash(&spec)),
         (
             BOOTSTRAP_ANNOTATION.to_owned(),
-            bootstrap.as_str().to_owned(),
+            instance.bootstrap.as_str().to_owned(),
         ),
     ]));
     Pod {
@@ -120,6 +103,20 @@ pub fn instance_pod_with(
         spec: Some(spec),
         status: None,
     }
+}
+
+/// The [`SPEC_HASH_ANNOTATION`] of instance `serial` of `db` built with
+/// `image`: what [`instance_pod`] would write, without building the rest of
+/// the Pod (role and bootstrap are not in it). A running pod whose
+/// annotation differs must be recreated.
+pub fn instance_spec_hash(
+    db: &ValidatedDatabase,
+    serial: u32,
+    image: &str,
+    config: &BuildConfig,
+) -> String {
+    let name = names::instance_name(&db.name, serial);
+    spec_hash(&pod_spec(db, &name, image, config))
 }
 
 /// The image of an instance pod's PostgreSQL container; empty when it has none.
@@ -149,15 +146,15 @@ pub fn spec_hash(spec: &PodSpec) -> String {
     hash::fnv1a64_hex(&json)
 }
 
-fn pod_spec(db: &Database, db_name: &str, instance: &str, config: &BuildConfig) -> PodSpec {
+fn pod_spec(db: &ValidatedDatabase, instance: &str, image: &str, config: &BuildConfig) -> PodSpec {
     PodSpec {
         hostname: Some(instance.to_owned()),
         init_containers: Some(vec![bootstrap_container(config)]),
-        containers: vec![postgres_container(db, db_name, instance, config)],
+        containers: vec![postgres_container(db, instance, image, config)],
         volumes: Some(volumes(instance)),
         security_context: Some(pod_security_context()),
         termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
-        affinity: Some(anti_affinity(db_name)),
+        affinity: Some(anti_affinity(&db.name)),
         // Service links would inject host/port variables for every Service in the
         // namespace; a Service named `tusk` would even add `TUSK_*` variables next
         // to the ones the instance manager reads.
@@ -165,38 +162,25 @@ fn pod_spec(db: &Database, db_name: &str, instance: &str, config: &BuildConfig) 
         // The manager holds the primary Lease with this account; its token is
         // projected into the manager's container only (see `volumes`), never
         // into the init container.
-        service_account_name: Some(names::instance_account(db_name)),
+        service_account_name: Some(names::instance_account(&db.name)),
         automount_service_account_token: Some(false),
         ..PodSpec::default()
     }
 }
 
-pub(super) fn bootstrap_container(config: &BuildConfig) -> Container {
-    Container {
-        name: "bootstrap-tusk".to_owned(),
-        image: Some(config.tusk_image.clone()),
-        image_pull_policy: config.image_pull_policy.clone(),
-        // The operator image has no shell: `tusk` copies its own executable.
-        args: Some(vec!["copy-binary".to_owned(), format!("{TUSK_BIN}/tusk")]),
-        volume_mounts: Some(vec![mount(TUSK_BIN_VOLUME, TUSK_BIN, false)]),
-        security_context: Some(container_security_context()),
-        ..Container::default()
-    }
-}
-
 fn postgres_container(
-    db: &Database,
-    db_name: &str,
+    db: &ValidatedDatabase,
     instance: &str,
+    image: &str,
     config: &BuildConfig,
 ) -> Container {
     Container {
         name: POSTGRES_CONTAINER.to_owned(),
-        image: Some(image(db, config)),
+        image: Some(image.to_owned()),
         image_pull_policy: config.image_pull_policy.clone(),
         command: Some(vec![format!("{TUSK_BIN}/tusk"), "instance".to_owned()]),
         env: Some(
-            env(db, db_name, instance)
+            env(db, instance)
                 .into_iter()
                 .chain(config.instance_env.iter().map(|(k, v)| value_env(k, v)))
                 .collect(),
@@ -232,27 +216,16 @@ fn postgres_container(
     }
 }
 
-fn env(db: &Database, db_name: &str, instance: &str) -> Vec<EnvVar> {
-    let initdb = db
-        .spec
-        .bootstrap
-        .as_ref()
-        .and_then(|b| b.initdb.clone())
-        .unwrap_or_default();
-    let InitdbSpec {
-        database: app_database,
-        owner: app_owner,
-    } = initdb;
-    let sync_mode = match db.spec.replication.mode {
+fn env(db: &ValidatedDatabase, instance: &str) -> Vec<EnvVar> {
+    let db_name = db.name.as_str();
+    let sync_mode = match db.replication.mode {
         ReplicationMode::Async => "async",
         ReplicationMode::Sync => "sync",
     };
     // Built through `Value` because its Display cannot fail, unlike `to_string`;
     // a BTreeMap keeps the keys sorted so the spec hash is stable.
     let parameters = serde_json::Value::Object(
-        db.spec
-            .postgresql
-            .parameters
+        db.parameters
             .iter()
             .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
             .collect(),
@@ -274,95 +247,16 @@ fn env(db: &Database, db_name: &str, instance: &str) -> Vec<EnvVar> {
         secret_env(env::REPLICATION_PASSWORD, db_name, SecretKind::Replication),
         secret_env(env::APP_PASSWORD, db_name, SecretKind::App),
         secret_env(env::INSTANCE_TOKEN, db_name, SecretKind::InstanceToken),
-        value_env(env::APP_DATABASE, &app_database),
-        value_env(env::APP_OWNER, &app_owner),
+        value_env(env::APP_DATABASE, &db.initdb.database),
+        value_env(env::APP_OWNER, &db.initdb.owner),
         value_env(env::SYNC_MODE, sync_mode),
-        value_env(
-            env::MIN_SYNC,
-            &db.spec.replication.min_sync_replicas.to_string(),
-        ),
+        value_env(env::MIN_SYNC, &db.replication.min_sync_replicas.to_string()),
         value_env(env::PARAMETERS, &parameters),
     ];
-    if let Some(store) = db
-        .spec
-        .backup
-        .as_ref()
-        .and_then(|b| b.object_store.as_ref())
-    {
+    if let Some(store) = &db.object_store {
         vars.extend(objectstore_env(store));
     }
     vars
-}
-
-/// `spec.backup.objectStore` for `tusk wal-archive`, `wal-restore` and base
-/// backups; its presence turns WAL archiving on. The credentials stay in
-/// their Secret: the kubelet resolves them.
-pub(super) fn objectstore_env(store: &ObjectStore) -> Vec<EnvVar> {
-    let mut vars = vec![value_env(env::OBJECTSTORE_BUCKET, &store.bucket)];
-    let optional = [
-        (env::OBJECTSTORE_PATH, &store.path),
-        (env::OBJECTSTORE_ENDPOINT, &store.endpoint),
-        (env::OBJECTSTORE_REGION, &store.region),
-    ];
-    for (name, value) in optional {
-        if let Some(value) = value {
-            vars.push(value_env(name, value));
-        }
-    }
-    if let Some(secret) = &store.credentials_secret {
-        for key in [env::ACCESS_KEY_ID, env::SECRET_ACCESS_KEY] {
-            vars.push(EnvVar {
-                name: key.to_owned(),
-                value: None,
-                value_from: Some(EnvVarSource {
-                    secret_key_ref: Some(SecretKeySelector {
-                        name: secret.clone(),
-                        key: key.to_owned(),
-                        optional: None,
-                    }),
-                    ..EnvVarSource::default()
-                }),
-            });
-        }
-    }
-    vars
-}
-
-fn value_env(name: &str, value: &str) -> EnvVar {
-    EnvVar {
-        name: name.to_owned(),
-        value: Some(value.to_owned()),
-        value_from: None,
-    }
-}
-
-fn field_env(name: &str, field_path: &str) -> EnvVar {
-    EnvVar {
-        name: name.to_owned(),
-        value: None,
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector {
-                api_version: None,
-                field_path: field_path.to_owned(),
-            }),
-            ..EnvVarSource::default()
-        }),
-    }
-}
-
-pub(super) fn secret_env(name: &str, db_name: &str, kind: SecretKind) -> EnvVar {
-    EnvVar {
-        name: name.to_owned(),
-        value: None,
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: kind.secret_name(db_name),
-                key: PASSWORD_KEY.to_owned(),
-                optional: None,
-            }),
-            ..EnvVarSource::default()
-        }),
-    }
 }
 
 fn container_port(name: &str, port: i32) -> ContainerPort {
@@ -383,15 +277,6 @@ fn http_probe(path: &str) -> Probe {
         }),
         timeout_seconds: Some(5),
         ..Probe::default()
-    }
-}
-
-pub(super) fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
-    VolumeMount {
-        name: volume.to_owned(),
-        mount_path: path.to_owned(),
-        read_only: read_only.then_some(true),
-        ..VolumeMount::default()
     }
 }
 
@@ -465,41 +350,6 @@ fn api_access_volume() -> Volume {
     }
 }
 
-/// Pod Security "restricted" at the pod level, as the official image's `postgres`
-/// user so the data directory has the owner PostgreSQL insists on.
-pub(super) fn pod_security_context() -> PodSecurityContext {
-    PodSecurityContext {
-        run_as_non_root: Some(true),
-        run_as_user: Some(POSTGRES_UID),
-        run_as_group: Some(POSTGRES_UID),
-        fs_group: Some(POSTGRES_UID),
-        // A large data volume would otherwise be chowned file by file on every
-        // mount, delaying each restart by minutes.
-        fs_group_change_policy: Some("OnRootMismatch".to_owned()),
-        seccomp_profile: Some(SeccompProfile {
-            type_: "RuntimeDefault".to_owned(),
-            localhost_profile: None,
-        }),
-        ..PodSecurityContext::default()
-    }
-}
-
-/// Pod Security "restricted" for each container. The root file system is
-/// read-only: PostgreSQL writes only to its data volume, its socket directory and
-/// /tmp, each an explicit volume.
-pub(super) fn container_security_context() -> SecurityContext {
-    SecurityContext {
-        allow_privilege_escalation: Some(false),
-        capabilities: Some(Capabilities {
-            drop: Some(vec!["ALL".to_owned()]),
-            add: None,
-        }),
-        read_only_root_filesystem: Some(true),
-        run_as_non_root: Some(true),
-        ..SecurityContext::default()
-    }
-}
-
 /// Prefer spreading the instances of one database over nodes; soft, so a small
 /// cluster still runs every instance.
 fn anti_affinity(db_name: &str) -> Affinity {
@@ -526,9 +376,13 @@ fn anti_affinity(db_name: &str) -> Affinity {
 
 #[cfg(test)]
 mod tests {
+    use kube::ResourceExt;
+
     use super::*;
     use crate::api::arbitrary::sample_database;
-    use crate::api::v1::{BootstrapSpec, ReplicationSpec};
+    use crate::api::v1::{BootstrapSpec, InitdbSpec, ObjectStore, ReplicationSpec};
+    use crate::resources::tests::{model_of, pod_of};
+    use crate::resources::{APP_PASSWORD_ENV, REPLICATION_PASSWORD_ENV, SUPERUSER_PASSWORD_ENV};
 
     fn config() -> BuildConfig {
         BuildConfig {
@@ -571,7 +425,7 @@ mod tests {
     #[test]
     fn metadata_names_labels_owner() {
         let db = sample_database();
-        let pod = instance_pod(&db, 2, InstanceRole::Replica, &config());
+        let pod = pod_of(&db, 2, InstanceRole::Replica, &config());
         assert_eq!(pod.metadata.name.as_deref(), Some("orders-2"));
         assert_eq!(pod.metadata.namespace.as_deref(), Some("shop"));
         let labels = pod.metadata.labels.clone().unwrap_or_default();
@@ -592,7 +446,7 @@ mod tests {
 
     #[test]
     fn volumes_and_mounts() {
-        let pod = instance_pod(&sample_database(), 3, InstanceRole::Primary, &config());
+        let pod = pod_of(&sample_database(), 3, InstanceRole::Primary, &config());
         let spec = spec_of(&pod);
         let volumes = spec.volumes.clone().unwrap_or_default();
         let names: Vec<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
@@ -644,7 +498,7 @@ mod tests {
 
     #[test]
     fn init_container_copies_tusk() {
-        let pod = instance_pod(&sample_database(), 1, InstanceRole::Primary, &config());
+        let pod = pod_of(&sample_database(), 1, InstanceRole::Primary, &config());
         let init = spec_of(&pod).init_containers.unwrap_or_default();
         assert_eq!(init.len(), 1);
         assert_eq!(init[0].name, "bootstrap-tusk");
@@ -665,7 +519,7 @@ mod tests {
 
     #[test]
     fn main_container_runs_the_instance_manager() {
-        let pod = instance_pod(&sample_database(), 1, InstanceRole::Primary, &config());
+        let pod = pod_of(&sample_database(), 1, InstanceRole::Primary, &config());
         let pg = postgres(&pod);
         assert_eq!(pg.image.as_deref(), Some("localhost/postgres:17"));
         assert_eq!(
@@ -689,7 +543,7 @@ mod tests {
 
     #[test]
     fn probes() {
-        let pg = postgres(&instance_pod(
+        let pg = postgres(&pod_of(
             &sample_database(),
             1,
             InstanceRole::Primary,
@@ -720,7 +574,7 @@ mod tests {
     #[test]
     fn tracing_settings_reach_the_instance_manager_and_only_when_set() {
         let db = sample_database();
-        let plain = instance_pod(&db, 1, InstanceRole::Primary, &config());
+        let plain = pod_of(&db, 1, InstanceRole::Primary, &config());
         let traced_config = BuildConfig {
             instance_env: vec![(
                 "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
@@ -728,7 +582,7 @@ mod tests {
             )],
             ..config()
         };
-        let traced = instance_pod(&db, 1, InstanceRole::Primary, &traced_config);
+        let traced = pod_of(&db, 1, InstanceRole::Primary, &traced_config);
         let endpoint = |pod: &Pod| {
             spec_of(pod).containers[0]
                 .env
@@ -767,12 +621,7 @@ mod tests {
             }),
             recovery: None,
         });
-        let env = env_map(&postgres(&instance_pod(
-            &db,
-            4,
-            InstanceRole::Replica,
-            &config(),
-        )));
+        let env = env_map(&postgres(&pod_of(&db, 4, InstanceRole::Replica, &config())));
         assert_eq!(value(&env, "TUSK_DATABASE"), "orders");
         assert_eq!(value(&env, "TUSK_INSTANCE"), "orders-4");
         assert_eq!(value(&env, "PGDATA"), "/var/lib/postgresql/data/pgdata");
@@ -816,7 +665,7 @@ mod tests {
 
     #[test]
     fn environment_defaults() {
-        let env = env_map(&postgres(&instance_pod(
+        let env = env_map(&postgres(&pod_of(
             &sample_database(),
             1,
             InstanceRole::Primary,
@@ -848,12 +697,7 @@ mod tests {
             }),
             ..Default::default()
         });
-        let env = env_map(&postgres(&instance_pod(
-            &db,
-            1,
-            InstanceRole::Primary,
-            &config(),
-        )));
+        let env = env_map(&postgres(&pod_of(&db, 1, InstanceRole::Primary, &config())));
         assert_eq!(value(&env, "TUSK_OBJECTSTORE_BUCKET"), "backups");
         assert_eq!(value(&env, "TUSK_OBJECTSTORE_PATH"), "team");
         assert_eq!(
@@ -875,7 +719,7 @@ mod tests {
     /// The checks of Pod Security "restricted" (v1.34) that a pod spec can fail.
     #[test]
     fn meets_pod_security_restricted() {
-        let spec = spec_of(&instance_pod(
+        let spec = spec_of(&pod_of(
             &sample_database(),
             1,
             InstanceRole::Primary,
@@ -924,7 +768,7 @@ mod tests {
 
     #[test]
     fn spreads_over_nodes_softly() {
-        let spec = spec_of(&instance_pod(
+        let spec = spec_of(&pod_of(
             &sample_database(),
             1,
             InstanceRole::Primary,
@@ -964,8 +808,8 @@ mod tests {
                 .cloned()
                 .unwrap_or_default()
         };
-        let primary = instance_pod(&db, 1, InstanceRole::Primary, &config());
-        let replica = instance_pod(&db, 1, InstanceRole::Replica, &config());
+        let primary = pod_of(&db, 1, InstanceRole::Primary, &config());
+        let replica = pod_of(&db, 1, InstanceRole::Replica, &config());
         assert_eq!(hash_of(&primary).len(), 16);
         assert_eq!(hash_of(&primary), hash_of(&replica));
         assert_eq!(hash_of(&primary), spec_hash(&spec_of(&primary)));
@@ -974,12 +818,7 @@ mod tests {
         upgraded.spec.version = "18".into();
         assert_ne!(
             hash_of(&primary),
-            hash_of(&instance_pod(
-                &upgraded,
-                1,
-                InstanceRole::Primary,
-                &config()
-            ))
+            hash_of(&pod_of(&upgraded, 1, InstanceRole::Primary, &config()))
         );
         // Parameters and synchronous replication only seed the manager at
         // start; the operator changes them through the instance API, so a
@@ -993,13 +832,91 @@ mod tests {
         tuned.spec.replication.min_sync_replicas = 2;
         assert_eq!(
             hash_of(&primary),
-            hash_of(&instance_pod(&tuned, 1, InstanceRole::Primary, &config()))
+            hash_of(&pod_of(&tuned, 1, InstanceRole::Primary, &config()))
         );
         let mut moved = db.clone();
         moved.spec.image = Some("registry.example/postgres:17.6".into());
         assert_ne!(
             hash_of(&primary),
-            hash_of(&instance_pod(&moved, 1, InstanceRole::Primary, &config()))
+            hash_of(&pod_of(&moved, 1, InstanceRole::Primary, &config()))
         );
+    }
+
+    /// The hashes the operator wrote before `instance_spec_hash` existed (a
+    /// whole Pod built per instance, role replica, bootstrap clone), for a
+    /// few Databases, configurations and serials: a changed value would roll
+    /// every running pod when the operator is upgraded.
+    #[test]
+    fn instance_spec_hash_is_the_hash_a_whole_pod_build_wrote() {
+        let config = config();
+        let traced = BuildConfig {
+            instance_env: vec![(
+                "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
+                "http://collector:4318".into(),
+            )],
+            image_pull_policy: None,
+            postgres_repository: "postgres".into(),
+            ..config.clone()
+        };
+        let plain = sample_database();
+        let mut tuned = sample_database();
+        tuned.spec.version = "16.4".into();
+        tuned
+            .spec
+            .postgresql
+            .parameters
+            .insert("work_mem".into(), "8MB".into());
+        tuned.spec.replication = ReplicationSpec {
+            mode: ReplicationMode::Sync,
+            min_sync_replicas: 2,
+        };
+        tuned.spec.bootstrap = Some(BootstrapSpec {
+            initdb: Some(InitdbSpec {
+                database: "shop".into(),
+                owner: "clerk".into(),
+            }),
+            recovery: None,
+        });
+        let mut stored = sample_database();
+        stored.metadata.name = Some("billing".into());
+        stored.spec.image = Some("registry.example/postgres:17.6".into());
+        stored.spec.backup = Some(crate::api::v1::BackupConfig {
+            object_store: Some(ObjectStore {
+                bucket: "backups".into(),
+                path: Some("team".into()),
+                endpoint: Some("http://s3.store.svc:7070".into()),
+                region: Some("eu".into()),
+                credentials_secret: Some("s3-creds".into()),
+            }),
+            ..Default::default()
+        });
+        let cases = [
+            (&plain, &config, 1, "2d897db98228eabd"),
+            (&plain, &config, 7, "75f40021558b1553"),
+            (&plain, &traced, 1, "aed088fd3989b44c"),
+            (&plain, &traced, 7, "4bb83b81992b6822"),
+            (&tuned, &config, 1, "8b96382b2318511d"),
+            (&tuned, &config, 7, "1e0cc8aa4fce6c67"),
+            (&tuned, &traced, 1, "643c8a4483bc9582"),
+            (&tuned, &traced, 7, "fefe386fb557ffec"),
+            (&stored, &config, 1, "777661da6c600fe6"),
+            (&stored, &config, 7, "ca276e55fe6a48e8"),
+            (&stored, &traced, 1, "e3c2d3d6871719ed"),
+            (&stored, &traced, 7, "170a9919a9b2471f"),
+        ];
+        for (db, config, serial, before) in cases {
+            let model = model_of(db, config);
+            let hash = instance_spec_hash(&model, serial, &model.image, config);
+            assert_eq!(hash, before, "{} {serial}", model.name);
+            for role in [InstanceRole::Primary, InstanceRole::Replica] {
+                let pod = pod_of(db, serial, role, config);
+                assert_eq!(
+                    pod.annotations().get(SPEC_HASH_ANNOTATION),
+                    Some(&hash),
+                    "{} {serial} {role:?}",
+                    model.name
+                );
+            }
+        }
     }
 }

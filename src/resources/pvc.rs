@@ -6,10 +6,9 @@ use k8s_openapi::api::core::v1::{
     PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::ResourceExt;
 
 use super::{labels, names, object_meta};
-use crate::api::v1::Database;
+use crate::api::model::ValidatedDatabase;
 
 /// The volume of instance `instance_name` (from [`names::instance_name`]):
 /// ReadWriteOnce, `spec.storage.size`, and `spec.storage.storageClassName` when
@@ -18,8 +17,8 @@ use crate::api::v1::Database;
 /// Only `resources.requests.storage` may change on an existing claim (growing, when
 /// the class allows expansion); the rest of a PVC spec is immutable, and validation
 /// refuses a class change for that reason.
-pub fn pvc(db: &Database, instance_name: &str) -> PersistentVolumeClaim {
-    let db_name = db.name_any();
+pub fn pvc(db: &ValidatedDatabase, instance_name: &str) -> PersistentVolumeClaim {
+    let db_name = db.name.clone();
     PersistentVolumeClaim {
         metadata: object_meta(
             db,
@@ -31,11 +30,11 @@ pub fn pvc(db: &Database, instance_name: &str) -> PersistentVolumeClaim {
             resources: Some(VolumeResourceRequirements {
                 requests: Some(BTreeMap::from([(
                     "storage".to_owned(),
-                    Quantity(db.spec.storage.size.clone()),
+                    Quantity(db.storage.size.clone()),
                 )])),
                 limits: None,
             }),
-            storage_class_name: db.spec.storage.storage_class_name.clone(),
+            storage_class_name: db.storage.storage_class_name.clone(),
             ..PersistentVolumeClaimSpec::default()
         }),
         status: None,
@@ -46,11 +45,12 @@ pub fn pvc(db: &Database, instance_name: &str) -> PersistentVolumeClaim {
 mod tests {
     use super::*;
     use crate::api::arbitrary::sample_database;
+    use crate::resources::tests::model;
 
     #[test]
     fn size_modes_and_labels() {
         let db = sample_database();
-        let claim = pvc(&db, "orders-2");
+        let claim = pvc(&model(&db), "orders-2");
         assert_eq!(claim.metadata.name.as_deref(), Some("orders-2"));
         assert_eq!(claim.metadata.namespace.as_deref(), Some("shop"));
         let labels = claim.metadata.labels.clone().unwrap_or_default();
@@ -75,7 +75,7 @@ mod tests {
         let mut db = sample_database();
         db.spec.storage.storage_class_name = Some("fast".into());
         db.spec.storage.size = "20Gi".into();
-        let spec = pvc(&db, "orders-1").spec.unwrap_or_default();
+        let spec = pvc(&model(&db), "orders-1").spec.unwrap_or_default();
         assert_eq!(spec.storage_class_name.as_deref(), Some("fast"));
         assert_eq!(
             spec.resources.and_then(|r| r.requests).unwrap_or_default()["storage"],

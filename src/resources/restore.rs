@@ -8,7 +8,7 @@
 
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
 
-use super::pod::{POSTGRES_CONTAINER, objectstore_env};
+use super::container::{POSTGRES_CONTAINER, objectstore_env};
 use crate::api::v1::ObjectStore;
 use crate::contract::env;
 
@@ -64,7 +64,8 @@ mod tests {
     use crate::api::arbitrary::sample_database;
     use crate::api::status::InstanceRole;
     use crate::contract::Bootstrap;
-    use crate::resources::{BuildConfig, instance_pod_with, spec_hash};
+    use crate::resources::tests::model_of;
+    use crate::resources::{BuildConfig, PlannedInstance, instance_pod, spec_hash};
 
     #[test]
     fn the_restore_variables_go_on_postgres_and_not_into_the_hash() {
@@ -76,7 +77,14 @@ mod tests {
             instance_env: Vec::new(),
             default_store: None,
         };
-        let plain = instance_pod_with(&db, 1, InstanceRole::Primary, Bootstrap::Restore, &config);
+        let model = model_of(&db, &config);
+        let planned = PlannedInstance {
+            serial: 1,
+            role: InstanceRole::Primary,
+            bootstrap: Bootstrap::Restore,
+            image: &model.image,
+        };
+        let plain = instance_pod(&model, &planned, &config);
         let source = RestoreSource {
             store: ObjectStore {
                 bucket: "b".into(),

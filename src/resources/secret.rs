@@ -11,12 +11,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
-use kube::ResourceExt;
+use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Secret, SecretKeySelector};
 
-use super::pod::POSTGRES_PORT;
+use super::container::POSTGRES_PORT;
 use super::{labels, names, object_meta};
-use crate::api::v1::Database;
+use crate::api::model::ValidatedDatabase;
 
 /// Key holding the password in every Tusk Secret.
 pub const PASSWORD_KEY: &str = "password";
@@ -70,8 +69,8 @@ impl SecretKind {
 /// with the password percent-encoded.
 ///
 /// Create only when absent; never overwrite (see the module documentation).
-pub fn secret(db: &Database, kind: SecretKind, password: &str) -> Secret {
-    let db_name = db.name_any();
+pub fn secret(db: &ValidatedDatabase, kind: SecretKind, password: &str) -> Secret {
+    let db_name = db.name.clone();
     let mut data = BTreeMap::new();
     let mut put = |key: &str, value: &str| {
         data.insert(key.to_owned(), ByteString(value.as_bytes().to_vec()));
@@ -81,15 +80,10 @@ pub fn secret(db: &Database, kind: SecretKind, password: &str) -> Secret {
         SecretKind::Replication => put(USERNAME_KEY, REPLICATION_USERNAME),
         SecretKind::InstanceToken => put(USERNAME_KEY, INSTANCE_TOKEN_USERNAME),
         SecretKind::App => {
-            let initdb = db
-                .spec
-                .bootstrap
-                .as_ref()
-                .and_then(|b| b.initdb.clone())
-                .unwrap_or_default();
+            let initdb = &db.initdb;
             // Without a namespace the short name still resolves from pods in the
             // database's own namespace, which is better than a wrong guess.
-            let host = match db.namespace() {
+            let host = match &db.namespace {
                 Some(ns) => format!("{}.{ns}.svc", names::rw_service(&db_name)),
                 None => names::rw_service(&db_name),
             };
@@ -115,6 +109,23 @@ pub fn secret(db: &Database, kind: SecretKind, password: &str) -> Secret {
     }
 }
 
+/// Environment variable `name` holding the password of `db`'s Secret
+/// `kind`, resolved by the kubelet: the password never enters a pod spec.
+pub(super) fn secret_env(name: &str, db_name: &str, kind: SecretKind) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: kind.secret_name(db_name),
+                key: PASSWORD_KEY.to_owned(),
+                optional: None,
+            }),
+            ..EnvVarSource::default()
+        }),
+    }
+}
+
 /// Percent-encodes everything but RFC 3986's unreserved characters, which is
 /// safe in every part of a URI (userinfo, path) whatever the password contains.
 fn percent_encode(s: &str) -> String {
@@ -135,6 +146,7 @@ mod tests {
     use super::*;
     use crate::api::arbitrary::sample_database;
     use crate::api::v1::{BootstrapSpec, InitdbSpec};
+    use crate::resources::tests::model;
 
     fn text(secret: &Secret, key: &str) -> String {
         let bytes = secret
@@ -157,7 +169,7 @@ mod tests {
                 "tusk_replication",
             ),
         ] {
-            let s = secret(&db, kind, "s3cret");
+            let s = secret(&model(&db), kind, "s3cret");
             assert_eq!(s.metadata.name.as_deref(), Some(name));
             assert_eq!(s.metadata.namespace.as_deref(), Some("shop"));
             assert_eq!(s.type_.as_deref(), Some("kubernetes.io/basic-auth"));
@@ -177,7 +189,7 @@ mod tests {
 
     #[test]
     fn app_secret_has_connection_details() {
-        let s = secret(&sample_database(), SecretKind::App, "pw");
+        let s = secret(&model(&sample_database()), SecretKind::App, "pw");
         assert_eq!(s.metadata.name.as_deref(), Some("orders-app"));
         assert_eq!(text(&s, "username"), "app");
         assert_eq!(text(&s, "password"), "pw");
@@ -200,7 +212,7 @@ mod tests {
             }),
             recovery: None,
         });
-        let s = secret(&db, SecretKind::App, "p@ss:w/rd%?#é");
+        let s = secret(&model(&db), SecretKind::App, "p@ss:w/rd%?#é");
         assert_eq!(text(&s, "username"), "clerk");
         assert_eq!(text(&s, "dbname"), "shop");
         assert_eq!(text(&s, "password"), "p@ss:w/rd%?#é");
@@ -212,7 +224,7 @@ mod tests {
 
     #[test]
     fn serialises_as_base64_data() {
-        let s = secret(&sample_database(), SecretKind::Superuser, "pw");
+        let s = secret(&model(&sample_database()), SecretKind::Superuser, "pw");
         let json = serde_json::to_value(&s).unwrap_or_default();
         assert_eq!(json["data"]["password"], "cHc=");
         assert_eq!(json["type"], "kubernetes.io/basic-auth");

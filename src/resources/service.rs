@@ -4,11 +4,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::ResourceExt;
 
-use super::pod::POSTGRES_PORT;
+use super::container::POSTGRES_PORT;
 use super::{labels, names, object_meta};
-use crate::api::v1::Database;
+use crate::api::model::ValidatedDatabase;
 
 /// The three ClusterIP Services of `db`, in this order: `<db>-rw` (the primary),
 /// `<db>-ro` (the replicas) and `<db>-r` (any instance), each on port 5432.
@@ -17,8 +16,8 @@ use crate::api::v1::Database;
 /// switchover redirects `-rw` without touching the Service. Not-ready pods are
 /// never published: a primary that is fenced or still recovering must not take
 /// connections.
-pub fn services(db: &Database) -> Vec<Service> {
-    let db_name = db.name_any();
+pub fn services(db: &ValidatedDatabase) -> Vec<Service> {
+    let db_name = db.name.clone();
     [
         (names::rw_service(&db_name), labels::rw_selector(&db_name)),
         (names::ro_service(&db_name), labels::ro_selector(&db_name)),
@@ -30,7 +29,7 @@ pub fn services(db: &Database) -> Vec<Service> {
 }
 
 fn service(
-    db: &Database,
+    db: &ValidatedDatabase,
     db_name: &str,
     name: String,
     selector: BTreeMap<String, String>,
@@ -61,11 +60,12 @@ mod tests {
     use super::*;
     use crate::api::arbitrary::sample_database;
     use crate::api::status::InstanceRole;
+    use crate::resources::tests::model;
 
     #[test]
     fn three_services_with_selectors() {
         let db = sample_database();
-        let built = services(&db);
+        let built = services(&model(&db));
         let summary: Vec<(String, BTreeMap<String, String>)> = built
             .iter()
             .map(|s| {
@@ -103,7 +103,7 @@ mod tests {
     #[test]
     fn cluster_ip_on_5432_ready_only() {
         let db = sample_database();
-        for svc in services(&db) {
+        for svc in services(&model(&db)) {
             assert_eq!(svc.metadata.namespace.as_deref(), Some("shop"));
             assert_eq!(
                 svc.metadata.labels.clone().unwrap_or_default(),
@@ -132,7 +132,7 @@ mod tests {
     #[test]
     fn a_service_as_served_is_as_built() {
         let db = sample_database();
-        for built in services(&db) {
+        for built in services(&model(&db)) {
             let mut served = serde_json::to_value(&built).expect("a Service serialises");
             let spec = served["spec"].as_object_mut().expect("a spec");
             spec.remove("publishNotReadyAddresses");

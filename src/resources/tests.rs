@@ -1,5 +1,6 @@
 //! Tests across builders: owner references, image derivation, the whole-Pod
-//! fixture, and properties over random Databases.
+//! fixture, and properties over random Databases; and the helpers the
+//! builders' tests share to turn a Database into the model they take.
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -8,6 +9,47 @@ use proptest::prelude::*;
 use super::*;
 use crate::api::arbitrary::{database_v1, sample_database};
 use crate::api::status::InstanceRole;
+use crate::api::validate;
+use crate::contract::Bootstrap;
+
+/// The model of `db`, which the test made valid, as the reconciler would
+/// resolve it with `config`.
+pub(super) fn model_of(db: &Database, config: &BuildConfig) -> ValidatedDatabase {
+    match validate::validated(db, &config.defaults()) {
+        Ok(model) => model,
+        Err(errors) => panic!(
+            "the test's Database is invalid: {}",
+            validate::summary(&errors)
+        ),
+    }
+}
+
+/// The model of `db` with the repository `postgres`.
+pub(super) fn model(db: &Database) -> ValidatedDatabase {
+    model_of(db, &config())
+}
+
+/// The pod of instance `serial` of `db`, created as `role` from an empty
+/// volume (a primary initialises, a replica clones) with the spec's image.
+pub(super) fn pod_of(db: &Database, serial: u32, role: InstanceRole, config: &BuildConfig) -> Pod {
+    let model = model_of(db, config);
+    let bootstrap = match role {
+        InstanceRole::Primary => Bootstrap::Initdb,
+        InstanceRole::Replica => Bootstrap::Clone,
+    };
+    let planned = PlannedInstance {
+        serial,
+        role,
+        bootstrap,
+        image: &model.image,
+    };
+    instance_pod(&model, &planned, config)
+}
+
+/// The model's image of `db` with `config`.
+fn image(db: &Database, config: &BuildConfig) -> String {
+    model_of(db, config).image
+}
 
 fn config() -> BuildConfig {
     BuildConfig {
@@ -36,7 +78,7 @@ fn no_owner_reference_without_uid() {
     let mut db = sample_database();
     db.metadata.uid = None;
     assert_eq!(owner_reference(&db), None);
-    let pod = instance_pod(&db, 1, InstanceRole::Primary, &config());
+    let pod = pod_of(&db, 1, InstanceRole::Primary, &config());
     assert_eq!(pod.metadata.owner_references, None);
 }
 
@@ -58,11 +100,14 @@ fn image_from_version_or_spec() {
     assert_eq!(image(&db, &local), "localhost/postgres:13");
 }
 
+/// An unsupported version never reaches a builder: it has no model, so no
+/// image needs guessing from its text.
 #[test]
-fn image_of_an_unvalidated_version_keeps_the_text() {
+fn an_unsupported_version_has_no_model_to_build_from() {
     let mut db = sample_database();
     db.spec.version = "12.1".into();
-    assert_eq!(image(&db, &config()), "postgres:12");
+    let errors = validate::validated(&db, &config().defaults()).expect_err("unsupported");
+    assert_eq!(errors[0].path, "spec.version");
 }
 
 #[test]
@@ -89,7 +134,7 @@ const POD_PRIMARY_FIXTURE: &str = include_str!("fixtures/pod-primary.yaml");
 /// `TUSK_BLESS_FIXTURES=1 cargo test resources::tests::pod_primary_fixture`.
 #[test]
 fn pod_primary_fixture() {
-    let pod = instance_pod(&fixture_database(), 1, InstanceRole::Primary, &config());
+    let pod = pod_of(&fixture_database(), 1, InstanceRole::Primary, &config());
     let actual = serde_yaml::to_string(&pod).unwrap_or_default();
     if std::env::var_os("TUSK_BLESS_FIXTURES").is_some() {
         let path = concat!(
@@ -116,19 +161,24 @@ fn pod_primary_fixture() {
 /// Metadata of every object the builders make for `db`.
 fn all_metadata(db: &crate::api::v1::Database, serial: u32, password: &str) -> Vec<ObjectMeta> {
     let config = config();
-    let instance = names::instance_name(&db.name_any(), serial);
+    let model = model_of(db, &config);
+    let instance = names::instance_name(&model.name, serial);
     let mut metas = vec![
-        instance_pod(db, serial, InstanceRole::Primary, &config).metadata,
-        instance_pod(db, serial, InstanceRole::Replica, &config).metadata,
-        pvc(db, &instance).metadata,
+        pod_of(db, serial, InstanceRole::Primary, &config).metadata,
+        pod_of(db, serial, InstanceRole::Replica, &config).metadata,
+        pvc(&model, &instance).metadata,
     ];
-    metas.extend(services(db).into_iter().map(|s| s.metadata));
+    metas.extend(services(&model).into_iter().map(|s| s.metadata));
     metas.extend(
         SecretKind::ALL
             .into_iter()
-            .map(|kind| secret(db, kind, password).metadata),
+            .map(|kind| secret(&model, kind, password).metadata),
     );
-    metas.extend(pod_disruption_budgets(db).into_iter().map(|p| p.metadata));
+    metas.extend(
+        pod_disruption_budgets(&model)
+            .into_iter()
+            .map(|p| p.metadata),
+    );
     metas
 }
 
@@ -139,8 +189,9 @@ fn hash_of(pod: &Pod) -> Option<String> {
         .and_then(|a| a.get(SPEC_HASH_ANNOTATION).cloned())
 }
 
-/// Random Databases (the API's own strategy) with names up to the 50-character
-/// limit and a uid, as the API server would hand them over.
+/// Random valid Databases (the API's own strategy) with names up to the
+/// 50-character limit and a uid, as the API server would hand them over:
+/// only a valid one has a model to build from.
 fn stored_database() -> impl Strategy<Value = crate::api::v1::Database> {
     (
         database_v1(),
@@ -152,6 +203,9 @@ fn stored_database() -> impl Strategy<Value = crate::api::v1::Database> {
             db.metadata.uid = Some(uid);
             db
         })
+        .prop_filter("an invalid Database has no model", |db| {
+            validate::validated(db, &config().defaults()).is_ok()
+        })
 }
 
 proptest! {
@@ -161,7 +215,7 @@ proptest! {
         serial in 1u32..,
         password in ".{0,40}",
     ) {
-        let db_name = db.name_any();
+        let db_name = db.metadata.name.clone().unwrap_or_default();
         let owner = owner_reference(&db);
         prop_assert!(owner.is_some());
         for meta in all_metadata(&db, serial, &password) {
@@ -184,15 +238,15 @@ proptest! {
         serial in 1u32..1000,
     ) {
         let config = config();
-        let first = instance_pod(&db, serial, InstanceRole::Primary, &config);
-        let again = instance_pod(&db, serial, InstanceRole::Primary, &config);
+        let first = pod_of(&db, serial, InstanceRole::Primary, &config);
+        let again = pod_of(&db, serial, InstanceRole::Primary, &config);
         prop_assert!(hash_of(&first).is_some());
         prop_assert_eq!(hash_of(&first), hash_of(&again));
         prop_assert_eq!(&first, &again);
 
         let mut other = db.clone();
         other.spec.image = Some(format!("{}-other", image(&db, &config)));
-        let changed = instance_pod(&other, serial, InstanceRole::Primary, &config);
+        let changed = pod_of(&other, serial, InstanceRole::Primary, &config);
         prop_assert_ne!(hash_of(&first), hash_of(&changed));
     }
 }

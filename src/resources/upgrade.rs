@@ -20,48 +20,21 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
 
-use super::pod::{
-    DATA_VOLUME, RUN_VOLUME, TMP_VOLUME, TUSK_BIN_VOLUME, bootstrap_container,
-    container_security_context, mount, pod_security_context, secret_env,
+use super::container::{
+    DATA_MOUNT, DATA_VOLUME, PGDATA, POSTGRES_PORT, RUN_VOLUME, TMP_VOLUME, TUSK_BIN,
+    TUSK_BIN_VOLUME, bootstrap_container, container_security_context, mount, pod_security_context,
 };
-use super::secret::SecretKind;
-use super::{BuildConfig, DATA_MOUNT, PGDATA, POSTGRES_PORT, TUSK_BIN, hash, labels, object_meta};
-use crate::api::v1::Database;
-use crate::contract::{UpgradeOutcome, env};
+use super::secret::{SecretKind, secret_env};
+use super::{BuildConfig, hash, labels, object_meta};
+use crate::api::model::ValidatedDatabase;
+use crate::contract::{UpgradeJob, UpgradeOutcome, env};
 
-/// The step a Job runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UpgradeStep {
-    Check,
-    Upgrade,
-    Rollback,
-}
-
-impl UpgradeStep {
-    /// The `tusk upgrade` subcommand.
-    fn command(self) -> &'static str {
-        match self {
-            UpgradeStep::Check => "check",
-            UpgradeStep::Upgrade => "run",
-            UpgradeStep::Rollback => "rollback",
-        }
-    }
-
-    /// In the Job's name and its step label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UpgradeStep::Check => "check",
-            UpgradeStep::Upgrade => "upgrade",
-            UpgradeStep::Rollback => "rollback",
-        }
-    }
-
-    fn deadline_seconds(self) -> i64 {
-        match self {
-            UpgradeStep::Check => CHECK_DEADLINE_SECONDS,
-            UpgradeStep::Upgrade => UPGRADE_DEADLINE_SECONDS,
-            UpgradeStep::Rollback => ROLLBACK_DEADLINE_SECONDS,
-        }
+/// How long each kind of Job may run.
+fn deadline_seconds(job: UpgradeJob) -> i64 {
+    match job {
+        UpgradeJob::Check => CHECK_DEADLINE_SECONDS,
+        UpgradeJob::Upgrade => UPGRADE_DEADLINE_SECONDS,
+        UpgradeJob::Rollback => ROLLBACK_DEADLINE_SECONDS,
     }
 }
 
@@ -88,7 +61,7 @@ const ROLLBACK_DEADLINE_SECONDS: i64 = 600;
 /// What the upgrade Jobs are built from.
 #[derive(Clone, Debug)]
 pub struct UpgradeJobInput<'a> {
-    pub db: &'a Database,
+    pub db: &'a ValidatedDatabase,
     pub config: &'a BuildConfig,
     /// The image the primary ran before (the old major).
     pub old_image: String,
@@ -111,9 +84,9 @@ pub struct UpgradeJobInput<'a> {
 /// `<db>-upgrade-rollback-15-17`. The same every time, so a second create
 /// is a conflict, not a second run. Within 63 characters: a long Database
 /// name is cut and a hash of it keeps the names apart.
-pub fn upgrade_job_name(db: &str, step: UpgradeStep, from: u32, to: u32) -> String {
+pub fn upgrade_job_name(db: &str, step: UpgradeJob, from: u32, to: u32) -> String {
     let suffix = match step {
-        UpgradeStep::Upgrade => format!("-upgrade-{from}-{to}"),
+        UpgradeJob::Upgrade => format!("-upgrade-{from}-{to}"),
         other => format!("-upgrade-{}-{from}-{to}", other.as_str()),
     };
     let name = format!("{db}{suffix}");
@@ -127,20 +100,20 @@ pub fn upgrade_job_name(db: &str, step: UpgradeStep, from: u32, to: u32) -> Stri
 }
 
 pub fn check_job(input: &UpgradeJobInput<'_>) -> Job {
-    job(input, UpgradeStep::Check)
+    job(input, UpgradeJob::Check)
 }
 
 pub fn upgrade_job(input: &UpgradeJobInput<'_>) -> Job {
-    job(input, UpgradeStep::Upgrade)
+    job(input, UpgradeJob::Upgrade)
 }
 
 pub fn rollback_job(input: &UpgradeJobInput<'_>) -> Job {
-    job(input, UpgradeStep::Rollback)
+    job(input, UpgradeJob::Rollback)
 }
 
 /// The Job of `step`.
-pub fn job(input: &UpgradeJobInput<'_>, step: UpgradeStep) -> Job {
-    let db_name = input.db.name_any();
+pub fn job(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> Job {
+    let db_name = input.db.name.clone();
     let name = upgrade_job_name(&db_name, step, input.old_major, input.new_major);
     let mut job_labels = labels::common(&db_name);
     job_labels.insert(labels::COMPONENT.to_owned(), COMPONENT.to_owned());
@@ -149,7 +122,7 @@ pub fn job(input: &UpgradeJobInput<'_>, step: UpgradeStep) -> Job {
         metadata: object_meta(input.db, name, job_labels.clone()),
         spec: Some(JobSpec {
             backoff_limit: Some(0),
-            active_deadline_seconds: Some(step.deadline_seconds()),
+            active_deadline_seconds: Some(deadline_seconds(step)),
             template: PodTemplateSpec {
                 metadata: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
                     labels: Some(job_labels),
@@ -163,9 +136,9 @@ pub fn job(input: &UpgradeJobInput<'_>, step: UpgradeStep) -> Job {
     }
 }
 
-fn pod_spec(input: &UpgradeJobInput<'_>, step: UpgradeStep) -> PodSpec {
+fn pod_spec(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> PodSpec {
     let mut init = vec![bootstrap_container(input.config)];
-    if step != UpgradeStep::Rollback {
+    if step != UpgradeJob::Rollback {
         init.push(stage_container(input));
     }
     let empty = |name: &str| Volume {
@@ -181,7 +154,7 @@ fn pod_spec(input: &UpgradeJobInput<'_>, step: UpgradeStep) -> PodSpec {
                 name: DATA_VOLUME.to_owned(),
                 persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
                     claim_name: input.claim.clone(),
-                    read_only: (step == UpgradeStep::Check).then_some(true),
+                    read_only: (step == UpgradeJob::Check).then_some(true),
                 }),
                 ..Volume::default()
             },
@@ -248,8 +221,8 @@ fn stage_container(input: &UpgradeJobInput<'_>) -> Container {
     }
 }
 
-fn main_container(input: &UpgradeJobInput<'_>, step: UpgradeStep) -> Container {
-    let mut command = vec![tusk(), "upgrade".to_owned(), step.command().to_owned()];
+fn main_container(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> Container {
+    let mut command = vec![tusk(), "upgrade".to_owned(), step.subcommand().to_owned()];
     let new_bindir = format!("/usr/lib/postgresql/{}/bin", input.new_major);
     let dirs = [
         "--old-bindir".to_owned(),
@@ -261,7 +234,7 @@ fn main_container(input: &UpgradeJobInput<'_>, step: UpgradeStep) -> Container {
     ];
     let mut vars = Vec::new();
     match step {
-        UpgradeStep::Check => {
+        UpgradeJob::Check => {
             command.extend(dirs);
             if let Some(host) = &input.primary_host {
                 command.extend([
@@ -273,12 +246,12 @@ fn main_container(input: &UpgradeJobInput<'_>, step: UpgradeStep) -> Container {
             }
             vars.push(secret_env(
                 env::SUPERUSER_PASSWORD,
-                &input.db.name_any(),
+                &input.db.name,
                 SecretKind::Superuser,
             ));
         }
-        UpgradeStep::Upgrade => command.extend(dirs),
-        UpgradeStep::Rollback => command.extend([
+        UpgradeJob::Upgrade => command.extend(dirs),
+        UpgradeJob::Rollback => command.extend([
             "--pgdata".to_owned(),
             PGDATA.to_owned(),
             "--old-major".to_owned(),
@@ -286,16 +259,16 @@ fn main_container(input: &UpgradeJobInput<'_>, step: UpgradeStep) -> Container {
         ]),
     }
     let image = match step {
-        UpgradeStep::Rollback => input.old_image.clone(),
+        UpgradeJob::Rollback => input.old_image.clone(),
         _ => input.new_image.clone(),
     };
     let mut mounts = vec![
-        mount(DATA_VOLUME, DATA_MOUNT, step == UpgradeStep::Check),
+        mount(DATA_VOLUME, DATA_MOUNT, step == UpgradeJob::Check),
         mount(TUSK_BIN_VOLUME, TUSK_BIN, true),
         mount(RUN_VOLUME, "/var/run/postgresql", false),
         mount(TMP_VOLUME, "/tmp", false),
     ];
-    if step != UpgradeStep::Rollback {
+    if step != UpgradeJob::Rollback {
         mounts.push(mount(OLD_STAGE_VOLUME, OLD_STAGE, true));
     }
     Container {
@@ -402,6 +375,7 @@ fn unreported_failure(
 mod tests {
     use super::*;
     use crate::api::arbitrary::sample_database;
+    use crate::resources::tests::model;
     use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
     use k8s_openapi::api::core::v1::{
         ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus,
@@ -417,7 +391,7 @@ mod tests {
         }
     }
 
-    fn input<'a>(db: &'a Database, config: &'a BuildConfig) -> UpgradeJobInput<'a> {
+    fn input<'a>(db: &'a ValidatedDatabase, config: &'a BuildConfig) -> UpgradeJobInput<'a> {
         UpgradeJobInput {
             db,
             config,
@@ -445,24 +419,20 @@ mod tests {
     #[test]
     fn names_are_per_step_and_per_versions_and_fit() {
         assert_eq!(
-            upgrade_job_name("orders", UpgradeStep::Check, 15, 17),
+            upgrade_job_name("orders", UpgradeJob::Check, 15, 17),
             "orders-upgrade-check-15-17"
         );
         assert_eq!(
-            upgrade_job_name("orders", UpgradeStep::Upgrade, 15, 17),
+            upgrade_job_name("orders", UpgradeJob::Upgrade, 15, 17),
             "orders-upgrade-15-17"
         );
         assert_eq!(
-            upgrade_job_name("orders", UpgradeStep::Rollback, 15, 17),
+            upgrade_job_name("orders", UpgradeJob::Rollback, 15, 17),
             "orders-upgrade-rollback-15-17"
         );
         let long_a = format!("{}a", "x".repeat(49));
         let long_b = format!("{}b", "x".repeat(49));
-        for step in [
-            UpgradeStep::Check,
-            UpgradeStep::Upgrade,
-            UpgradeStep::Rollback,
-        ] {
+        for step in [UpgradeJob::Check, UpgradeJob::Upgrade, UpgradeJob::Rollback] {
             let a = upgrade_job_name(&long_a, step, 15, 17);
             let b = upgrade_job_name(&long_b, step, 15, 17);
             assert!(a.len() <= 63 && b.len() <= 63, "{a}");
@@ -478,7 +448,7 @@ mod tests {
         db.metadata.namespace = Some("shop".into());
         db.metadata.uid = Some("db-uid".into());
         let config = config();
-        let job = check_job(&input(&db, &config));
+        let job = check_job(&input(&model(&db), &config));
         assert_eq!(
             job.metadata.name.as_deref(),
             Some("orders-upgrade-check-15-17")
@@ -592,7 +562,7 @@ mod tests {
     fn the_upgrade_writes_and_the_rollback_runs_in_the_old_image_without_staging() {
         let db = sample_database();
         let config = config();
-        let job = upgrade_job(&input(&db, &config));
+        let job = upgrade_job(&input(&model(&db), &config));
         assert_eq!(job.metadata.name.as_deref(), Some("orders-upgrade-15-17"));
         assert_eq!(&command(&job)[..3], ["/tusk/bin/tusk", "upgrade", "run"]);
         assert!(!command(&job).iter().any(|a| a == "--primary-host"));
@@ -606,7 +576,7 @@ mod tests {
         assert_eq!(data.read_only, None);
         assert_eq!(pod.containers[0].env, None, "no password needed");
 
-        let job = rollback_job(&input(&db, &config));
+        let job = rollback_job(&input(&model(&db), &config));
         assert_eq!(
             job.metadata.name.as_deref(),
             Some("orders-upgrade-rollback-15-17")
@@ -636,7 +606,8 @@ mod tests {
     fn every_job_meets_pod_security_restricted() {
         let db = sample_database();
         let config = config();
-        let input = input(&db, &config);
+        let model = model(&db);
+        let input = input(&model, &config);
         for job in [check_job(&input), upgrade_job(&input), rollback_job(&input)] {
             let pod = spec(&job);
             let ctx = pod.security_context.clone().unwrap_or_default();

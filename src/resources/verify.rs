@@ -8,16 +8,17 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    EmptyDirVolumeSource, EnvVar, PodTemplateSpec, ResourceRequirements,
+    Container, EmptyDirVolumeSource, EnvVar, PodTemplateSpec, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
-use super::pod::{DATA_VOLUME, POSTGRES_CONTAINER, TUSK_BIN};
-use super::{BuildConfig, RestoreSource, instance_pod_with, with_restore};
+use super::container::{DATA_VOLUME, POSTGRES_CONTAINER, TUSK_BIN};
+use super::{BuildConfig, PlannedInstance, RestoreSource, instance_pod, with_restore};
+use crate::api::model::ValidatedDatabase;
 use crate::api::status::InstanceRole;
-use crate::api::v1::{Backup, Database};
+use crate::api::v1::Backup;
 use crate::contract::{Bootstrap, env};
 
 /// Label on the verification Job and its pod: the Backup it proves.
@@ -38,14 +39,23 @@ pub fn verify_job_name(backup: &str) -> String {
 /// The Job verifying `backup` of `db` from `source` (its store, system, id
 /// and end LSN as the target). Owned by the Backup.
 pub fn verify_job(
-    db: &Database,
+    db: &ValidatedDatabase,
     backup: &Backup,
     source: &RestoreSource,
     config: &BuildConfig,
 ) -> Job {
     let name = verify_job_name(&backup.name_any());
     let pod = with_restore(
-        instance_pod_with(db, 1, InstanceRole::Primary, Bootstrap::Restore, config),
+        instance_pod(
+            db,
+            &PlannedInstance {
+                serial: 1,
+                role: InstanceRole::Primary,
+                bootstrap: Bootstrap::Restore,
+                image: &db.image,
+            },
+            config,
+        ),
         source,
     );
     let mut spec = pod.spec.unwrap_or_default();
@@ -63,28 +73,7 @@ pub fn verify_job(
         .iter_mut()
         .filter(|c| c.name == POSTGRES_CONTAINER)
     {
-        // A backup taken before a major upgrade is restored by its own major.
-        if let Some(image) = backup.status.as_ref().and_then(|s| s.image.clone()) {
-            container.image = Some(image);
-        }
-        container.command = Some(vec![format!("{TUSK_BIN}/tusk"), "verify-backup".to_owned()]);
-        container.ports = None;
-        container.readiness_probe = None;
-        container.liveness_probe = None;
-        container.startup_probe = None;
-        container.resources = Some(ResourceRequirements {
-            requests: Some(BTreeMap::from([
-                ("cpu".to_owned(), Quantity("100m".to_owned())),
-                ("memory".to_owned(), Quantity("256Mi".to_owned())),
-            ])),
-            limits: Some(BTreeMap::from([
-                ("cpu".to_owned(), Quantity("1".to_owned())),
-                ("memory".to_owned(), Quantity("1Gi".to_owned())),
-            ])),
-            ..ResourceRequirements::default()
-        });
-        let vars = container.env.take().unwrap_or_default();
-        container.env = Some(verification_env(vars, &name));
+        verify_in(container, backup, &name);
     }
     let labels = BTreeMap::from([
         (
@@ -116,6 +105,33 @@ pub fn verify_job(
         }),
         status: None,
     }
+}
+
+/// Turns the instance's PostgreSQL `container` into the one that verifies
+/// `backup` in Job `name`: `tusk verify-backup`, bounded, without probes or ports.
+fn verify_in(container: &mut Container, backup: &Backup, name: &str) {
+    // A backup taken before a major upgrade is restored by its own major.
+    if let Some(image) = backup.status.as_ref().and_then(|s| s.image.clone()) {
+        container.image = Some(image);
+    }
+    container.command = Some(vec![format!("{TUSK_BIN}/tusk"), "verify-backup".to_owned()]);
+    container.ports = None;
+    container.readiness_probe = None;
+    container.liveness_probe = None;
+    container.startup_probe = None;
+    container.resources = Some(ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_owned(), Quantity("100m".to_owned())),
+            ("memory".to_owned(), Quantity("256Mi".to_owned())),
+        ])),
+        limits: Some(BTreeMap::from([
+            ("cpu".to_owned(), Quantity("1".to_owned())),
+            ("memory".to_owned(), Quantity("1Gi".to_owned())),
+        ])),
+        ..ResourceRequirements::default()
+    });
+    let vars = container.env.take().unwrap_or_default();
+    container.env = Some(verification_env(vars, name));
 }
 
 /// The instance's environment for a verification: without this Database's
@@ -151,6 +167,7 @@ mod tests {
     use super::*;
     use crate::api::arbitrary::sample_database;
     use crate::api::v1::{BackupConfig, BackupSpec, ObjectStore};
+    use crate::resources::tests::model_of;
 
     #[test]
     fn the_job_restores_into_its_own_volume_and_archives_nothing() {
@@ -188,7 +205,7 @@ mod tests {
             instance_env: Vec::new(),
             default_store: None,
         };
-        let job = verify_job(&db, &backup, &source, &config);
+        let job = verify_job(&model_of(&db, &config), &backup, &source, &config);
         assert_eq!(job.name_any(), "orders-20261124020000-verify");
         let owner = &job.metadata.owner_references.clone().unwrap_or_default()[0];
         assert_eq!(
@@ -248,7 +265,7 @@ mod tests {
         assert_eq!(verify_job_name(&"x".repeat(80)).len(), 63);
         assert_eq!(
             postgres.image,
-            Some(crate::resources::image(&db, &config)),
+            Some(model_of(&db, &config).image),
             "no image recorded: the Database's"
         );
 
@@ -257,7 +274,7 @@ mod tests {
             image: Some("localhost/postgres:15".into()),
             ..Default::default()
         });
-        let job = verify_job(&db, &backup, &source, &config);
+        let job = verify_job(&model_of(&db, &config), &backup, &source, &config);
         let pod = job.spec.and_then(|s| s.template.spec).expect("pod spec");
         let postgres = pod
             .containers

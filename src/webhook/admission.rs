@@ -1,5 +1,5 @@
 //! Validating admission for Database and Backup: the same checks the reconciler
-//! runs (`crate::api::validate`), answered as AdmissionReview responses. The
+//! runs (`crate::api::validate`; [`validate::validated`] for a new Database), answered as AdmissionReview responses. The
 //! webhook is registered for v1 only with `matchPolicy: Equivalent`, so the API
 //! server converts v1alpha1 requests to v1 before they arrive here.
 
@@ -8,6 +8,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use serde::de::DeserializeOwned;
 
+use crate::api::model::Defaults;
 use crate::api::store;
 use crate::api::v1::{Backup, Database, ObjectStore};
 use crate::api::validate::{self, FieldError};
@@ -118,11 +119,15 @@ pub fn review_database(
     match request.operation {
         Operation::Create => match decode::<Database>(request.object.as_ref(), "object") {
             Ok(db) => {
-                let errors = validate::database(&store::with_default(&db, default_store));
-                if errors.is_empty() {
-                    response
-                } else {
-                    deny(response, &errors)
+                // The reconciler's validation: only its verdict matters here,
+                // so the model's image needs no repository.
+                let defaults = Defaults {
+                    store: default_store,
+                    ..Defaults::default()
+                };
+                match validate::validated(&db, &defaults) {
+                    Ok(_) => response,
+                    Err(errors) => deny(response, &errors),
                 }
             }
             Err(message) => response.deny(message),

@@ -6,7 +6,6 @@
 //! deletion looks at, until the plan releases it.
 
 mod apply;
-mod apply_backups;
 pub mod backups;
 pub mod instances;
 mod migration_jobs;
@@ -22,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
+use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
@@ -32,6 +32,7 @@ use tokio::sync::watch;
 use tracing::{Span, debug, field, info, instrument, warn};
 
 use super::{Change, Context, FINALIZER, conditions, key_of, namespace_of, reconciled};
+use crate::api::model::ValidatedDatabase;
 use crate::api::status::{DatabasePhase, LastFailover};
 use crate::api::store;
 use crate::api::v1::Database;
@@ -98,16 +99,18 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     let db = &store::with_default(db, ctx.build.default_store.as_ref());
     let namespace = namespace_of(db)?;
     ctx.metrics.track_database(&namespace, &db.name_any());
-    let errors = plan::validate(db);
-    if !errors.is_empty() {
-        write_status(db, api, ctx, &plan::invalid(db, &errors), false).await?;
-        reconciled(db, ctx);
-        info!(valid = false, "reconciled");
-        // Nothing changes until the object does.
-        return Ok(Action::await_change());
-    }
+    let model = match plan::validate(db, &ctx.build.defaults()) {
+        Ok(model) => model,
+        Err(errors) => {
+            write_status(db, api, ctx, &plan::invalid(db, &errors), false).await?;
+            reconciled(db, ctx);
+            info!(valid = false, "reconciled");
+            // Nothing changes until the object does.
+            return Ok(Action::await_change());
+        }
+    };
     let snapshot = observe::live(ctx, db, &namespace).await?;
-    let observed = observe::reduce(db, &snapshot, &ctx.build);
+    let observed = observe::reduce(db, &model, &snapshot, &ctx.build);
     let mut decision = lifecycle::plan(&db.spec, db.status.as_ref(), &observed);
     debug!(actions = ?decision.actions, "planned");
     let key = key_of(db);
@@ -122,6 +125,7 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     let run = Run {
         ctx,
         db,
+        model: Some(&model),
         api,
         namespace: &namespace,
         snapshot: &snapshot,
@@ -159,6 +163,7 @@ async fn hold(
     let run = Run {
         ctx,
         db,
+        model: None,
         api,
         namespace,
         snapshot: &snapshot,
@@ -181,6 +186,9 @@ async fn hold(
 struct Run<'a> {
     ctx: &'a Context,
     db: &'a Database,
+    /// `None` while the Database is deleted: its spec may be invalid, and
+    /// the plan then asks for nothing but the final Backup.
+    model: Option<&'a ValidatedDatabase>,
     api: &'a Api<Database>,
     namespace: &'a str,
     snapshot: &'a observe::Snapshot,
@@ -198,15 +206,16 @@ impl Run<'_> {
         &self,
         decision: &mut lifecycle::Plan,
     ) -> (Option<Error>, Option<LastFailover>) {
-        let applier = apply::Applier {
+        let applier = self.model.map(|model| apply::Applier {
             ctx: self.ctx,
             client: &self.ctx.client,
             instances: self.ctx.instances.as_ref(),
             build: &self.ctx.build,
             db: self.db,
+            model,
             namespace: self.namespace,
             snapshot: self.snapshot,
-        };
+        });
         let mut last_failover = None;
         for action in &decision.actions {
             let result = match action {
@@ -216,7 +225,13 @@ impl Run<'_> {
                         .await
                         .map(|()| None)
                 }
-                action => applier.apply(action).await,
+                lifecycle::Action::TakeBackup { name, purpose } => {
+                    apply::take_backup(self.ctx, self.db, name, purpose).await
+                }
+                action => match &applier {
+                    Some(applier) => applier.apply(action).await,
+                    None => Err(Error::MissingField("a valid spec to act on")),
+                },
             };
             match result {
                 Ok(Some(done)) => {
@@ -461,11 +476,11 @@ async fn write_status(
 /// depth and `tusk_databases` by phase. `stores` are the caches of every
 /// Database controller (one per watched namespace).
 pub async fn sample(
-    stores: Vec<Store<Database>>,
+    stores: Vec<Store<DeserializeGuard<Database>>>,
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
 ) {
-    super::sample_every(stores, shutdown, |databases| {
+    super::guarded::sample_decoded(stores, shutdown, |databases| {
         ctx.metrics
             .set_queue_depth(CONTROLLER, ctx.queue_depth(databases));
         ctx.metrics.set_databases(

@@ -20,8 +20,9 @@ use super::backups;
 use super::instances::Instances;
 use super::migration_jobs::migration_jobs;
 use super::restore::{self, Resolved};
+use crate::api::model::ValidatedDatabase;
 use crate::api::quantity;
-use crate::api::status::{AppliedSpec, InstanceRole, InstanceStatus};
+use crate::api::status::{AppliedSpec, InstanceStatus};
 use crate::api::v1::Backup;
 use crate::api::v1::{Database, ObjectStore};
 use crate::contract::env::BOOTSTRAP_ANNOTATION;
@@ -371,7 +372,12 @@ fn ha_view(ha: &crate::contract::HaStatus) -> crate::lifecycle::HaView {
 }
 
 /// The facts the lifecycle decides on (pure).
-pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observed {
+pub fn reduce(
+    db: &Database,
+    model: &ValidatedDatabase,
+    snapshot: &Snapshot,
+    build: &BuildConfig,
+) -> Observed {
     let name = db.name_any();
     let mut instances: BTreeMap<u32, Instance> = BTreeMap::new();
     let wanted_bytes = quantity::parse_bytes(&db.spec.storage.size).ok();
@@ -417,7 +423,7 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
             manager,
             ready: pod_ready(pod),
             image: postgres_image(pod),
-            outdated: outdated(db, serial, pod, build),
+            outdated: outdated(model, serial, pod, build),
             api_mismatch,
             address: pod.status.as_ref().and_then(|s| s.pod_ip.clone()),
             node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
@@ -446,7 +452,7 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
         .unwrap_or(Change::Nothing);
     let built_secrets: Vec<Secret> = SecretKind::ALL
         .iter()
-        .map(|kind| resources::secret(db, *kind, ""))
+        .map(|kind| resources::secret(model, *kind, ""))
         .collect();
     let secrets = built_secrets.iter().all(|built| {
         snapshot
@@ -474,7 +480,7 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
     })
     .map(|(_, credential)| credential)
     .collect();
-    let services = resources::services(db).iter().all(|built| {
+    let services = resources::services(model).iter().all(|built| {
         snapshot
             .services
             .iter()
@@ -483,7 +489,7 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
     });
     // Exactly the budgets the builder makes, as built: one left over from a
     // larger instance count would block draining the remaining replica.
-    let budgets = resources::pod_disruption_budgets(db);
+    let budgets = resources::pod_disruption_budgets(model);
     let budget_names: BTreeSet<String> = budgets.iter().map(ResourceExt::name_any).collect();
     let surplus_budgets: Vec<String> = snapshot
         .pdbs
@@ -522,7 +528,7 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
         pod_disruption_budgets,
         surplus_budgets,
         routing: routing(&name, &snapshot.endpoints),
-        desired_image: resources::image(db, build),
+        desired_image: model.image.clone(),
         short_volumes,
         instances,
         sync,
@@ -534,7 +540,7 @@ pub fn reduce(db: &Database, snapshot: &Snapshot, build: &BuildConfig) -> Observ
             .collect(),
         migration_jobs: migration_jobs(&snapshot.jobs, &snapshot.job_pods),
         backups: backups::of_database(db, &snapshot.backups),
-        backups_possible: crate::api::store::effective(db, None).is_some(),
+        backups_possible: model.object_store.is_some(),
         now: snapshot.now,
         created: db.metadata.creation_timestamp.as_ref().map(|t| t.0),
         deletion: deletion(db, snapshot),
@@ -596,24 +602,17 @@ fn store_credentials(db: &Database) -> Option<String> {
         .clone()
 }
 
-/// Whether the pod was built from another spec than a fresh build for the
-/// current one. A pod without the annotation was not built by Tusk's
-/// builders as they are: outdated.
-fn outdated(db: &Database, serial: u32, pod: &KubePod, build: &BuildConfig) -> bool {
-    // The hash leaves role and bootstrap out, so any will do for the build.
-    let fresh =
-        resources::instance_pod_with(db, serial, InstanceRole::Replica, Bootstrap::Clone, build);
-    let want = fresh
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(SPEC_HASH_ANNOTATION));
+/// Whether the pod was built from another spec than the current one. A pod
+/// without the annotation was not built by Tusk's builders as they are:
+/// outdated.
+fn outdated(model: &ValidatedDatabase, serial: u32, pod: &KubePod, build: &BuildConfig) -> bool {
+    let want = resources::instance_spec_hash(model, serial, &model.image, build);
     let have = pod
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(SPEC_HASH_ANNOTATION));
-    want != have || have.is_none()
+    have != Some(&want)
 }
 
 fn pod_ready(pod: &KubePod) -> bool {

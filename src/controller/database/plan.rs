@@ -2,6 +2,7 @@
 //! spec touches nothing and says which field is wrong), else the lifecycle's
 //! plan with what was observed of the instances.
 
+use crate::api::model::{Defaults, ValidatedDatabase};
 use crate::api::status::{
     AppliedSpec, DatabasePhase, InstanceStatus, LastBackup, LastFailover, MigrationsStatus,
     UpgradeStatus,
@@ -34,15 +35,29 @@ pub struct NextStatus {
     pub migrations: Option<MigrationsStatus>,
 }
 
-/// Everything the reconciler checks before acting: the spec on its own, and the
-/// spec against what is in effect (so a downgrade or a shrink that reached
-/// the API server while the webhook was down is still refused).
-pub fn validate(db: &Database) -> Vec<FieldError> {
-    let mut errors = validate::database(db);
-    if let Some(applied) = db.status.as_ref().and_then(|s| s.applied.as_ref()) {
-        errors.extend(validate::against_applied(&db.spec, applied));
+/// Everything the reconciler checks before acting: the spec on its own (as
+/// the webhook does, [`validate::validated`]), and the spec against what is
+/// in effect (so a downgrade or a shrink that reached the API server while
+/// the webhook was down is still refused). Valid, it is the model the
+/// builders take.
+pub fn validate(
+    db: &Database,
+    defaults: &Defaults<'_>,
+) -> Result<ValidatedDatabase, Vec<FieldError>> {
+    let against_applied = db
+        .status
+        .as_ref()
+        .and_then(|s| s.applied.as_ref())
+        .map(|applied| validate::against_applied(&db.spec, applied))
+        .unwrap_or_default();
+    match validate::validated(db, defaults) {
+        Ok(model) if against_applied.is_empty() => Ok(model),
+        Ok(_) => Err(against_applied),
+        Err(mut errors) => {
+            errors.extend(against_applied);
+            Err(errors)
+        }
     }
-    errors
 }
 
 /// The status of `db` when its spec is invalid: Tusk changes nothing, says which
@@ -96,6 +111,20 @@ mod tests {
     use super::*;
     use crate::api::arbitrary::sample_database;
 
+    fn defaults() -> Defaults<'static> {
+        Defaults {
+            store: None,
+            postgres_repository: "postgres",
+        }
+    }
+
+    #[test]
+    fn a_valid_spec_is_its_model() {
+        let model = validate(&sample_database(), &defaults()).expect("valid");
+        assert_eq!(model.name, "orders");
+        assert_eq!(model.image, "postgres:17");
+    }
+
     fn applied(version: &str, size: &str) -> AppliedSpec {
         AppliedSpec {
             version: version.into(),
@@ -113,7 +142,7 @@ mod tests {
             ..Default::default()
         });
         db.spec.version = "15".into();
-        let errors = validate(&db);
+        let errors = validate(&db, &defaults()).expect_err("a downgrade");
         let next = invalid(&db, &errors);
         assert_eq!(next.conditions[0].reason, "InvalidSpec");
         assert!(
@@ -155,7 +184,7 @@ mod tests {
             phase: Some(DatabasePhase::Ready),
             ..Default::default()
         });
-        let errors = validate(&db);
+        let errors = validate(&db, &defaults()).expect_err("no instance");
         let plan = invalid(&db, &errors);
         assert_eq!(plan.phase, DatabasePhase::Blocked);
         assert_eq!(plan.conditions[0].reason, "InvalidSpec");

@@ -12,8 +12,8 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams, PropagationPolicy};
 
 use super::decide::{finished, outcome_of, running, source};
 use crate::api::status::BackupStatus;
-use crate::api::store;
 use crate::api::v1::{Backup, Database};
+use crate::api::{store, validate};
 use crate::controller::{Context, Error};
 use crate::resources::{verify_job, verify_job_name};
 
@@ -44,7 +44,12 @@ pub async fn step(
             let why = "the Backup's status has no location or end LSN to verify".to_owned();
             return Ok((finished(status, Err(why), generation, now), None));
         };
-        let job = verify_job(&db, backup, &source, &ctx.build);
+        // A Database whose spec is invalid builds nothing, this Job included:
+        // the verification waits for the spec to be corrected.
+        let Ok(model) = validate::validated(&db, &ctx.build.defaults()) else {
+            return Ok((status.clone(), Some(POLL)));
+        };
+        let job = verify_job(&model, backup, &source, &ctx.build);
         match jobs.create(&PostParams::default(), &job).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {}

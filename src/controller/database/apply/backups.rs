@@ -8,35 +8,38 @@ use kube::api::{DeleteParams, PostParams};
 use kube::runtime::events::EventType;
 use tracing::{info, warn};
 
-use super::apply::{Applier, Done};
-use super::backups;
-use super::instances::{Answer, Call};
-use crate::api::v1::Backup;
+use super::{Applier, Done};
+use crate::api::v1::{Backup, Database};
 use crate::contract::RetentionRequest;
-use crate::controller::{Error, key_of};
+use crate::controller::database::backups;
+use crate::controller::database::instances::{Answer, Call};
+use crate::controller::{Context, Error, key_of};
 use crate::lifecycle::{BackupPurpose, RetentionPass};
 use crate::resources::{self, names};
 
-impl Applier<'_> {
-    /// Creates Backup `name` (an existing one is the same request: done).
-    pub(super) async fn take_backup(
-        &self,
-        name: &str,
-        purpose: &BackupPurpose,
-    ) -> Result<Option<Done>, Error> {
+/// Creates Backup `name` of `db` (an existing one is the same request:
+/// done). Needs only the Database as stored: a deletion takes its final
+/// backup whatever its spec says.
+pub async fn take_backup(
+    ctx: &Context,
+    db: &Database,
+    name: &str,
+    purpose: &BackupPurpose,
+) -> Result<Option<Done>, Error> {
+    {
         let (built, reason, note) = match purpose {
             BackupPurpose::Scheduled { at } => (
-                resources::scheduled_backup(self.db, name, *at),
+                resources::scheduled_backup(db, name, *at),
                 "BackupScheduled",
                 format!("created Backup {name} for spec.backup.schedule"),
             ),
             BackupPurpose::Upgrade => (
-                resources::upgrade_backup(self.db, name),
+                resources::upgrade_backup(db, name),
                 "BackupBeforeUpgrade",
                 format!("created Backup {name} before a major upgrade"),
             ),
             BackupPurpose::Final => (
-                resources::final_backup(self.db, name),
+                resources::final_backup(db, name),
                 "FinalBackup",
                 format!("taking final backup {name} before releasing the Database"),
             ),
@@ -45,11 +48,9 @@ impl Applier<'_> {
         let Some(backup) = built else {
             return Ok(None);
         };
-        match self
-            .api::<Backup>()
-            .create(&PostParams::default(), &backup)
-            .await
-        {
+        let api: kube::Api<Backup> =
+            kube::Api::namespaced(ctx.client.clone(), &db.namespace().unwrap_or_default());
+        match api.create(&PostParams::default(), &backup).await {
             Ok(_) => {}
             // A pass from a stale cache made it already.
             Err(kube::Error::Api(status)) if status.code == 409 => return Ok(None),
@@ -58,7 +59,9 @@ impl Applier<'_> {
         info!(backup = %name, ?purpose, "backup requested");
         Ok(Some(Done { reason, note }))
     }
+}
 
+impl Applier<'_> {
     /// Runs a retention pass on `primary`. A failed pass is an Event and a
     /// warning, not a failed reconcile: it is tried again with the next
     /// backup or after [`crate::lifecycle::PRUNE_EVERY`].
@@ -72,7 +75,7 @@ impl Applier<'_> {
             return Ok(None);
         };
         let token = self
-            .secret_password(&names::instance_token_secret(&self.name()))
+            .secret_password(&names::instance_token_secret(self.name()))
             .await?;
         self.ctx.pruned(
             &key_of(self.db),
@@ -135,7 +138,7 @@ impl Applier<'_> {
         else {
             return Ok(None);
         };
-        let job = resources::migration_job(self.db, spec, self.build);
+        let job = resources::migration_job(self.model, spec, self.build);
         let name = job.name_any();
         match self
             .api::<k8s_openapi::api::batch::v1::Job>()

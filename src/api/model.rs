@@ -1,0 +1,126 @@
+//! The validated model of a Database: what [`super::validate::validated`]
+//! returns once a spec passed every rule, and the only input the builders in
+//! `crate::resources` take about the Database.
+//!
+//! Everything in it is resolved: the version parsed, the image chosen, the
+//! operator's default object store folded in. A builder that holds one
+//! cannot meet an unparsed version or a store that is not in effect, so none
+//! needs a fallback for an invalid spec.
+
+use std::collections::BTreeMap;
+
+use super::store;
+use super::v1::{Database, InitdbSpec, ObjectStore, ReplicationSpec, StorageSpec};
+use super::validate::PgVersion;
+
+/// The operator-wide settings validation resolves a Database against (from
+/// the operator's command line or environment).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Defaults<'a> {
+    /// The operator's default object store (see [`super::store`]).
+    pub store: Option<&'a ObjectStore>,
+    /// Repository of the PostgreSQL image when `spec.image` is unset, without
+    /// a tag (see [`image`]).
+    pub postgres_repository: &'a str,
+}
+
+/// A Database whose spec passed validation, resolved for the builders.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValidatedDatabase {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace`; `None` only for an object never stored.
+    pub namespace: Option<String>,
+    /// `metadata.uid`; children get no owner reference without it.
+    pub uid: Option<String>,
+    /// `spec.version`, parsed.
+    pub version: PgVersion,
+    /// The PostgreSQL image the spec asks for (see [`image`]).
+    pub image: String,
+    /// `spec.instances` (1 to 16).
+    pub instances: i32,
+    /// `spec.storage`.
+    pub storage: StorageSpec,
+    /// `spec.replication`.
+    pub replication: ReplicationSpec,
+    /// `spec.postgresql.parameters`.
+    pub parameters: BTreeMap<String, String>,
+    /// The application database and its owner: `spec.bootstrap.initdb`, or
+    /// the defaults (`app`, `app`) when the Database is restored or says
+    /// nothing.
+    pub initdb: InitdbSpec,
+    /// The object store in effect: the spec's, or the operator's default
+    /// when the spec asks for backups without naming one.
+    pub object_store: Option<ObjectStore>,
+}
+
+impl ValidatedDatabase {
+    /// The model of `db`, whose version parsed as `version` and whose spec
+    /// passed every rule (only [`super::validate::validated`] calls this).
+    pub(super) fn new(db: &Database, version: PgVersion, defaults: &Defaults<'_>) -> Self {
+        let spec = &db.spec;
+        Self {
+            name: db.metadata.name.clone().unwrap_or_default(),
+            namespace: db.metadata.namespace.clone(),
+            uid: db.metadata.uid.clone(),
+            version,
+            image: image(spec.image.as_deref(), version, defaults.postgres_repository),
+            instances: spec.instances,
+            storage: spec.storage.clone(),
+            replication: spec.replication.clone(),
+            parameters: spec.postgresql.parameters.clone(),
+            initdb: spec
+                .bootstrap
+                .as_ref()
+                .and_then(|b| b.initdb.clone())
+                .unwrap_or_default(),
+            object_store: store::effective(db, defaults.store),
+        }
+    }
+}
+
+/// The PostgreSQL image: `custom` (`spec.image`) when set, else
+/// `<repository>:<version>`: `17` gives `postgres:17` (the official images
+/// tag each major with its latest minor) and `17.2` gives `postgres:17.2`
+/// (and each minor with itself), so naming a minor pins it and changing it
+/// is a rolling update.
+pub fn image(custom: Option<&str>, version: PgVersion, repository: &str) -> String {
+    if let Some(image) = custom.filter(|i| !i.is_empty()) {
+        return image.to_owned();
+    }
+    match version.minor {
+        Some(minor) => format!("{repository}:{}.{minor}", version.major),
+        None => format!("{repository}:{}", version.major),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(major: u32, minor: Option<u32>) -> PgVersion {
+        PgVersion { major, minor }
+    }
+
+    #[test]
+    fn the_image_is_the_spec_s_or_the_repository_tagged_with_the_version() {
+        assert_eq!(image(None, version(17, None), "postgres"), "postgres:17");
+        assert_eq!(
+            image(None, version(17, Some(2)), "localhost/postgres"),
+            "localhost/postgres:17.2"
+        );
+        assert_eq!(
+            image(Some(""), version(16, None), "postgres"),
+            "postgres:16",
+            "an empty spec.image is unset"
+        );
+        assert_eq!(
+            image(
+                Some("registry.example/pg:17.6"),
+                version(17, None),
+                "postgres"
+            ),
+            "registry.example/pg:17.6"
+        );
+    }
+}

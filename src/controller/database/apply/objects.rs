@@ -1,0 +1,199 @@
+//! The Database's objects that are not instances: the credential Secrets
+//! (created once, never overwritten), the Services, the primary Lease and
+//! the managers' access to it, the PodDisruptionBudgets and the PVCs.
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+use rand::Rng;
+use rand::distr::Alphanumeric;
+use serde_json::json;
+
+use super::{Applier, Done};
+use crate::contract::{Credential, PasswordRequest};
+use crate::controller::database::instances::Call;
+use crate::controller::database::observe::PASSWORD_SYNCED_ANNOTATION;
+use crate::controller::{Error, FIELD_MANAGER};
+use crate::resources::{self, SecretKind, names};
+
+/// Length of generated passwords and tokens: 32 alphanumerics, about 190 bits.
+const PASSWORD_LENGTH: usize = 32;
+
+/// The field manager of the annotation that marks a Secret's password as
+/// given to the instances: apart from `tusk`'s, so that re-applying the
+/// Secret's labels leaves it alone.
+const CREDENTIALS_MANAGER: &str = "tusk-credentials";
+
+impl Applier<'_> {
+    /// Creates the missing Secrets; re-applies the labels and owner of the
+    /// others (never their data).
+    pub(super) async fn ensure_secrets(&self) -> Result<Option<Done>, Error> {
+        let mut created = Vec::new();
+        for kind in SecretKind::ALL {
+            let name = kind.secret_name(self.name());
+            if self.snapshot.has_secret(&name) {
+                self.reapply_secret_metadata(kind, &name).await?;
+                continue;
+            }
+            let secret = resources::secret(self.model, kind, &generate_password());
+            // One created by an earlier pass whose list did not see it yet is kept.
+            if self
+                .create_once(&secret, "creating a credential Secret")
+                .await?
+            {
+                created.push(name);
+            }
+        }
+        Ok((!created.is_empty()).then(|| Done {
+            reason: "CreatedSecrets",
+            note: format!("generated credentials: {}", created.join(", ")),
+        }))
+    }
+
+    /// Re-applies the labels and owner of existing Secret `name`, leaving its
+    /// data alone.
+    async fn reapply_secret_metadata(&self, kind: SecretKind, name: &str) -> Result<(), Error> {
+        let built = resources::secret(self.model, kind, "");
+        let metadata = json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": name,
+                "labels": built.metadata.labels,
+                "ownerReferences": built.metadata.owner_references,
+            },
+        });
+        self.api::<Secret>()
+            .patch(
+                name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(metadata),
+            )
+            .await
+            .map_err(Error::kube("re-applying a Secret's labels and owner"))?;
+        Ok(())
+    }
+
+    /// Gives `instances` the password in `credential`'s Secret, then marks
+    /// the Secret so that the next pass does not again.
+    pub(super) async fn sync_password(
+        &self,
+        credential: Credential,
+        instances: &[String],
+    ) -> Result<Option<Done>, Error> {
+        let kind = match credential {
+            Credential::Superuser => SecretKind::Superuser,
+            Credential::Replication => SecretKind::Replication,
+            Credential::App => SecretKind::App,
+        };
+        let name = kind.secret_name(self.name());
+        let password = self.secret_password(&name).await?;
+        for instance in instances {
+            let request = PasswordRequest {
+                credential,
+                password: password.clone(),
+            };
+            self.call(instance, Call::Password(request)).await?;
+        }
+        let mark = json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": { "name": name, "annotations": { PASSWORD_SYNCED_ANNOTATION: "true" } },
+        });
+        self.api::<Secret>()
+            .patch(
+                &name,
+                &PatchParams::apply(CREDENTIALS_MANAGER).force(),
+                &Patch::Apply(mark),
+            )
+            .await
+            .map_err(Error::kube("marking a Secret's password as given"))?;
+        Ok(Some(Done {
+            reason: "PasswordSynced",
+            note: format!(
+                "the password in Secret {name} is in effect on {}",
+                instances.join(", ")
+            ),
+        }))
+    }
+
+    pub(super) async fn ensure_services(&self) -> Result<Option<Done>, Error> {
+        for service in resources::services(self.model) {
+            self.server_side_apply::<Service>(&service, "applying a Service")
+                .await?;
+        }
+        Ok(None)
+    }
+
+    pub(super) async fn ensure_lease_access(&self) -> Result<Option<Done>, Error> {
+        self.server_side_apply::<ServiceAccount>(
+            &resources::instance_account(self.model),
+            "applying the instances' ServiceAccount",
+        )
+        .await?;
+        self.server_side_apply::<Role>(
+            &resources::instance_role(self.model),
+            "applying the instances' Role",
+        )
+        .await?;
+        self.server_side_apply::<RoleBinding>(
+            &resources::instance_role_binding(self.model),
+            "applying the instances' RoleBinding",
+        )
+        .await?;
+        self.server_side_apply::<Lease>(
+            &resources::primary_lease(self.model),
+            "applying the primary Lease",
+        )
+        .await?;
+        Ok(None)
+    }
+
+    pub(super) async fn ensure_budgets(&self) -> Result<Option<Done>, Error> {
+        for pdb in resources::pod_disruption_budgets(self.model) {
+            self.server_side_apply::<PodDisruptionBudget>(&pdb, "applying a PodDisruptionBudget")
+                .await?;
+        }
+        Ok(None)
+    }
+
+    pub(super) async fn delete_budget(&self, name: &str) -> Result<Option<Done>, Error> {
+        self.delete::<PodDisruptionBudget>(name, "deleting a PodDisruptionBudget")
+            .await?;
+        Ok(None)
+    }
+
+    pub(super) async fn create_pvc(&self, serial: u32) -> Result<Option<Done>, Error> {
+        let instance = names::instance_name(self.name(), serial);
+        let pvc = resources::pvc(self.model, &instance);
+        self.server_side_apply::<PersistentVolumeClaim>(&pvc, "applying a PVC")
+            .await?;
+        Ok(Some(Done {
+            reason: "CreatedVolume",
+            note: format!("created PVC {}", pvc.name_any()),
+        }))
+    }
+
+    pub(super) async fn delete_pvc(&self, name: &str) -> Result<Option<Done>, Error> {
+        self.delete::<PersistentVolumeClaim>(&names::pvc(name), "deleting a PVC")
+            .await?;
+        Ok(Some(Done {
+            reason: "DeletedVolume",
+            note: format!(
+                "deleted PVC {} of removed instance {name}",
+                names::pvc(name)
+            ),
+        }))
+    }
+}
+
+fn generate_password() -> String {
+    rand::rng()
+        .sample_iter(Alphanumeric)
+        .take(PASSWORD_LENGTH)
+        .map(char::from)
+        .collect()
+}
