@@ -1,8 +1,12 @@
-//! What kind of failure an error is. Every module has its own error type
-//! (`controller::Error`, `webhook::Error`, `instance::Error`, …), each with a
-//! `category()`; the category feeds metrics and Events and tells the
-//! controllers whether to retry with backoff or wait for the user. The one
-//! crate-wide error lives at the binary's edge, in [`crate::cli`].
+//! What kind of failure an error is. Every module that fails has its own
+//! error type (`controller::Error`, `operator::Error`, `webhook::Error`,
+//! `instance::Error`, `upgrade::Error`, `wal::Error`, `objectstore` and the
+//! `backup` steps' …). The operator's (controller, operator, webhook, and the
+//! instance manager's HTTP API) carry a `category()`: it labels
+//! `tusk_reconcile_errors_total`, picks the Event type and the HTTP status,
+//! and tells the controllers whether to retry with backoff or wait for the
+//! user. The one crate-wide error lives at the binary's edge, in
+//! [`crate::cli`].
 
 /// What kind of failure an error is; the label on `tusk_reconcile_errors_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,4 +1,11 @@
-//! The Database and Backup controllers: thin shells around pure planning.
+//! The controllers (Database, Backup, backup verification): thin shells
+//! around pure planning. Each pass observes, asks a pure planner what to do
+//! (`crate::lifecycle` for a Database, `backup::decide` and
+//! `verification::decide` for the others), carries it out and writes the
+//! status once. The [`Context`] they share holds the clients, the Event
+//! recorder, the metrics, and the little a pass remembers between passes
+//! (the last primary seen, when the status last changed, the last retention
+//! pass), which the planners receive as observations.
 
 pub mod backup;
 pub mod conditions;

@@ -102,7 +102,8 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     let model = match plan::validate(db, &ctx.build.defaults()) {
         Ok(model) => model,
         Err(errors) => {
-            write_status(db, api, ctx, &plan::invalid(db, &errors), false).await?;
+            let next = plan::invalid(db, &errors);
+            write_status(db, api, ctx, &next, Announce::Transitions).await?;
             reconciled(db, ctx);
             info!(valid = false, "reconciled");
             // Nothing changes until the object does.
@@ -134,7 +135,7 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     let (failure, last_failover) = run.execute(&mut decision).await;
     let mut next = run.next_status(&decision);
     next.last_failover = last_failover;
-    write_status(db, api, ctx, &next, decision.alarm).await?;
+    write_status(db, api, ctx, &next, Announce::Transitions).await?;
     run.publish_notes(&decision).await;
     count_failover(ctx, db, &key, next.current_primary.as_deref());
     if let Some(error) = failure {
@@ -174,7 +175,11 @@ async fn hold(
         return Ok(None);
     }
     let (failure, _) = run.execute(&mut decision).await;
-    write_status(db, api, ctx, &run.next_status(&decision), decision.alarm).await?;
+    let announce = Announce::Ready {
+        warning: decision.alarm,
+        action: "Delete",
+    };
+    write_status(db, api, ctx, &plan::deleting(db, &decision), announce).await?;
     run.publish_notes(&decision).await;
     if let Some(error) = failure {
         return Err(error);
@@ -221,7 +226,7 @@ impl Run<'_> {
             let result = match action {
                 lifecycle::Action::RecordTargetPrimary { .. } => {
                     let early = self.next_status(decision);
-                    write_status(self.db, self.api, self.ctx, &early, false)
+                    write_status(self.db, self.api, self.ctx, &early, Announce::Transitions)
                         .await
                         .map(|()| None)
                 }
@@ -418,14 +423,23 @@ fn refusal(action: &lifecycle::Action, error: &Error) -> (&'static str, String) 
 }
 
 /// Writes the status and publishes an Event for every condition or phase change.
-/// `alarm`: the Ready condition's Event is a warning even though the phase
-/// is not Blocked (a deletion waiting for a human).
+/// Which Events a status write publishes.
+#[derive(Clone, Copy)]
+enum Announce {
+    /// One for every condition that changed (a warning for a Ready that is
+    /// Blocked, and for Degraded), and one for a new phase.
+    Transitions,
+    /// Only a change of Ready, with its reason and message.
+    Ready { warning: bool, action: &'static str },
+}
+
+/// Writes the status and publishes the Events `announce` asks for.
 async fn write_status(
     db: &Database,
     api: &Api<Database>,
     ctx: &Context,
     plan: &plan::NextStatus,
-    alarm: bool,
+    announce: Announce,
 ) -> Result<(), Error> {
     let now = Time(Timestamp::now());
     let next = status::build(db, plan, &now);
@@ -441,33 +455,49 @@ async fn write_status(
     }
     status::apply(api, &db.name_any(), &next).await?;
     ctx.progress_written(&key);
-    for changed in conditions::transitions(&before.conditions, &next.conditions) {
-        let type_ = if changed.type_ == conditions::READY
-            && (next.phase == Some(DatabasePhase::Blocked) || alarm)
-            || changed.type_ == conditions::DEGRADED && changed.status == "True"
-        {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        };
-        let note = format!(
-            "{} is {}: {}",
-            changed.type_, changed.status, changed.message
-        );
-        ctx.publish(db, type_, &changed.reason, "Reconcile", note)
-            .await;
-    }
-    if before.phase != next.phase
-        && let Some(phase) = next.phase
-    {
-        ctx.publish(
-            db,
-            EventType::Normal,
-            phase.as_str(),
-            "Reconcile",
-            format!("phase is now {}", phase.as_str()),
-        )
-        .await;
+    let changed = conditions::transitions(&before.conditions, &next.conditions);
+    match announce {
+        Announce::Ready { warning, action } => {
+            if let Some(ready) = changed.iter().find(|c| c.type_ == conditions::READY) {
+                let type_ = if warning {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                };
+                ctx.publish(db, type_, &ready.reason, action, ready.message.clone())
+                    .await;
+            }
+        }
+        Announce::Transitions => {
+            for changed in changed {
+                let type_ = if changed.type_ == conditions::READY
+                    && next.phase == Some(DatabasePhase::Blocked)
+                    || changed.type_ == conditions::DEGRADED && changed.status == "True"
+                {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                };
+                let note = format!(
+                    "{} is {}: {}",
+                    changed.type_, changed.status, changed.message
+                );
+                ctx.publish(db, type_, &changed.reason, "Reconcile", note)
+                    .await;
+            }
+            if before.phase != next.phase
+                && let Some(phase) = next.phase
+            {
+                ctx.publish(
+                    db,
+                    EventType::Normal,
+                    phase.as_str(),
+                    "Reconcile",
+                    format!("phase is now {}", phase.as_str()),
+                )
+                .await;
+            }
+        }
     }
     Ok(())
 }

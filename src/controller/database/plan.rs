@@ -86,6 +86,23 @@ pub fn invalid(db: &Database, errors: &[FieldError]) -> NextStatus {
     }
 }
 
+/// The status of `db` while its deletion waits (for its final backup): the
+/// phase and conditions the plan names; everything else as recorded.
+pub fn deleting(db: &Database, decision: &lifecycle::Plan) -> NextStatus {
+    NextStatus {
+        phase: decision.phase,
+        conditions: decision.conditions.clone(),
+        applied: db.status.as_ref().and_then(|s| s.applied.clone()),
+        current_primary: None,
+        target_primary: None,
+        instances: None,
+        last_backup: None,
+        last_failover: None,
+        upgrade: db.status.as_ref().and_then(|s| s.upgrade.clone()),
+        migrations: None,
+    }
+}
+
 /// The status of a valid `db` from the lifecycle's decision and what is observed.
 pub fn accepted(
     decision: &lifecycle::Plan,
