@@ -407,12 +407,51 @@ fn relative(path: &Path) -> String {
         .replace('\\', "/")
 }
 
+/// Files that are a `#[cfg(test)] mod x;` of their parent: tests may use
+/// whatever they need.
+fn test_files(files: &[PathBuf]) -> BTreeSet<PathBuf> {
+    let mut tests = BTreeSet::new();
+    for path in files {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        // A `mod x;` in `a/b.rs` is `a/b/x.rs`; in `a/mod.rs` it is `a/x.rs`.
+        let dir = match path.file_name().and_then(|n| n.to_str()) {
+            Some("mod.rs" | "lib.rs" | "main.rs") => path.parent().map(Path::to_path_buf),
+            _ => Some(path.with_extension("")),
+        };
+        let Some(dir) = dir else {
+            continue;
+        };
+        let mut cfg_test = false;
+        for line in text.lines().map(str::trim) {
+            if line.starts_with("#[cfg(test)]") {
+                cfg_test = true;
+                continue;
+            }
+            if cfg_test
+                && let Some(name) = line
+                    .trim_start_matches("pub(crate) ")
+                    .strip_prefix("mod ")
+                    .and_then(|r| r.strip_suffix(';'))
+            {
+                tests.insert(dir.join(format!("{name}.rs")));
+                tests.insert(dir.join(name).join("mod.rs"));
+            }
+            cfg_test = false;
+        }
+    }
+    tests
+}
+
 fn pure_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
     rust_files(Path::new(SRC), &mut files);
     files.sort();
+    let tests = test_files(&files);
     files
         .into_iter()
+        .filter(|f| !tests.contains(f))
         .filter(|f| {
             let name = relative(f);
             PURE.iter().any(|p| {

@@ -10,6 +10,7 @@ pub mod store;
 pub mod v1;
 pub mod v1alpha1;
 pub mod validate;
+pub mod version;
 
 #[cfg(test)]
 pub(crate) mod arbitrary;

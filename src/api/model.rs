@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use super::store;
 use super::v1::{Database, InitdbSpec, ObjectStore, ReplicationSpec, StorageSpec};
-use super::validate::PgVersion;
+use super::version::PgVersion;
 
 /// The operator-wide settings validation resolves a Database against (from
 /// the operator's command line or environment).

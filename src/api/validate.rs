@@ -4,7 +4,6 @@
 //! builders take ([`validated`], [`super::model`]).
 
 use std::fmt;
-use std::str::FromStr;
 
 use super::model::{Defaults, ValidatedDatabase};
 use super::quantity;
@@ -48,34 +47,10 @@ pub fn summary(errors: &[FieldError]) -> String {
         .join("; ")
 }
 
-/// A parsed `spec.version`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct PgVersion {
-    pub major: u32,
-    pub minor: Option<u32>,
-}
-
-impl FromStr for PgVersion {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || format!("{s:?} is not a PostgreSQL version such as \"17\" or \"17.2\"");
-        let (major, minor) = match s.split_once('.') {
-            Some((major, minor)) => (major, Some(minor.parse().map_err(|_| bad())?)),
-            None => (s, None),
-        };
-        let major: u32 = major.parse().map_err(|_| bad())?;
-        if !(13..=19).contains(&major) {
-            return Err(format!(
-                "PostgreSQL {major} is not supported: use a major version from 13 to 19"
-            ));
-        }
-        Ok(Self { major, minor })
-    }
-}
+pub use super::version::PgVersion;
 
 /// Parses a backup schedule the way the operator runs it
-/// ([`crate::backup::schedule`]: crontab's five fields, an optional leading
+/// ([`crate::schedule`]: crontab's five fields, an optional leading
 /// seconds field, `@daily` and the rest, in UTC).
 pub fn parse_schedule(expr: &str) -> Result<crate::schedule::Schedule, String> {
     crate::schedule::Schedule::parse(expr).map_err(|e| e.to_string())

@@ -7,7 +7,7 @@ use crate::postgres::params::Change;
 use super::action::Action;
 use super::context::Context;
 use super::observed::ManagerStatus;
-use super::topology::Topology;
+use super::shape::Topology;
 use super::verdict::Verdict;
 
 #[derive(Default)]

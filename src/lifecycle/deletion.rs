@@ -10,8 +10,8 @@ use crate::backup::schedule::backup_name;
 
 use super::action::{Action, BackupPurpose};
 use super::context::Context;
+use super::note::Note;
 use super::observed::BackupState;
-use super::plan::{Note, Plan};
 use super::verdict::{DEGRADED, Desired, PROGRESSING, READY};
 
 /// Requeue while the final backup runs.
@@ -31,13 +31,39 @@ pub fn final_backup_name(database: &str, at: jiff::Timestamp) -> String {
     backup_name(&format!("{database}-final"), at)
 }
 
-/// The plan of a pass over a Database being deleted.
-pub(super) fn plan(ctx: &Context) -> Plan {
+/// What a deletion decided.
+pub(super) struct DeletionStep {
+    /// Start the final backup.
+    pub actions: Vec<Action>,
+    /// Ready, Progressing and Degraded while the deletion is held; `None`
+    /// when it may go.
+    pub hold: Option<Vec<Desired>>,
+    pub notes: Vec<Note>,
+    /// When to look again while held; `None`: released.
+    pub wait_seconds: Option<u64>,
+    /// Held for a human (the final backup failed): Ready's Event warns.
+    pub alarm: bool,
+}
+
+impl DeletionStep {
+    fn release(notes: Vec<Note>) -> Self {
+        Self {
+            actions: Vec::new(),
+            hold: None,
+            notes,
+            wait_seconds: None,
+            alarm: false,
+        }
+    }
+}
+
+/// The decision of a pass over a Database being deleted.
+pub(super) fn plan(ctx: &Context) -> DeletionStep {
     let observed = ctx.observed;
     let deletion = &observed.deletion;
     let wanted = observed.backups_possible && !deletion.skip_final_backup;
     let (Some(uid), Some(at), true) = (&deletion.uid, deletion.requested_at, wanted) else {
-        return Plan::deleting(ctx.previous, Vec::new());
+        return DeletionStep::release(Vec::new());
     };
     let name = final_backup_name(&observed.database, at);
     let existing = observed
@@ -45,23 +71,17 @@ pub(super) fn plan(ctx: &Context) -> Plan {
         .get(&name)
         .filter(|b| b.final_for.as_deref() == Some(uid.as_str()));
     if existing.is_some_and(|b| b.state == BackupState::Completed) {
-        return Plan::deleting(
-            ctx.previous,
-            vec![Note::normal(
-                "FinalBackupCompleted",
-                format!("final backup {name} completed; releasing the Database"),
-            )],
-        );
+        return DeletionStep::release(vec![Note::normal(
+            "FinalBackupCompleted",
+            format!("final backup {name} completed; releasing the Database"),
+        )]);
     }
     if deletion.namespace_terminating {
-        return Plan::deleting(
-            ctx.previous,
-            vec![Note::warning(
-                "FinalBackupSkipped",
-                "the namespace is being deleted: releasing the Database without a final backup"
-                    .to_owned(),
-            )],
-        );
+        return DeletionStep::release(vec![Note::warning(
+            "FinalBackupSkipped",
+            "the namespace is being deleted: releasing the Database without a final backup"
+                .to_owned(),
+        )]);
     }
     let (reason, message, wait, actions, notes) = match existing {
         None => (
@@ -108,12 +128,11 @@ pub(super) fn plan(ctx: &Context) -> Plan {
         Desired::new(PROGRESSING, reason == RUNNING, reason, message),
         Desired::new(DEGRADED, false, "Deleting", "the Database is being deleted"),
     ];
-    Plan::holding_deletion(
-        ctx.previous,
+    DeletionStep {
         actions,
-        conditions,
+        hold: Some(conditions),
         notes,
-        wait,
-        reason == FAILED,
-    )
+        wait_seconds: Some(wait),
+        alarm: reason == FAILED,
+    }
 }

@@ -25,8 +25,8 @@ use crate::resources::migration_job_name;
 
 use super::action::Action;
 use super::context::Context;
+use super::note::Note;
 use super::observed::{JobState, MigrationJob};
-use super::plan::Note;
 use super::verdict::Verdict;
 
 /// How often a running migration is looked at (Jobs are polled, not watched).
@@ -40,7 +40,7 @@ const ACTION: &str = "Migrate";
 
 /// What one pass does about migrations.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Decision {
+pub struct MigrationStep {
     /// `status.migrations` to write; `None` keeps the recorded one.
     pub status: Option<MigrationsStatus>,
     /// The version to start a Job for.
@@ -56,11 +56,11 @@ pub struct Decision {
 /// The pass's migration work once the rest of the plan is known: `settled`
 /// is whether its phase is `Ready`. Nothing for a Database that never had
 /// migrations.
-pub(super) fn plan(ctx: &Context, settled: bool) -> Decision {
+pub(super) fn plan(ctx: &Context, settled: bool) -> MigrationStep {
     let recorded = ctx.previous.and_then(|s| s.migrations.as_ref());
     let spec = ctx.spec.migrations.as_ref();
     if spec.is_none() && recorded.is_none() {
-        return Decision::default();
+        return MigrationStep::default();
     }
     decide(
         &ctx.observed.database,
@@ -71,7 +71,7 @@ pub(super) fn plan(ctx: &Context, settled: bool) -> Decision {
     )
 }
 
-impl Decision {
+impl MigrationStep {
     /// The actions that carry it out: finished Jobs go first, then the new one.
     pub(super) fn actions(&self) -> Vec<Action> {
         self.delete
@@ -94,10 +94,10 @@ pub fn decide(
     recorded: Option<&MigrationsStatus>,
     jobs: &[MigrationJob],
     settled: bool,
-) -> Decision {
+) -> MigrationStep {
     let before = recorded.cloned().unwrap_or_default();
     let mut status = before.clone();
-    let mut decision = Decision::default();
+    let mut decision = MigrationStep::default();
     let desired = spec.map(|m| m.version.as_str());
     let live: Vec<&MigrationJob> = jobs.iter().filter(|j| !j.deleting).collect();
 

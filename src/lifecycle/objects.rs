@@ -8,7 +8,7 @@ use crate::contract::Credential;
 
 use super::action::Action;
 use super::context::Context;
-use super::topology::Topology;
+use super::shape::Topology;
 use super::verdict::Verdict;
 
 #[derive(Default)]

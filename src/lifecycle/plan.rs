@@ -12,6 +12,7 @@ use crate::api::v1::DatabaseSpec;
 
 use super::action::Action;
 use super::context::Context;
+pub use super::note::Note;
 use super::observed::Observed;
 use super::verdict::{self, Desired, Verdict};
 use super::{
@@ -78,82 +79,37 @@ pub struct Plan {
     ready_message: String,
 }
 
-/// An Event a decision asks for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Note {
-    pub warning: bool,
-    /// PascalCase.
-    pub reason: &'static str,
-    /// The Event's action (`Migrate`, `Delete`, …).
-    pub action: &'static str,
-    pub message: String,
-}
-
-impl Note {
-    pub(super) fn normal(reason: &'static str, message: String) -> Self {
-        Self {
-            warning: false,
-            reason,
-            action: "Delete",
-            message,
-        }
-    }
-
-    pub(super) fn warning(reason: &'static str, message: String) -> Self {
-        Self {
-            warning: true,
-            ..Self::normal(reason, message)
-        }
-    }
-}
-
 impl Plan {
-    /// A Database being deleted that may go now; `notes` say why.
-    pub(super) fn deleting(previous: Option<&DatabaseStatus>, notes: Vec<Note>) -> Self {
+    /// The plan of a Database being deleted: released, or held with the
+    /// deletion's own conditions while its final backup runs or failed.
+    fn deleting(previous: Option<&DatabaseStatus>, deletion: deletion::DeletionStep) -> Self {
         let verdicts = vec![Verdict::progress(
             "Deleting",
             "the Database is being deleted",
         )];
+        let conditions = match deletion.hold {
+            Some(hold) => hold,
+            None => verdict::conditions(DatabasePhase::Deleting, &verdicts, false, ""),
+        };
         Plan {
             phase: DatabasePhase::Deleting,
-            actions: Vec::new(),
-            requeue_after_seconds: None,
-            conditions: verdict::conditions(DatabasePhase::Deleting, &verdicts, false, ""),
+            release: deletion.wait_seconds.is_none(),
+            requeue_after_seconds: deletion.wait_seconds,
+            actions: deletion.actions,
+            conditions,
             verdicts,
             current_primary: previous.and_then(|s| s.current_primary.clone()),
             target_primary: previous.and_then(|s| s.target_primary.clone()),
             upgrade: previous.and_then(|s| s.upgrade.clone()),
             last_backup: None,
             migrations: None,
-            notes,
-            release: true,
-            alarm: false,
+            notes: deletion.notes,
+            alarm: deletion.alarm,
             backup: None,
             topology_phase: DatabasePhase::Deleting,
             upgrading: false,
             held: false,
             ready_message: String::new(),
-        }
-    }
-
-    /// A Database being deleted that waits for its final backup: `actions`
-    /// start it, `conditions` say where it is, the pass looks again after
-    /// `wait_seconds`.
-    pub(super) fn holding_deletion(
-        previous: Option<&DatabaseStatus>,
-        actions: Vec<Action>,
-        conditions: Vec<Desired>,
-        notes: Vec<Note>,
-        wait_seconds: u64,
-        alarm: bool,
-    ) -> Self {
-        Plan {
-            actions,
-            conditions,
-            requeue_after_seconds: Some(wait_seconds),
-            release: false,
-            alarm,
-            ..Self::deleting(previous, notes)
         }
     }
 
@@ -205,7 +161,7 @@ impl Plan {
 pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &Observed) -> Plan {
     let ctx = Context::new(spec, previous, observed);
     if observed.deleting {
-        return deletion::plan(&ctx);
+        return Plan::deleting(previous, deletion::plan(&ctx));
     }
     let requests = requests::plan(&ctx);
     let mut objects = objects::plan(&ctx);
@@ -364,7 +320,7 @@ fn held(
     mut verdicts: Vec<Verdict>,
     objects: objects::Objects,
     upgrade: upgrade::Upgrade,
-    topology: topology::Topology,
+    topology: super::shape::Topology,
     backups: backups::Backups,
 ) -> Plan {
     verdicts.extend(upgrade.verdicts);

@@ -25,7 +25,7 @@ use super::action::Action;
 use super::context::Context;
 use super::observed::{InstanceState, LeaseState};
 use super::roles::desired_sync;
-use super::topology::Topology;
+use super::shape::Topology;
 use super::verdict::Verdict;
 
 /// The members as the managers should know them: every instance with a pod

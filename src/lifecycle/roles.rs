@@ -7,7 +7,7 @@ use crate::api::v1::{DatabaseSpec, ReplicationMode};
 use super::action::Action;
 use super::context::Context;
 use super::observed::SyncStandbys;
-use super::topology::Topology;
+use super::shape::Topology;
 use super::verdict::Verdict;
 
 #[derive(Default)]

@@ -21,7 +21,7 @@ use crate::contract::API_VERSION;
 use super::action::Action;
 use super::context::Context;
 use super::observed::{Instance, Pod, PodPhase};
-use super::topology::Topology;
+use super::shape::Topology;
 use super::verdict::Verdict;
 
 /// What the rollout decided before the topology: the image of new pods and

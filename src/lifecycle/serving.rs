@@ -4,7 +4,7 @@
 //! that mark, not the instance manager's word).
 
 use super::context::Context;
-use super::topology::Topology;
+use super::shape::Topology;
 use super::verdict::Verdict;
 
 pub(super) fn plan(ctx: &Context, topology: &Topology) -> Vec<Verdict> {

@@ -15,60 +15,7 @@ use crate::postgres::identifiers::slot_name;
 use super::action::{Action, Bootstrap, DeleteReason};
 use super::context::Context;
 use super::observed::{Instance, InstanceState, ManagerStatus};
-
-/// What the topology decided, its actions grouped so that the combined plan
-/// can put them in a safe order around the other sub-planners' actions.
-pub(super) struct Topology {
-    pub phase: DatabasePhase,
-    /// A ready primary accepts connections.
-    pub serving: bool,
-    pub reason: &'static str,
-    pub message: String,
-    /// The primary to record in status.
-    pub primary: Option<u32>,
-    /// The one instance whose manager reports primary, ready or not.
-    pub reporting_primary: Option<(u32, ManagerStatus)>,
-    /// Replicas that stay (not being removed), and new serials.
-    pub keep: Vec<u32>,
-    pub new: Vec<u32>,
-    /// Bootstrap or restart of the primary.
-    pub first: Vec<Action>,
-    pub budgets: Vec<Action>,
-    pub removals: Vec<Action>,
-    pub slots: Vec<Action>,
-    pub additions: Vec<Action>,
-    pub repairs: Vec<Action>,
-}
-
-impl Topology {
-    pub(super) fn wait(
-        phase: DatabasePhase,
-        reason: &'static str,
-        message: impl Into<String>,
-    ) -> Self {
-        Self {
-            phase,
-            serving: false,
-            reason,
-            message: message.into(),
-            primary: None,
-            reporting_primary: None,
-            keep: Vec::new(),
-            new: Vec::new(),
-            first: Vec::new(),
-            budgets: Vec::new(),
-            removals: Vec::new(),
-            slots: Vec::new(),
-            additions: Vec::new(),
-            repairs: Vec::new(),
-        }
-    }
-
-    pub(super) fn primary(mut self, serial: u32) -> Self {
-        self.primary = Some(serial);
-        self
-    }
-}
+use super::shape::Topology;
 
 /// Who the primary is, as far as this pass can tell.
 enum PrimaryView {
@@ -448,9 +395,6 @@ fn converge(ctx: &Context, primary: u32, status: ManagerStatus, image: &str) -> 
     topology
 }
 
-/// Whether `replica` holds WAL that `primary` does not: a later timeline, or
-/// further on the same one. Deleting its volume could lose commits.
-
 /// Deletes the pods and PVCs of the instances a scale-down removes, highest
 /// serial first; stops at one that may hold what the primary lacks, and
 /// says why.
@@ -605,6 +549,8 @@ fn verdict(
     }
 }
 
+/// Whether `replica` holds WAL that `primary` does not: a later timeline, or
+/// further on the same one. Deleting its volume could lose commits.
 fn ahead_of(replica: &ManagerStatus, primary: &ManagerStatus) -> bool {
     replica.timeline > primary.timeline
         || (replica.timeline == primary.timeline

@@ -212,7 +212,7 @@ fn stopped(ctx: &Context, upgrade: UpgradeStatus, job: UpgradeJob) -> Upgrade {
 enum Next {
     Wait,
     Again,
-    Finish(Upgrade),
+    Finish(Box<Upgrade>),
 }
 
 fn progress(message: String) -> Verdict {
@@ -251,7 +251,7 @@ fn advance(ctx: &Context, mut upgrade: UpgradeStatus, wanted: Option<u32>) -> Up
         match next {
             Next::Again => {}
             Next::Wait => break,
-            Next::Finish(upgrade) => return upgrade,
+            Next::Finish(upgrade) => return *upgrade,
         }
     }
     out.status = Some(upgrade);
@@ -276,10 +276,10 @@ fn checking(ctx: &Context, upgrade: &mut UpgradeStatus, out: &mut Upgrade) -> Ne
             upgrade.step = UpgradeStep::CheckFailed;
             upgrade.message = Some(report.clone());
             let status = Some(upgrade.clone());
-            return Next::Finish(Upgrade {
+            return Next::Finish(Box::new(Upgrade {
                 status,
                 ..stopped(ctx, upgrade.clone(), UpgradeJob::Check)
-            });
+            }));
         }
         Some(JobState::Succeeded(_)) => {
             upgrade.step = if ctx.observed.backups_possible && ctx.spec.upgrade.backup_first {
@@ -509,10 +509,10 @@ fn rolling_back(ctx: &Context, upgrade: &mut UpgradeStatus, out: &mut Upgrade, b
             out.active = false;
             if !back {
                 let status = Some(upgrade.clone());
-                return Next::Finish(Upgrade {
+                return Next::Finish(Box::new(Upgrade {
                     status,
                     ..stopped(ctx, upgrade.clone(), UpgradeJob::Upgrade)
-                });
+                }));
             }
         }
     }

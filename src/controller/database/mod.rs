@@ -20,7 +20,7 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -31,7 +31,9 @@ use tokio::sync::watch;
 
 use tracing::{Span, debug, field, info, instrument, warn};
 
-use super::{Change, Context, FINALIZER, conditions, key_of, namespace_of, reconciled};
+use super::{
+    Change, Context, FIELD_MANAGER, FINALIZER, conditions, key_of, namespace_of, reconciled,
+};
 use crate::api::model::ValidatedDatabase;
 use crate::api::status::{DatabasePhase, LastFailover};
 use crate::api::store;
@@ -453,7 +455,13 @@ async fn write_status(
     {
         return Ok(());
     }
-    status::apply(api, &db.name_any(), &next).await?;
+    api.patch_status(
+        &db.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(status::patch_body(&next)),
+    )
+    .await
+    .map_err(Error::kube("writing the Database status"))?;
     ctx.progress_written(&key);
     let changed = conditions::transitions(&before.conditions, &next.conditions);
     match announce {

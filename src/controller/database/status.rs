@@ -1,14 +1,14 @@
-//! The Database status for one pass, written whole with server-side apply.
+//! The Database status for one pass (pure): built whole from the pass's
+//! [`NextStatus`] and the previous status, as the body the controller
+//! writes with server-side apply.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::plan::NextStatus;
 use crate::api::status::DatabaseStatus;
 use crate::api::v1::Database;
-use crate::controller::Error;
-use crate::controller::{FIELD_MANAGER, conditions};
+use crate::controller::conditions;
 
 /// Computes the status from the plan and the previous status (pure).
 pub fn build(db: &Database, plan: &NextStatus, now: &Time) -> DatabaseStatus {
@@ -63,17 +63,6 @@ pub fn patch_body(status: &DatabaseStatus) -> serde_json::Value {
         "kind": "Database",
         "status": status,
     })
-}
-
-pub async fn apply(api: &Api<Database>, name: &str, status: &DatabaseStatus) -> Result<(), Error> {
-    api.patch_status(
-        name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(patch_body(status)),
-    )
-    .await
-    .map_err(Error::kube("writing the Database status"))?;
-    Ok(())
 }
 
 #[cfg(test)]
