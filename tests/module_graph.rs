@@ -375,6 +375,8 @@ const PURE: &[&str] = &[
     "controller/verification/decide.rs",
     "controller/database/plan.rs",
     "controller/database/status.rs",
+    "controller/database/observe/reduce.rs",
+    "controller/database/observe/views.rs",
     "controller/database/migration_jobs.rs",
     "api/validate.rs",
     "api/conversion.rs",

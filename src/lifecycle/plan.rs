@@ -186,47 +186,15 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     // took away is expected, and what it waits for is the news.
     let step = rollout::steps(&ctx, &topology, rollout.rolling);
     verdicts.extend(step.verdicts);
-    match topology.phase {
-        DatabasePhase::Ready => {}
-        DatabasePhase::Failed | DatabasePhase::FailingOver | DatabasePhase::Blocked => {
-            verdicts.push(Verdict::blocked(topology.reason, topology.message.clone()));
-        }
-        _ => verdicts.push(Verdict::progress(topology.reason, topology.message.clone())),
-    }
-    if matches!(
-        topology.phase,
-        DatabasePhase::Degraded | DatabasePhase::Failed | DatabasePhase::FailingOver
-    ) || topology.reason == "PrimaryUnreachable"
-    {
-        verdicts.push(Verdict::degraded(topology.reason, topology.message.clone()));
-    }
+    verdicts.extend(topology_verdicts(&topology));
     verdicts.extend(rollout.verdicts);
     verdicts.extend(upgrade.verdicts);
     verdicts.extend(roles.verdicts.iter().cloned());
     verdicts.extend(configuration.verdicts.iter().cloned());
     verdicts.extend(objects.verdicts.iter().cloned());
     verdicts.extend(serving::plan(&ctx, &topology));
-    let reporting = topology.reporting_primary.map(|(s, _)| ctx.name(s));
-    let (switchover, switchover_verdicts) = match spec.primary.as_deref() {
-        // A switchover of its own would race the rolling update's, or go to
-        // an instance it is about to replace: the request waits for it.
-        Some(wanted)
-            if rollout.rolling
-                && reporting.as_deref() != Some(wanted)
-                && (!step.actions.is_empty() || rollout::outdated(&ctx, wanted)) =>
-        {
-            (
-                Vec::new(),
-                vec![Verdict::progress(
-                    "SwitchoverWaiting",
-                    format!(
-                        "spec.primary: switching over to {wanted} waits for the rolling update"
-                    ),
-                )],
-            )
-        }
-        _ => primary::switchover(&ctx, &topology),
-    };
+    let (switchover, switchover_verdicts) =
+        switchover(&ctx, &topology, rollout.rolling, !step.actions.is_empty());
     verdicts.extend(switchover_verdicts);
     let members = primary::members_actions(&ctx);
     verdicts.extend(backups.verdicts);
@@ -258,30 +226,13 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     .flatten()
     .collect();
 
-    let only_blocked = verdicts
-        .iter()
-        .all(|v| matches!(v, Verdict::Blocked { .. }));
-    let steady = topology.phase == DatabasePhase::Ready
-        && topology.serving
-        && actions.is_empty()
-        && only_blocked;
-    let watching_primary = observed.lease != super::observed::LeaseState::Unobserved
-        && (matches!(
-            topology.phase,
-            DatabasePhase::FailingOver | DatabasePhase::SwitchingOver
-        ) || matches!(
-            topology.reason,
-            "PrimaryUnreachable" | "PrimaryDown" | "PrimaryUnavailable"
-        ));
-    let requeue = if steady {
-        REQUEUE_STEADY_SECONDS
-    } else if watching_primary {
-        REQUEUE_FAILOVER_SECONDS
-    } else if rollout.rolling {
-        REQUEUE_ROLLOUT_SECONDS
-    } else {
-        REQUEUE_SOON_SECONDS
-    };
+    let requeue = requeue_seconds(
+        &ctx,
+        (topology.phase, topology.reason, topology.serving),
+        &verdicts,
+        &actions,
+        rollout.rolling,
+    );
     let current_primary = topology.primary.map(|s| observed.name(s));
     let target_primary = actions
         .iter()
@@ -311,6 +262,88 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     plan.settle();
     plan.finish(&ctx, backups.next_run_seconds);
     plan
+}
+
+/// What the topology's phase says in the conditions.
+fn topology_verdicts(topology: &super::shape::Topology) -> Vec<Verdict> {
+    let mut verdicts = Vec::new();
+    match topology.phase {
+        DatabasePhase::Ready => {}
+        DatabasePhase::Failed | DatabasePhase::FailingOver | DatabasePhase::Blocked => {
+            verdicts.push(Verdict::blocked(topology.reason, topology.message.clone()));
+        }
+        _ => verdicts.push(Verdict::progress(topology.reason, topology.message.clone())),
+    }
+    if matches!(
+        topology.phase,
+        DatabasePhase::Degraded | DatabasePhase::Failed | DatabasePhase::FailingOver
+    ) || topology.reason == "PrimaryUnreachable"
+    {
+        verdicts.push(Verdict::degraded(topology.reason, topology.message.clone()));
+    }
+    verdicts
+}
+
+/// `spec.primary`'s switchover, unless a rolling update is under way that
+/// it would race, or that is about to replace the instance it names: then
+/// the request waits for it.
+fn switchover(
+    ctx: &Context,
+    topology: &super::shape::Topology,
+    rolling: bool,
+    rolling_now: bool,
+) -> (Vec<Action>, Vec<Verdict>) {
+    let reporting = topology.reporting_primary.map(|(s, _)| ctx.name(s));
+    match ctx.spec.primary.as_deref() {
+        Some(wanted)
+            if rolling
+                && reporting.as_deref() != Some(wanted)
+                && (rolling_now || rollout::outdated(ctx, wanted)) =>
+        {
+            (
+                Vec::new(),
+                vec![Verdict::progress(
+                    "SwitchoverWaiting",
+                    format!(
+                        "spec.primary: switching over to {wanted} waits for the rolling update"
+                    ),
+                )],
+            )
+        }
+        _ => primary::switchover(ctx, topology),
+    }
+}
+
+/// When to look again: soon while something is under way (at once while the
+/// primary does not serve, quickly while rolling), rarely when steady.
+fn requeue_seconds(
+    ctx: &Context,
+    (phase, reason, serving): (DatabasePhase, &str, bool),
+    verdicts: &[Verdict],
+    actions: &[Action],
+    rolling: bool,
+) -> u64 {
+    let only_blocked = verdicts
+        .iter()
+        .all(|v| matches!(v, Verdict::Blocked { .. }));
+    let steady = phase == DatabasePhase::Ready && serving && actions.is_empty() && only_blocked;
+    let watching_primary = ctx.observed.lease != super::observed::LeaseState::Unobserved
+        && (matches!(
+            phase,
+            DatabasePhase::FailingOver | DatabasePhase::SwitchingOver
+        ) || matches!(
+            reason,
+            "PrimaryUnreachable" | "PrimaryDown" | "PrimaryUnavailable"
+        ));
+    if steady {
+        REQUEUE_STEADY_SECONDS
+    } else if watching_primary {
+        REQUEUE_FAILOVER_SECONDS
+    } else if rolling {
+        REQUEUE_ROLLOUT_SECONDS
+    } else {
+        REQUEUE_SOON_SECONDS
+    }
 }
 
 /// A pass while a major upgrade holds the instances stopped: the Secrets,

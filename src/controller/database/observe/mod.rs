@@ -1,0 +1,378 @@
+//! Observe: what exists for one Database (its PVCs, Pods, Jobs, Secrets,
+//! Services, PDBs, the Services' EndpointSlices, its Backups) and what each
+//! instance manager says, reduced to the [`Observed`] the lifecycle decides
+//! on by comparing each object with what the builders make. Listing and
+//! polling are the async edge ([`snapshot`] for a live Database,
+//! [`deletion_snapshot`] for one being deleted); [`reduce`] is pure.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use futures::future::join_all;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod as KubePod, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, ListParams};
+use kube::{Resource, ResourceExt};
+
+use super::backups;
+use super::instances::Instances;
+use super::restore::{self, Resolved};
+use crate::api::v1::Backup;
+use crate::api::v1::{Database, ObjectStore};
+use crate::contract::env::BOOTSTRAP_ANNOTATION;
+use crate::contract::{API_VERSION, Bootstrap, RestoreProgress, Status};
+use crate::controller::{Context, Error, key_of};
+use crate::lifecycle::RetentionPass;
+use crate::resources::{self, SecretKind, labels, names};
+use k8s_openapi::jiff::Timestamp;
+
+/// Set on a credential Secret once its password has been given to the
+/// instances (by its own field manager, so re-applying the Secret's labels
+/// never removes it). A recreated Secret lacks it.
+pub const PASSWORD_SYNCED_ANNOTATION: &str = "tusk.dev/password-synced";
+
+/// The label the Job controller puts on its pods.
+const JOB_NAME_LABEL: &str = "job-name";
+
+/// The label the EndpointSlice controller puts on every slice of a Service.
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// The raw inputs of one pass, as listed and polled.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// `spec.bootstrap.recovery` resolved, while the restore is pending.
+    pub restore: Option<Resolved>,
+    /// `/restore` of pods bootstrapping by restore whose `/status` does not
+    /// answer yet, by pod name.
+    pub restoring: BTreeMap<String, RestoreProgress>,
+    pub pvcs: Vec<PersistentVolumeClaim>,
+    /// The instance pods.
+    pub pods: Vec<KubePod>,
+    /// The Jobs Tusk runs for the Database, and their pods.
+    pub jobs: Vec<Job>,
+    pub job_pods: Vec<KubePod>,
+    /// The Secrets' metadata (their data is never needed to observe).
+    pub secrets: Vec<ObjectMeta>,
+    pub services: Vec<Service>,
+    pub pdbs: Vec<PodDisruptionBudget>,
+    pub endpoints: Vec<EndpointSlice>,
+    /// `/status` of each pod's manager that answered, by pod name.
+    pub managers: BTreeMap<String, Status>,
+    /// The primary Lease as the operator observes it.
+    pub lease: crate::lifecycle::LeaseState,
+    /// The Lease, ServiceAccount, Role and RoleBinding exist.
+    pub lease_access: bool,
+    /// The Database's Backups (listed only when it has an object store).
+    pub backups: Vec<Backup>,
+    /// When the pass observed all this.
+    pub now: Timestamp,
+    /// The last retention pass this operator ran for the Database.
+    pub last_retention: Option<RetentionPass>,
+    /// The namespace is being deleted (only asked while the Database is).
+    pub namespace_terminating: bool,
+}
+
+impl Snapshot {
+    /// The pod IP of instance `name`, when it has one.
+    pub fn pod_ip(&self, name: &str) -> Option<String> {
+        self.pods
+            .iter()
+            .find(|p| p.name_any() == name)
+            .and_then(|p| p.status.as_ref()?.pod_ip.clone())
+    }
+
+    /// Whether a Secret named `name` exists.
+    pub fn has_secret(&self, name: &str) -> bool {
+        self.secrets.iter().any(|s| s.name.as_deref() == Some(name))
+    }
+
+    /// Managers that speak this build's instance API, by pod name.
+    fn understood(&self) -> impl Iterator<Item = (&String, &Status)> {
+        self.managers
+            .iter()
+            .filter(|(_, s)| s.api_version == API_VERSION)
+    }
+}
+
+/// Lists everything of `db` by its label and polls every running pod's manager
+/// concurrently.
+pub async fn snapshot(
+    client: &kube::Client,
+    api: &dyn Instances,
+    db: &Database,
+    namespace: &str,
+    default_store: Option<&ObjectStore>,
+) -> Result<Snapshot, Error> {
+    let name = db.name_any();
+    let uid = db.meta().uid.clone();
+    let selector = format!("{}={name}", labels::DATABASE);
+    let params = ListParams::default().labels(&selector);
+    let owned = |refs: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference]| {
+        uid.is_some() && refs.iter().any(|r| Some(&r.uid) == uid.as_ref())
+    };
+    let pvcs: Vec<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace)
+        .list(&params)
+        .await
+        .map_err(Error::kube("listing the Database's PVCs"))?
+        .items;
+    let jobs: Vec<Job> = Api::<Job>::namespaced(client.clone(), namespace)
+        .list(&params)
+        .await
+        .map_err(Error::kube("listing the Database's Jobs"))?
+        .items
+        .into_iter()
+        .filter(|j| owned(j.owner_references()))
+        .collect();
+    let job_names: BTreeSet<String> = jobs.iter().map(ResourceExt::name_any).collect();
+    let (pods, job_pods): (Vec<KubePod>, Vec<KubePod>) =
+        Api::<KubePod>::namespaced(client.clone(), namespace)
+            .list(&params)
+            .await
+            .map_err(Error::kube("listing the Database's Pods"))?
+            .items
+            .into_iter()
+            .filter(|p| {
+                owned(p.owner_references())
+                    || p.labels()
+                        .get(JOB_NAME_LABEL)
+                        .is_some_and(|j| job_names.contains(j))
+            })
+            .partition(|p| names::serial_of(&name, &p.name_any()).is_some());
+    let secrets = list_secrets(client, db, namespace).await?;
+    let services = list_services(client, &name, namespace).await?;
+    let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), namespace)
+        .list(&params)
+        .await
+        .map_err(Error::kube("listing the Database's PodDisruptionBudgets"))?
+        .items;
+    let routed = format!(
+        "{SERVICE_NAME_LABEL} in ({},{})",
+        names::rw_service(&name),
+        names::ro_service(&name)
+    );
+    let endpoints = Api::<EndpointSlice>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(&routed))
+        .await
+        .map_err(Error::kube("listing the Services' EndpointSlices"))?
+        .items;
+    let managers = poll_managers(api, &pods).await;
+    let restoring = poll_restoring(api, &pods, &managers).await;
+    let lease_access = lease_access(client, &name, namespace).await?;
+    let restore = if crate::lifecycle::restore_pending(&db.spec, db.status.as_ref()) {
+        let named = restore::fetch(client, db, namespace).await?;
+        restore::resolve(db, &named, default_store)
+    } else {
+        None
+    };
+    Ok(Snapshot {
+        restore,
+        restoring,
+        pvcs: pvcs
+            .into_iter()
+            .filter(|p| owned(p.owner_references()))
+            .collect(),
+        pods,
+        jobs,
+        job_pods,
+        secrets,
+        services,
+        pdbs,
+        endpoints,
+        managers,
+        lease: crate::lifecycle::LeaseState::Unobserved,
+        lease_access,
+        backups: Vec::new(),
+        now: Timestamp::UNIX_EPOCH,
+        last_retention: None,
+        namespace_terminating: false,
+    })
+}
+
+/// The metadata of the Database's Secrets and its store's credentials. By
+/// name, not label: a Secret whose labels a user removed must still be found
+/// (and relabelled), not recreated over.
+async fn list_secrets(
+    client: &kube::Client,
+    db: &Database,
+    namespace: &str,
+) -> Result<Vec<ObjectMeta>, Error> {
+    let name = db.name_any();
+    let mut secret_names: Vec<String> = SecretKind::ALL
+        .iter()
+        .map(|k| k.secret_name(&name))
+        .collect();
+    // The object store's credentials: the pods cannot start without them.
+    secret_names.extend(reduce::store_credentials(db));
+    Ok(Api::<Secret>::namespaced(client.clone(), namespace)
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(Error::kube("listing the Database's Secrets"))?
+        .items
+        .into_iter()
+        .map(|s| s.metadata)
+        .filter(|m| m.name.as_ref().is_some_and(|n| secret_names.contains(n)))
+        .collect())
+}
+
+/// The rw, ro and r Services, by name.
+async fn list_services(
+    client: &kube::Client,
+    name: &str,
+    namespace: &str,
+) -> Result<Vec<Service>, Error> {
+    let service_names = [
+        names::rw_service(name),
+        names::ro_service(name),
+        names::r_service(name),
+    ];
+    Ok(Api::<Service>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube("listing the Database's Services"))?
+        .items
+        .into_iter()
+        .filter(|s| service_names.contains(&s.name_any()))
+        .collect())
+}
+
+/// `/status` of every running pod's manager, concurrently, by pod name; a
+/// manager that does not answer is left out.
+async fn poll_managers(api: &dyn Instances, pods: &[KubePod]) -> BTreeMap<String, Status> {
+    let polls = pods.iter().filter_map(|pod| {
+        let ip = pod.status.as_ref()?.pod_ip.clone()?;
+        let name = pod.name_any();
+        Some(async move {
+            match api.status(&ip).await {
+                Ok(status) => Some((name, status)),
+                Err(error) => {
+                    tracing::debug!(pod = %name, %error, "instance manager did not answer");
+                    None
+                }
+            }
+        })
+    });
+    join_all(polls).await.into_iter().flatten().collect()
+}
+
+/// `/restore` of the pods restoring whose `/status` does not answer yet.
+async fn poll_restoring(
+    api: &dyn Instances,
+    pods: &[KubePod],
+    managers: &BTreeMap<String, Status>,
+) -> BTreeMap<String, RestoreProgress> {
+    let restoring_pods = pods.iter().filter_map(|pod| {
+        let name = pod.name_any();
+        let restoring = pod
+            .annotations()
+            .get(BOOTSTRAP_ANNOTATION)
+            .is_some_and(|b| b == Bootstrap::Restore.as_str());
+        if !restoring || managers.contains_key(&name) {
+            return None;
+        }
+        let ip = pod.status.as_ref()?.pod_ip.clone()?;
+        Some(async move { api.restore(&ip).await.ok().map(|p| (name, p)) })
+    });
+    join_all(restoring_pods)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Everything one pass over a live Database decides on: the objects and the
+/// managers ([`snapshot`]), the primary Lease as the operator watches it,
+/// the Database's Backups when it has a store, the time, and the last
+/// retention pass.
+pub async fn live(ctx: &Context, db: &Database, namespace: &str) -> Result<Snapshot, Error> {
+    let mut snapshot = snapshot(
+        &ctx.client,
+        ctx.instances.as_ref(),
+        db,
+        namespace,
+        ctx.build.default_store.as_ref(),
+    )
+    .await?;
+    snapshot.lease = ctx
+        .leases
+        .state(namespace, &names::primary_lease(&db.name_any()));
+    // Backups need a store; a Database without one has none to look at.
+    if crate::api::store::effective(db, None).is_some() {
+        snapshot.backups = backups::list(ctx, namespace).await?;
+    }
+    snapshot.now = Timestamp::now();
+    snapshot.last_retention = ctx.last_prune(&key_of(db));
+    Ok(snapshot)
+}
+
+/// What a pass over a Database being deleted decides on: its Backups and
+/// whether its namespace is going too, when it wants a final backup;
+/// nothing else (its pods may already be going).
+pub async fn deletion_snapshot(
+    ctx: &Context,
+    db: &Database,
+    namespace: &str,
+) -> Result<Snapshot, Error> {
+    let mut snapshot = Snapshot {
+        now: Timestamp::now(),
+        ..Snapshot::default()
+    };
+    let facts = reduce::deletion(db, &snapshot);
+    let wanted = crate::api::store::effective(db, None).is_some() && !facts.skip_final_backup;
+    if let (true, Some(at)) = (wanted, facts.requested_at) {
+        snapshot.backups = backups::list(ctx, namespace).await?;
+        let name = crate::lifecycle::final_backup_name(&db.name_any(), at);
+        if let Some(probe) = resources::final_backup(db, &name) {
+            snapshot.namespace_terminating = namespace_terminating(ctx, namespace, &probe).await;
+        }
+    }
+    Ok(snapshot)
+}
+
+/// Whether `namespace` is being deleted, asked the way a namespaced operator
+/// can: a dry-run create there is refused for that reason alone.
+async fn namespace_terminating(ctx: &Context, namespace: &str, probe: &Backup) -> bool {
+    let api: Api<Backup> = Api::namespaced(ctx.client.clone(), namespace);
+    let params = kube::api::PostParams {
+        dry_run: true,
+        ..kube::api::PostParams::default()
+    };
+    match api.create(&params, probe).await {
+        Err(kube::Error::Api(status)) => {
+            status.code == 403 && status.message.contains("being terminated")
+        }
+        _ => false,
+    }
+}
+
+/// Whether the primary Lease and the managers' access to it all exist.
+async fn lease_access(client: &kube::Client, name: &str, namespace: &str) -> Result<bool, Error> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role as RbacRole, RoleBinding};
+    let account = names::instance_account(name);
+    let lease = Api::<Lease>::namespaced(client.clone(), namespace)
+        .get_opt(&names::primary_lease(name))
+        .await
+        .map_err(Error::kube("reading the primary Lease"))?;
+    let sa = Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+        .get_metadata_opt(&account)
+        .await
+        .map_err(Error::kube("reading the instances' ServiceAccount"))?;
+    let role = Api::<RbacRole>::namespaced(client.clone(), namespace)
+        .get_metadata_opt(&account)
+        .await
+        .map_err(Error::kube("reading the instances' Role"))?;
+    let binding = Api::<RoleBinding>::namespaced(client.clone(), namespace)
+        .get_metadata_opt(&account)
+        .await
+        .map_err(Error::kube("reading the instances' RoleBinding"))?;
+    Ok(lease.is_some() && sa.is_some() && role.is_some() && binding.is_some())
+}
+
+mod reduce;
+mod views;
+
+pub use reduce::{reduce, reduce_deletion};
+pub use views::{applied, instance_statuses};

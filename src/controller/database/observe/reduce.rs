@@ -1,0 +1,409 @@
+//! The pure half of observing: the snapshot's objects and the managers'
+//! answers reduced to the [`Observed`] the lifecycle decides on, each object
+//! compared with what the builders make.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod as KubePod, Secret};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::{Resource, ResourceExt};
+
+use super::{JOB_NAME_LABEL, PASSWORD_SYNCED_ANNOTATION, SERVICE_NAME_LABEL, Snapshot};
+use crate::api::model::ValidatedDatabase;
+use crate::api::quantity;
+use crate::api::v1::Database;
+use crate::contract::{API_VERSION, Credential, Lsn, Role, Status};
+use crate::controller::database::backups;
+use crate::controller::database::migration_jobs::migration_jobs;
+use crate::lifecycle::{
+    Deletion, Instance, JobState, ManagerStatus, Observed, Pod, PodPhase, PvcState, RestoreView,
+    Routing, SKIP_FINAL_BACKUP, SyncStandbys,
+};
+use crate::postgres::params::{self, Change};
+use crate::resources::{
+    self, BuildConfig, SPEC_HASH_ANNOTATION, SecretKind, compare, labels, names, postgres_image,
+};
+
+fn ha_view(ha: &crate::contract::HaStatus) -> crate::lifecycle::HaView {
+    crate::lifecycle::HaView {
+        members: ha.members.clone(),
+        peers: ha
+            .peers
+            .iter()
+            .map(|p| {
+                (
+                    p.name.clone(),
+                    crate::failover::quorum::Report {
+                        silent_for: std::time::Duration::from_millis(p.silent_ms),
+                        fenced: p.fenced,
+                    },
+                )
+            })
+            .collect(),
+        fenced: ha.fenced,
+        primary_end: ha
+            .primary_end
+            .as_ref()
+            .map(|end| (end.instance.clone(), end.lsn.0)),
+    }
+}
+
+/// The facts the lifecycle decides on (pure).
+pub fn reduce(
+    db: &Database,
+    model: &ValidatedDatabase,
+    snapshot: &Snapshot,
+    build: &BuildConfig,
+) -> Observed {
+    let name = db.name_any();
+    let mut instances: BTreeMap<u32, Instance> = BTreeMap::new();
+    let short_volumes = volumes(db, snapshot, &mut instances);
+    pods(model, snapshot, build, &mut instances);
+    let primary = snapshot
+        .understood()
+        .map(|(_, s)| s)
+        .find(|s| s.postgres.role == Role::Primary);
+    let sync = primary
+        .and_then(|p| p.sync.clone())
+        .map(|s| SyncStandbys {
+            standbys: s.standbys,
+            min: i32::try_from(s.min).unwrap_or(i32::MAX),
+        })
+        .unwrap_or_default();
+    // Parameters differ when any answering manager runs other ones than the spec.
+    let parameter_change = snapshot
+        .understood()
+        .map(|(_, s)| params::classify(&s.parameters, &db.spec.postgresql.parameters))
+        .max()
+        .unwrap_or(Change::Nothing);
+    let secrets = secrets_as_built(model, snapshot);
+    let credentials_to_sync = credentials_to_sync(&name, snapshot);
+    let services = services_as_built(model, snapshot);
+    let (pod_disruption_budgets, surplus_budgets) = budgets(model, snapshot);
+    let inactive_slots = primary
+        .map(|p| p.postgres.inactive_slots.clone())
+        .unwrap_or_default();
+    let missing_store_credentials =
+        store_credentials(db).filter(|secret| !snapshot.has_secret(secret));
+    Observed {
+        database: name.clone(),
+        restore: RestoreView {
+            unresolved: snapshot.restore.clone().and_then(Result::err),
+            progress: snapshot.restoring.values().next().cloned(),
+        },
+        inactive_slots,
+        missing_store_credentials,
+        lease: snapshot.lease.clone(),
+        lease_access: snapshot.lease_access,
+        archiving: primary.and_then(|p| p.postgres.archiver.clone()),
+        deleting: db.meta().deletion_timestamp.is_some(),
+        secrets,
+        credentials_to_sync,
+        services,
+        pod_disruption_budgets,
+        surplus_budgets,
+        routing: routing(&name, &snapshot.endpoints),
+        desired_image: model.image.clone(),
+        short_volumes,
+        instances,
+        sync,
+        parameter_change,
+        jobs: snapshot
+            .jobs
+            .iter()
+            .map(|job| (job.name_any(), job_state(job, &snapshot.job_pods)))
+            .collect(),
+        migration_jobs: migration_jobs(&snapshot.jobs, &snapshot.job_pods),
+        backups: backups::of_database(db, &snapshot.backups),
+        backups_possible: model.object_store.is_some(),
+        now: snapshot.now,
+        created: db.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        deletion: deletion(db, snapshot),
+        last_retention: snapshot.last_retention.clone(),
+    }
+}
+
+/// Each instance's PVC, and the PVCs smaller than `spec.storage.size`.
+fn volumes(
+    db: &Database,
+    snapshot: &Snapshot,
+    instances: &mut BTreeMap<u32, Instance>,
+) -> Vec<String> {
+    let name = db.name_any();
+    let wanted_bytes = quantity::parse_bytes(&db.spec.storage.size).ok();
+    let mut short_volumes = Vec::new();
+    for pvc in &snapshot.pvcs {
+        let Some(serial) = instance_of_pvc(&name, &pvc.name_any()) else {
+            continue;
+        };
+        let bound = pvc
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|phase| phase == "Bound");
+        instances.entry(serial).or_default().pvc = Some(if bound {
+            PvcState::Bound
+        } else {
+            PvcState::Pending
+        });
+        if let (Some(wanted), Some(requested)) = (wanted_bytes, pvc_request(pvc))
+            && requested < wanted
+        {
+            short_volumes.push(pvc.name_any());
+        }
+    }
+    short_volumes
+}
+
+/// Each instance's pod, with what its manager said.
+fn pods(
+    model: &ValidatedDatabase,
+    snapshot: &Snapshot,
+    build: &BuildConfig,
+    instances: &mut BTreeMap<u32, Instance>,
+) {
+    let name = &model.name;
+    for pod in &snapshot.pods {
+        let pod_name = pod.name_any();
+        let Some(serial) = names::serial_of(name, &pod_name) else {
+            continue;
+        };
+        let reported = snapshot.managers.get(&pod_name);
+        let api_mismatch = reported
+            .map(|s| s.api_version)
+            .filter(|v| *v != API_VERSION);
+        let manager = reported
+            .filter(|_| api_mismatch.is_none())
+            .map(manager_status);
+        instances.entry(serial).or_default().pod = Some(Pod {
+            phase: phase_of(pod),
+            role_label: pod
+                .labels()
+                .get(labels::ROLE)
+                .and_then(|role| Role::parse(role)),
+            manager,
+            ready: pod_ready(pod),
+            image: postgres_image(pod),
+            outdated: outdated(model, serial, pod, build),
+            api_mismatch,
+            address: pod.status.as_ref().and_then(|s| s.pod_ip.clone()),
+            node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            ha: reported
+                .filter(|_| api_mismatch.is_none())
+                .and_then(|s| s.ha.as_ref())
+                .map(ha_view),
+        });
+    }
+}
+
+/// Every Secret exists with the labels and owner the builder gives it.
+fn secrets_as_built(model: &ValidatedDatabase, snapshot: &Snapshot) -> bool {
+    let built_secrets: Vec<Secret> = SecretKind::ALL
+        .iter()
+        .map(|kind| resources::secret(model, *kind, ""))
+        .collect();
+    built_secrets.iter().all(|built| {
+        snapshot
+            .secrets
+            .iter()
+            .find(|m| m.name == built.metadata.name)
+            .is_some_and(|observed| compare::as_built(&built.metadata, observed))
+    })
+}
+
+/// Credentials whose Secret has not been pushed to the instances yet.
+fn credentials_to_sync(name: &str, snapshot: &Snapshot) -> Vec<Credential> {
+    [
+        (SecretKind::Superuser, Credential::Superuser),
+        (SecretKind::Replication, Credential::Replication),
+        (SecretKind::App, Credential::App),
+    ]
+    .into_iter()
+    .filter(|(kind, _)| {
+        snapshot
+            .secrets
+            .iter()
+            .find(|m| m.name.as_deref() == Some(kind.secret_name(name).as_str()))
+            .is_some_and(|m| {
+                m.annotations
+                    .as_ref()
+                    .is_none_or(|a| !a.contains_key(PASSWORD_SYNCED_ANNOTATION))
+            })
+    })
+    .map(|(_, credential)| credential)
+    .collect()
+}
+
+/// All three Services exist as built.
+fn services_as_built(model: &ValidatedDatabase, snapshot: &Snapshot) -> bool {
+    resources::services(model).iter().all(|built| {
+        snapshot
+            .services
+            .iter()
+            .find(|s| s.metadata.name == built.metadata.name)
+            .is_some_and(|observed| compare::as_built(built, observed))
+    })
+}
+
+/// Exactly the budgets the builder makes, as built; and the names of those it
+/// no longer makes.
+fn budgets(model: &ValidatedDatabase, snapshot: &Snapshot) -> (bool, Vec<String>) {
+    // Exactly the budgets the builder makes, as built: one left over from a
+    // larger instance count would block draining the remaining replica.
+    let budgets = resources::pod_disruption_budgets(model);
+    let budget_names: BTreeSet<String> = budgets.iter().map(ResourceExt::name_any).collect();
+    let surplus_budgets: Vec<String> = snapshot
+        .pdbs
+        .iter()
+        .map(ResourceExt::name_any)
+        .filter(|n| !budget_names.contains(n))
+        .collect();
+    let as_built = surplus_budgets.is_empty()
+        && budgets.iter().all(|built| {
+            snapshot
+                .pdbs
+                .iter()
+                .find(|p| p.metadata.name == built.metadata.name)
+                .is_some_and(|observed| compare::as_built(built, observed))
+        });
+    (as_built, surplus_budgets)
+}
+
+/// The facts a pass over a Database being deleted decides on (pure).
+pub fn reduce_deletion(db: &Database, snapshot: &Snapshot) -> Observed {
+    Observed {
+        database: db.name_any(),
+        deleting: true,
+        backups: backups::of_database(db, &snapshot.backups),
+        backups_possible: crate::api::store::effective(db, None).is_some(),
+        now: snapshot.now,
+        created: db.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        deletion: deletion(db, snapshot),
+        ..Observed::default()
+    }
+}
+
+/// What a deletion decides on.
+pub(super) fn deletion(db: &Database, snapshot: &Snapshot) -> Deletion {
+    Deletion {
+        uid: db.uid(),
+        requested_at: db.metadata.deletion_timestamp.as_ref().map(|t| t.0),
+        skip_final_backup: db
+            .annotations()
+            .get(SKIP_FINAL_BACKUP)
+            .is_some_and(|v| v == "true"),
+        namespace_terminating: snapshot.namespace_terminating,
+    }
+}
+
+/// Where a Job is, with what its container reported.
+fn job_state(job: &Job, pods: &[KubePod]) -> JobState {
+    use crate::resources::upgrade::{UpgradeJobOutcome, outcome};
+    let name = job.name_any();
+    let own: Vec<KubePod> = pods
+        .iter()
+        .filter(|p| p.labels().get(JOB_NAME_LABEL) == Some(&name))
+        .cloned()
+        .collect();
+    match outcome(job, &own) {
+        UpgradeJobOutcome::Running => JobState::Running,
+        UpgradeJobOutcome::Succeeded(report) => JobState::Succeeded(report),
+        UpgradeJobOutcome::Failed(report) => JobState::Failed(report),
+    }
+}
+
+/// The Secret the object store's credentials come from, when one is named.
+pub(super) fn store_credentials(db: &Database) -> Option<String> {
+    db.spec
+        .backup
+        .as_ref()?
+        .object_store
+        .as_ref()?
+        .credentials_secret
+        .clone()
+}
+
+/// Whether the pod was built from another spec than the current one. A pod
+/// without the annotation was not built by Tusk's builders as they are:
+/// outdated.
+fn outdated(model: &ValidatedDatabase, serial: u32, pod: &KubePod, build: &BuildConfig) -> bool {
+    let want = resources::instance_spec_hash(model, serial, &model.image, build);
+    let have = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SPEC_HASH_ANNOTATION));
+    have != Some(&want)
+}
+
+pub(super) fn pod_ready(pod: &KubePod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn pvc_request(pvc: &PersistentVolumeClaim) -> Option<u128> {
+    let requested = pvc
+        .spec
+        .as_ref()?
+        .resources
+        .as_ref()?
+        .requests
+        .as_ref()?
+        .get("storage")?;
+    quantity::parse_bytes(&requested.0).ok()
+}
+
+/// The pods behind each Service's ready endpoints.
+fn routing(db: &str, slices: &[EndpointSlice]) -> Routing {
+    let behind = |service: String| -> Vec<String> {
+        let mut pods: Vec<String> = slices
+            .iter()
+            .filter(|s| s.labels().get(SERVICE_NAME_LABEL) == Some(&service))
+            .flat_map(|s| s.endpoints.iter())
+            .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+            .filter_map(|e| e.target_ref.as_ref()?.name.clone())
+            .collect();
+        pods.sort();
+        pods.dedup();
+        pods
+    };
+    Routing {
+        rw: behind(names::rw_service(db)),
+        ro: behind(names::ro_service(db)),
+    }
+}
+
+/// The serial of the instance whose PVC is `claim`.
+fn instance_of_pvc(db: &str, claim: &str) -> Option<u32> {
+    names::serial_of(db, claim)
+        .filter(|serial| names::pvc(&names::instance_name(db, *serial)) == claim)
+}
+
+fn phase_of(pod: &KubePod) -> PodPhase {
+    if pod.meta().deletion_timestamp.is_some() {
+        return PodPhase::Terminating;
+    }
+    match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Running") => PodPhase::Running,
+        Some("Failed" | "Succeeded") => PodPhase::Failed,
+        _ => PodPhase::Pending,
+    }
+}
+
+pub(super) fn manager_status(status: &Status) -> ManagerStatus {
+    let pg = &status.postgres;
+    let position = |lsn: Option<Lsn>| lsn.map_or(0, |l| l.0);
+    ManagerStatus {
+        role: pg.role,
+        ready: status.ready,
+        timeline: pg.timeline.unwrap_or(0),
+        received_lsn: position(pg.received()),
+        replayed_lsn: position(pg.replayed()),
+        streaming: pg.streaming.unwrap_or(false),
+        pending_restart: pg.pending_restart,
+        server_version: pg.major_minor(),
+    }
+}

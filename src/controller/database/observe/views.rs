@@ -1,0 +1,124 @@
+//! What the status shows of the instances and of the spec in effect, read
+//! off the snapshot (pure).
+
+use k8s_openapi::api::core::v1::Pod as KubePod;
+use kube::ResourceExt;
+
+use super::Snapshot;
+use super::reduce::pod_ready;
+use crate::api::quantity;
+use crate::api::status::{AppliedSpec, InstanceStatus};
+use crate::api::v1::Database;
+use crate::contract::{API_VERSION, Role};
+use crate::resources::{names, postgres_image};
+
+/// `status.instances`: each instance with a pod, in serial order, with what its
+/// manager reported and the image its pod runs. A replica's lag is the
+/// primary's WAL position minus what the replica has received.
+pub fn instance_statuses(db: &Database, snapshot: &Snapshot) -> Vec<InstanceStatus> {
+    let name = db.name_any();
+    let primary_lsn = snapshot
+        .understood()
+        .map(|(_, s)| s)
+        .find(|s| s.postgres.role == Role::Primary)
+        .and_then(|s| s.postgres.current_lsn);
+    let mut pods: Vec<(u32, &KubePod)> = snapshot
+        .pods
+        .iter()
+        .filter_map(|p| Some((names::serial_of(&name, &p.name_any())?, p)))
+        .collect();
+    pods.sort_by_key(|(serial, _)| *serial);
+    pods.into_iter()
+        .map(|(_, pod)| {
+            let pod_name = pod.name_any();
+            let image = Some(postgres_image(pod)).filter(|i| !i.is_empty());
+            let reported = snapshot
+                .managers
+                .get(&pod_name)
+                .filter(|s| s.api_version == API_VERSION);
+            match reported {
+                None => InstanceStatus {
+                    name: pod_name,
+                    image,
+                    ..InstanceStatus::default()
+                },
+                Some(status) => {
+                    let pg = &status.postgres;
+                    let (lsn, lag_bytes) = match pg.role {
+                        Role::Primary => (pg.current_lsn, Some(0)),
+                        Role::Replica => {
+                            let lag = primary_lsn
+                                .zip(pg.received_lsn)
+                                .map(|(p, r)| i64::try_from(p.bytes_after(r)).unwrap_or(i64::MAX));
+                            (pg.replayed_lsn, lag)
+                        }
+                    };
+                    InstanceStatus {
+                        name: pod_name,
+                        role: Some(pg.role),
+                        // Ready as the Services see it: the manager and the kubelet agree.
+                        ready: status.ready && pod_ready(pod),
+                        lsn: lsn.map(|l| l.to_string()),
+                        lag_bytes,
+                        image,
+                        version: pg
+                            .major_minor()
+                            .map(|(major, minor)| format!("{major}.{minor}")),
+                        system_identifier: Some(pg.system_identifier.clone()),
+                        timeline: pg.timeline,
+                    }
+                }
+            }
+        })
+        .collect()
+}
+
+/// `status.applied`: what is observed to be in effect. Each figure falls back
+/// to what was recorded before (an instance that does not answer now did
+/// not change); `None` until a primary has answered once, since until then
+/// nothing is in effect.
+pub fn applied(db: &Database, snapshot: &Snapshot) -> Option<AppliedSpec> {
+    let before = db.status.as_ref().and_then(|s| s.applied.as_ref());
+    let primary = snapshot
+        .understood()
+        .find(|(_, s)| s.postgres.role == Role::Primary);
+    if primary.is_none() && before.is_none() {
+        return None;
+    }
+    let version = primary
+        .and_then(|(_, s)| s.postgres.major_minor())
+        .map(|(major, minor)| format!("{major}.{minor}"))
+        .or_else(|| before.map(|a| a.version.clone()))
+        .unwrap_or_else(|| db.spec.version.clone());
+    let smallest = snapshot
+        .pvcs
+        .iter()
+        .filter_map(|pvc| {
+            let text = pvc
+                .spec
+                .as_ref()?
+                .resources
+                .as_ref()?
+                .requests
+                .as_ref()?
+                .get("storage")?
+                .0
+                .clone();
+            Some((quantity::parse_bytes(&text).ok()?, text))
+        })
+        .min_by_key(|(bytes, _)| *bytes)
+        .map(|(_, text)| text);
+    let storage_size = smallest
+        .or_else(|| before.map(|a| a.storage_size.clone()))
+        .unwrap_or_else(|| db.spec.storage.size.clone());
+    let image = primary
+        .and_then(|(name, _)| snapshot.pods.iter().find(|p| p.name_any() == *name))
+        .map(postgres_image)
+        .filter(|i| !i.is_empty())
+        .or_else(|| before.and_then(|a| a.image.clone()));
+    Some(AppliedSpec {
+        version,
+        storage_size,
+        image,
+    })
+}
