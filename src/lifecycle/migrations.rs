@@ -101,9 +101,43 @@ pub fn decide(
     let desired = spec.map(|m| m.version.as_str());
     let live: Vec<&MigrationJob> = jobs.iter().filter(|j| !j.deleting).collect();
 
-    // Outcomes first: at most one Job runs at a time, so the Job seen is the
-    // latest one started and its outcome is the newest news.
-    for job in &live {
+    record_outcomes(&live, &mut status, &mut decision);
+
+    // A recorded run whose Job is gone (deleted by hand) is no longer running.
+    if let Some(running) = status.running.clone()
+        && !live.iter().any(|j| j.version == running)
+    {
+        status.running = None;
+    }
+
+    let others_busy = finished_others(&live, desired, &before, &mut decision);
+
+    if let Some(spec) = spec {
+        run_wanted(
+            db,
+            spec,
+            &live,
+            others_busy,
+            settled,
+            &mut status,
+            &mut decision,
+        );
+    }
+
+    if recorded.is_some() || status != MigrationsStatus::default() {
+        decision.status = Some(status);
+    }
+    decision
+}
+
+/// Outcomes first: at most one Job runs at a time, so the Job seen is the
+/// latest one started and its outcome is the newest news.
+fn record_outcomes(
+    live: &[&MigrationJob],
+    status: &mut MigrationsStatus,
+    decision: &mut MigrationStep,
+) {
+    for job in live {
         let version = job.version.as_str();
         match &job.state {
             JobState::Running => status.running = Some(version.to_owned()),
@@ -124,7 +158,7 @@ pub fn decide(
                         ),
                     });
                 }
-                clear_running(&mut status, version);
+                clear_running(status, version);
             }
             JobState::Failed(why) => {
                 if status.failed.as_deref() != Some(version)
@@ -145,18 +179,21 @@ pub fn decide(
                         ),
                     });
                 }
-                clear_running(&mut status, version);
+                clear_running(status, version);
             }
         }
     }
-    // A recorded run whose Job is gone (deleted by hand) is no longer running.
-    if let Some(running) = status.running.clone()
-        && !live.iter().any(|j| j.version == running)
-    {
-        status.running = None;
-    }
+}
 
-    // Finished Jobs of other versions go once the persisted status has them.
+/// Finished Jobs of other versions go once the persisted status (`before`)
+/// has their outcome; returns a Job of another version that still counts
+/// (running, or finished but not yet recorded).
+fn finished_others<'a>(
+    live: &[&'a MigrationJob],
+    desired: Option<&str>,
+    before: &MigrationsStatus,
+    decision: &mut MigrationStep,
+) -> Option<&'a MigrationJob> {
     let mut others_busy = None;
     for job in live.iter().filter(|j| Some(j.version.as_str()) != desired) {
         let recorded = match &job.state {
@@ -176,54 +213,61 @@ pub fn decide(
         }
     }
 
-    if let Some(spec) = spec {
-        let version = spec.version.as_str();
-        let own = live.iter().find(|j| j.version == version);
-        let job_name = migration_job_name(db, version);
-        match others_busy {
-            Some(other) if other.state == JobState::Running => {
-                decision.watch = true;
-                decision.verdict = Some(Verdict::progress(
-                    "Migrating",
-                    format!(
-                        "spec.migrations: version {} is still running (Job {}); version {version} runs once it ends",
-                        other.version, other.name
-                    ),
-                ));
-            }
-            _ if own.is_some_and(|j| j.state == JobState::Running) => {
-                decision.watch = true;
-                decision.verdict = Some(running_verdict(version, &job_name));
-            }
-            _ if status.applied.as_deref() == Some(version) => {}
-            _ if status.failed.as_deref() == Some(version) => {
-                decision.verdict = Some(failed_verdict(version, status.message.as_deref()));
-            }
-            Some(other) => {
-                decision.verdict = Some(Verdict::progress(
-                    "Migrating",
-                    format!(
-                        "spec.migrations: version {version} runs once the outcome of version {} (Job {}) is recorded",
-                        other.version, other.name
-                    ),
-                ));
-            }
-            None if settled && own.is_none() => {
-                decision.create = Some(version.to_owned());
-                decision.watch = true;
-                status.running = Some(version.to_owned());
-                decision.verdict = Some(running_verdict(version, &job_name));
-            }
-            // Not settled: the Database's phase is not Ready, and its Ready
-            // condition already says what is under way; the Job starts after.
-            None => {}
-        }
-    }
+    others_busy
+}
 
-    if recorded.is_some() || status != MigrationsStatus::default() {
-        decision.status = Some(status);
+/// The version the spec names: wait for another version's Job, report its
+/// own Job, or start one on a settled Database.
+fn run_wanted(
+    db: &str,
+    spec: &MigrationsSpec,
+    live: &[&MigrationJob],
+    others_busy: Option<&MigrationJob>,
+    settled: bool,
+    status: &mut MigrationsStatus,
+    decision: &mut MigrationStep,
+) {
+    let version = spec.version.as_str();
+    let own = live.iter().find(|j| j.version == version);
+    let job_name = migration_job_name(db, version);
+    match others_busy {
+        Some(other) if other.state == JobState::Running => {
+            decision.watch = true;
+            decision.verdict = Some(Verdict::progress(
+                "Migrating",
+                format!(
+                    "spec.migrations: version {} is still running (Job {}); version {version} runs once it ends",
+                    other.version, other.name
+                ),
+            ));
+        }
+        _ if own.is_some_and(|j| j.state == JobState::Running) => {
+            decision.watch = true;
+            decision.verdict = Some(running_verdict(version, &job_name));
+        }
+        _ if status.applied.as_deref() == Some(version) => {}
+        _ if status.failed.as_deref() == Some(version) => {
+            decision.verdict = Some(failed_verdict(version, status.message.as_deref()));
+        }
+        Some(other) => {
+            decision.verdict = Some(Verdict::progress(
+                "Migrating",
+                format!(
+                    "spec.migrations: version {version} runs once the outcome of version {} (Job {}) is recorded",
+                    other.version, other.name
+                ),
+            ));
+        }
+        None if settled && own.is_none() => {
+            decision.create = Some(version.to_owned());
+            decision.watch = true;
+            status.running = Some(version.to_owned());
+            decision.verdict = Some(running_verdict(version, &job_name));
+        }
+        // Not settled: the Database's phase is not Ready, and its Ready
+        // condition already says what is under way; the Job starts after.
+        None => {}
     }
-    decision
 }
 
 fn clear_running(status: &mut MigrationsStatus, version: &str) {

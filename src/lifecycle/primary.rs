@@ -19,6 +19,7 @@ use crate::api::status::{DatabasePhase, InstanceRole};
 use crate::api::v1::ReplicationMode;
 use crate::contract::Member;
 use crate::failover::candidate::{self, Candidate, Decision, Situation, SyncQuorum};
+use crate::failover::quorum::Report;
 use crate::failover::{Rules, Timing};
 
 use super::action::Action;
@@ -97,81 +98,15 @@ pub(super) fn replace(ctx: &Context, primary: u32, down: bool) -> Option<Topolog
     if !enabled(ctx) || ctx.members.len() < 2 {
         return None;
     }
-    let primary_name = ctx.name(primary);
-    let observed = ctx.observed;
-    // A lease already handed to a replica: finish that promotion.
-    if let LeaseState::Held { holder, .. } = &observed.lease
-        && *holder != primary_name
-        && let Some(serial) = observed.serial_of(holder)
-        && ctx
-            .instance(serial)
-            .and_then(|i| i.status())
-            .is_some_and(|s| s.role == InstanceRole::Replica)
-    {
-        let mut topology = Topology::wait(
-            DatabasePhase::FailingOver,
-            "Promoting",
-            format!("promoting {holder}, which holds the primary lease"),
-        )
-        .primary(primary);
-        topology.first.push(promote(ctx, serial, primary));
+    if let Some(topology) = finish_handover(ctx, primary) {
         return Some(topology);
     }
-    // A primary that renews its lease is alive: unreachable for a moment (a
-    // restart), or its pod just deleted while it shuts down (it releases the
-    // lease when it has stopped). Not recreated meanwhile: the failover that
-    // follows would only race the restart.
-    if let LeaseState::Held { holder, remaining } = &observed.lease
-        && *holder == primary_name
-    {
-        if !down {
-            return None;
-        }
-        return Some(
-            Topology::wait(
-                if ctx.bootstrapping {
-                    DatabasePhase::InitializingPrimary
-                } else {
-                    DatabasePhase::Degraded
-                },
-                "PrimaryDown",
-                format!(
-                    "primary {primary_name} is not running; its lease runs out in {:.1} s unless it is released first",
-                    remaining.as_secs_f64()
-                ),
-            )
-            .primary(primary),
-        );
+    if let Some(alive) = alive(ctx, primary, down) {
+        return alive;
     }
-    let others: Vec<u32> = ctx
-        .members
-        .iter()
-        .copied()
-        .filter(|s| *s != primary)
-        .collect();
-    let reports: Vec<_> = others
-        .iter()
-        .filter_map(|s| {
-            let pod = observed.instances.get(s)?.pod.as_ref()?;
-            pod.manager?;
-            pod.ha.as_ref()?.peers.get(&primary_name).copied()
-        })
-        .collect();
-    let candidates: Vec<Candidate> = others
-        .iter()
-        .filter_map(|s| match ctx.instance(*s)?.state() {
-            InstanceState::Known(status) if status.role == InstanceRole::Replica => {
-                Some(Candidate {
-                    name: ctx.name(*s),
-                    timeline: status.timeline,
-                    received: status.received_lsn,
-                    replayed: status.replayed_lsn,
-                    healthy: status.ready,
-                })
-            }
-            _ => None,
-        })
-        .collect();
+    let primary_name = ctx.name(primary);
+    let observed = ctx.observed;
+    let (reports, candidates) = electorate(ctx, primary);
     let sync = (ctx.spec.replication.mode == ReplicationMode::Sync).then(|| {
         let (standbys, min) = sync_for(ctx, primary);
         SyncQuorum {
@@ -202,32 +137,140 @@ pub(super) fn replace(ctx: &Context, primary: u32, down: bool) -> Option<Topolog
             topology.first.push(promote(ctx, serial, primary));
             Some(topology)
         }
-        Decision::Wait(why) => {
-            let settled = matches!(
-                observed.lease,
-                LeaseState::Expired { .. } | LeaseState::Released
-            );
-            let nobody = candidates.iter().all(|c| !c.healthy);
-            if down && (nobody || (settled && reports.is_empty())) {
-                // Nobody to promote, or no instance takes part in the
-                // heartbeat: restarting it on its volume is safe, since its
-                // manager starts PostgreSQL only under the lease.
-                return None;
-            }
-            Some(
-                Topology::wait(
-                    if ctx.bootstrapping {
-                        DatabasePhase::InitializingPrimary
-                    } else {
-                        DatabasePhase::FailingOver
-                    },
-                    "PrimaryUnavailable",
-                    format!("primary {primary_name} does not serve; not failing over yet: {why}"),
-                )
-                .primary(primary),
-            )
-        }
+        Decision::Wait(why) => not_yet(ctx, primary, down, &why, &reports, &candidates),
     }
+}
+
+/// A lease already handed to a replica: finish that promotion.
+fn finish_handover(ctx: &Context, primary: u32) -> Option<Topology> {
+    let observed = ctx.observed;
+    let primary_name = ctx.name(primary);
+    if let LeaseState::Held { holder, .. } = &observed.lease
+        && *holder != primary_name
+        && let Some(serial) = observed.serial_of(holder)
+        && ctx
+            .instance(serial)
+            .and_then(|i| i.status())
+            .is_some_and(|s| s.role == InstanceRole::Replica)
+    {
+        let mut topology = Topology::wait(
+            DatabasePhase::FailingOver,
+            "Promoting",
+            format!("promoting {holder}, which holds the primary lease"),
+        )
+        .primary(primary);
+        topology.first.push(promote(ctx, serial, primary));
+        return Some(topology);
+    }
+    None
+}
+
+/// A primary that renews its lease is alive: unreachable for a moment (a
+/// restart), or its pod just deleted while it shuts down (it releases the
+/// lease when it has stopped). Not recreated meanwhile: the failover that
+/// follows would only race the restart. `Some(decision)` when it holds the
+/// lease.
+fn alive(ctx: &Context, primary: u32, down: bool) -> Option<Option<Topology>> {
+    let observed = ctx.observed;
+    let primary_name = ctx.name(primary);
+    if let LeaseState::Held { holder, remaining } = &observed.lease
+        && *holder == primary_name
+    {
+        if !down {
+            return Some(None);
+        }
+        return Some(Some(
+            Topology::wait(
+                if ctx.bootstrapping {
+                    DatabasePhase::InitializingPrimary
+                } else {
+                    DatabasePhase::Degraded
+                },
+                "PrimaryDown",
+                format!(
+                    "primary {primary_name} is not running; its lease runs out in {:.1} s unless it is released first",
+                    remaining.as_secs_f64()
+                ),
+            )
+            .primary(primary),
+        ));
+    }
+    None
+}
+
+/// What the other instances say of the primary, and the replicas that could
+/// replace it.
+fn electorate(ctx: &Context, primary: u32) -> (Vec<Report>, Vec<Candidate>) {
+    let observed = ctx.observed;
+    let primary_name = ctx.name(primary);
+    let others: Vec<u32> = ctx
+        .members
+        .iter()
+        .copied()
+        .filter(|s| *s != primary)
+        .collect();
+    let reports: Vec<_> = others
+        .iter()
+        .filter_map(|s| {
+            let pod = observed.instances.get(s)?.pod.as_ref()?;
+            pod.manager?;
+            pod.ha.as_ref()?.peers.get(&primary_name).copied()
+        })
+        .collect();
+    let candidates: Vec<Candidate> = others
+        .iter()
+        .filter_map(|s| match ctx.instance(*s)?.state() {
+            InstanceState::Known(status) if status.role == InstanceRole::Replica => {
+                Some(Candidate {
+                    name: ctx.name(*s),
+                    timeline: status.timeline,
+                    received: status.received_lsn,
+                    replayed: status.replayed_lsn,
+                    healthy: status.ready,
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    (reports, candidates)
+}
+
+/// No promotion yet: say why, unless restarting the primary on its volume
+/// is the way (nobody to promote, or nobody takes part in the heartbeat).
+fn not_yet(
+    ctx: &Context,
+    primary: u32,
+    down: bool,
+    why: &str,
+    reports: &[Report],
+    candidates: &[Candidate],
+) -> Option<Topology> {
+    let observed = ctx.observed;
+    let primary_name = ctx.name(primary);
+
+    let settled = matches!(
+        observed.lease,
+        LeaseState::Expired { .. } | LeaseState::Released
+    );
+    let nobody = candidates.iter().all(|c| !c.healthy);
+    if down && (nobody || (settled && reports.is_empty())) {
+        // Nobody to promote, or no instance takes part in the
+        // heartbeat: restarting it on its volume is safe, since its
+        // manager starts PostgreSQL only under the lease.
+        return None;
+    }
+    Some(
+        Topology::wait(
+            if ctx.bootstrapping {
+                DatabasePhase::InitializingPrimary
+            } else {
+                DatabasePhase::FailingOver
+            },
+            "PrimaryUnavailable",
+            format!("primary {primary_name} does not serve; not failing over yet: {why}"),
+        )
+        .primary(primary),
+    )
 }
 
 /// `spec.primary`: hand the primary role to the named replica.
