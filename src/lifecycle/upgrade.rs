@@ -297,7 +297,6 @@ fn checking(ctx: &Context, upgrade: &mut UpgradeStatus, out: &mut Upgrade) -> Ne
 /// A base backup first, when a store is configured.
 fn backing_up(ctx: &Context, upgrade: &mut UpgradeStatus, out: &mut Upgrade) -> Next {
     let (from, to) = (upgrade.from, upgrade.to);
-
     let name = names::upgrade_backup(&ctx.observed.database, from, to);
     match ctx.observed.backups.get(&name).map(|b| &b.state) {
             None => {
@@ -331,7 +330,6 @@ fn backing_up(ctx: &Context, upgrade: &mut UpgradeStatus, out: &mut Upgrade) -> 
 /// Every instance stops; the topology holds them down.
 fn stopping(ctx: &Context, upgrade: &mut UpgradeStatus, out: &mut Upgrade) -> Next {
     let (from, to) = (upgrade.from, upgrade.to);
-
     out.hold = true;
     let running: Vec<String> = ctx
         .members
@@ -368,7 +366,6 @@ fn stopping(ctx: &Context, upgrade: &mut UpgradeStatus, out: &mut Upgrade) -> Ne
 /// `pg_upgrade --link` in a Job on the primary's volume.
 fn upgrading(ctx: &Context, upgrade: &mut UpgradeStatus, out: &mut Upgrade, back: bool) -> Next {
     let (from, to) = (upgrade.from, upgrade.to);
-
     out.hold = true;
     match job(ctx, UpgradeJob::Upgrade, upgrade) {
         None => {
@@ -409,7 +406,6 @@ fn upgrading(ctx: &Context, upgrade: &mut UpgradeStatus, out: &mut Upgrade, back
 /// The new major starts on the upgraded data; until it answers, going back undoes it.
 fn starting(ctx: &Context, upgrade: &mut UpgradeStatus, out: &mut Upgrade, back: bool) -> Next {
     let (from, to) = (upgrade.from, upgrade.to);
-
     let serial = ctx.observed.serial_of(&upgrade.instance);
     let answered = serial
         .and_then(|s| ctx.instance(s)?.status())
@@ -480,7 +476,6 @@ fn starting(ctx: &Context, upgrade: &mut UpgradeStatus, out: &mut Upgrade, back:
 /// The old data directory is put back by a Job.
 fn rolling_back(ctx: &Context, upgrade: &mut UpgradeStatus, out: &mut Upgrade, back: bool) -> Next {
     let from = upgrade.from;
-
     out.hold = true;
     match job(ctx, UpgradeJob::Rollback, upgrade) {
         None => {
