@@ -3,7 +3,7 @@
 //! with the same code that decides when it is due.
 //!
 //! A leaf: it names nothing else of the crate, so the bottom layer (`api`)
-//! and the in-pod and planning side (`backup`) may both use it. Pure: the
+//! and the planner (`lifecycle`) may both use it. Pure: the
 //! caller gives the times.
 //!
 //! Expressions are cron, always in UTC: five fields (`0 2 * * *`), the same

@@ -32,6 +32,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     (
         "lifecycle",
         &[
+            "backup",
             "controller",
             "operator",
             "webhook",
@@ -366,7 +367,6 @@ const PURE: &[&str] = &[
     "schedule.rs",
     "backup/retention.rs",
     "backup/select.rs",
-    "backup/schedule.rs",
     "backup/manifest.rs",
     "backup/progress.rs",
     "objectstore/layout.rs",

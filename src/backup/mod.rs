@@ -1,5 +1,4 @@
-//! Base backups: what one is ([`manifest`]), what a scheduled one is called
-//! ([`schedule`]; when it is due is [`crate::schedule`]'s), which ones and
+//! Base backups: what one is ([`manifest`]), which ones and
 //! which WAL may go ([`retention`]), taking one from a running PostgreSQL
 //! ([`take`]; its parts are the SQL session, `session`, the walk of the
 //! data directory into a tar, `tar_walk`, the pipe from that blocking writer
@@ -7,7 +6,7 @@
 //! the store ([`prune`]), and which backup a recovery starts from
 //! ([`select`]) and unpacking it ([`restore`]).
 //!
-//! `manifest`, `schedule`, `retention` and `select` are pure; `take` (with
+//! `manifest`, `retention`, `select` and `progress` are pure; `take` (with
 //! its parts), `prune` and `restore` are the in-pod side the instance
 //! manager runs.
 
@@ -17,7 +16,6 @@ mod progress;
 pub mod prune;
 pub mod restore;
 pub mod retention;
-pub mod schedule;
 pub mod select;
 mod session;
 pub mod take;

@@ -6,7 +6,7 @@
 //! Secret): no backup can be taken there any more, and holding on would keep
 //! the namespace from going.
 
-use crate::backup::schedule::backup_name;
+use crate::resources::names;
 
 use super::action::{Action, BackupPurpose};
 use super::context::Context;
@@ -23,13 +23,6 @@ pub const SKIP_FINAL_BACKUP: &str = "tusk.dev/skip-final-backup";
 
 const RUNNING: &str = "FinalBackupRunning";
 const FAILED: &str = "FinalBackupFailed";
-
-/// The final Backup of Database `database` whose deletion was asked at `at`:
-/// named for the deletion, so that a Database of the same name created later
-/// gets its own.
-pub fn final_backup_name(database: &str, at: jiff::Timestamp) -> String {
-    backup_name(&format!("{database}-final"), at)
-}
 
 /// What a deletion decided.
 pub(super) struct DeletionStep {
@@ -65,7 +58,7 @@ pub(super) fn plan(ctx: &Context) -> DeletionStep {
     let (Some(uid), Some(at), true) = (&deletion.uid, deletion.requested_at, wanted) else {
         return DeletionStep::release(Vec::new());
     };
-    let name = final_backup_name(&observed.database, at);
+    let name = names::final_backup(&observed.database, at);
     let existing = observed
         .backups
         .get(&name)

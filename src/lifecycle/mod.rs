@@ -56,7 +56,7 @@ mod upgrade_tests;
 pub use action::{Action, BackupPurpose, Bootstrap, DeleteReason};
 pub use backups::{BACKUP_HEALTHY, PRUNE_EVERY};
 pub use context::restore_pending;
-pub use deletion::{SKIP_FINAL_BACKUP, final_backup_name};
+pub use deletion::SKIP_FINAL_BACKUP;
 pub use migrations::tail;
 pub use observed::{
     BackupState, BackupView, Deletion, HaView, Instance, InstanceState, JobState, LeaseState,

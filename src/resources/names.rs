@@ -87,6 +87,20 @@ pub fn instance_account(db: &str) -> String {
     format!("{db}-instance")
 }
 
+/// The name of the Backup object a scheduled run at `at` creates:
+/// `<database>-<yyyymmddhhmmss>` in UTC, so names sort by time and a rerun of
+/// the same scheduled time finds the object already there.
+pub fn backup_name(database: &str, at: jiff::Timestamp) -> String {
+    format!("{database}-{}", at.strftime("%Y%m%d%H%M%S"))
+}
+
+/// The final Backup of Database `database` whose deletion was asked at `at`:
+/// named for the deletion, so that a Database of the same name created later
+/// gets its own.
+pub fn final_backup(database: &str, at: jiff::Timestamp) -> String {
+    backup_name(&format!("{database}-final"), at)
+}
+
 /// The Backup taken before a major upgrade from `from` to `to` stops anything.
 pub fn upgrade_backup(db: &str, from: u32, to: u32) -> String {
     format!("{db}-upgrade-{from}-{to}-before")
@@ -100,6 +114,40 @@ pub fn upgraded_backup(db: &str, from: u32, to: u32) -> String {
 
 #[cfg(test)]
 mod tests {
+    fn at(text: &str) -> jiff::Timestamp {
+        text.parse().expect("a timestamp")
+    }
+
+    #[test]
+    fn backup_names_are_the_database_and_the_utc_time() {
+        assert_eq!(
+            backup_name("orders", at("2026-11-24T02:00:00Z")),
+            "orders-20261124020000"
+        );
+        assert_eq!(
+            backup_name("orders", at("2026-11-24T02:00:00.999+05:00")),
+            "orders-20261123210000"
+        );
+        // The longest database name still gives a valid object name.
+        let longest = format!("a{}z", "-9".repeat(30)) + "9";
+        assert_eq!(longest.len(), 63);
+        let name = backup_name(&longest, at("2099-12-31T23:59:59Z"));
+        assert!(name.len() <= 253, "{}", name.len());
+        assert!(is_dns_subdomain(&name), "{name}");
+    }
+
+    fn is_dns_subdomain(name: &str) -> bool {
+        name.len() <= 253
+            && name.split('.').all(|label| {
+                !label.is_empty()
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+            })
+    }
+
     use super::*;
 
     #[test]

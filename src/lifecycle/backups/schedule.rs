@@ -6,10 +6,10 @@
 
 use jiff::Timestamp;
 
-use crate::backup::schedule::backup_name;
 use crate::lifecycle::action::{Action, BackupPurpose};
 use crate::lifecycle::context::Context;
 use crate::lifecycle::observed::BackupState;
+use crate::resources::names::backup_name;
 use crate::schedule::Schedule;
 
 pub(super) struct Scheduled {

@@ -322,7 +322,7 @@ pub async fn deletion_snapshot(
     let wanted = crate::api::store::effective(db, None).is_some() && !facts.skip_final_backup;
     if let (true, Some(at)) = (wanted, facts.requested_at) {
         snapshot.backups = backups::list(ctx, namespace).await?;
-        let name = crate::lifecycle::final_backup_name(&db.name_any(), at);
+        let name = names::final_backup(&db.name_any(), at);
         if let Some(probe) = resources::final_backup(db, &name) {
             snapshot.namespace_terminating = namespace_terminating(ctx, namespace, &probe).await;
         }
