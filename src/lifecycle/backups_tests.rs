@@ -383,25 +383,38 @@ fn with_backups() -> impl Strategy<Value = Observed> {
         0i64..1200,
         any::<(bool, bool, bool)>(),
         proptest::option::of(0i64..1200),
+        any::<bool>(),
     )
         .prop_map(
-            |(backups, now, (deleting, skip, terminating), last)| Observed {
-                backups: backups.into_iter().collect::<BTreeMap<_, _>>(),
-                now: Timestamp::from_second(1_764_000_000 + now).unwrap_or_default(),
-                created: Timestamp::from_second(1_764_000_000).ok(),
-                backups_possible: true,
-                deleting,
-                deletion: Deletion {
-                    uid: Some("uid-1".into()),
-                    requested_at: Timestamp::from_second(1_764_000_000).ok(),
-                    skip_final_backup: skip,
-                    namespace_terminating: terminating,
-                },
-                last_retention: last.map(|l| RetentionPass {
-                    at: Timestamp::from_second(1_764_000_000 + l).unwrap_or_default(),
-                    last_backup: None,
-                }),
-                ..healthy_three()
+            |(backups, now, (deleting, skip, terminating), last, primary_ready)| {
+                let mut observed = Observed {
+                    backups: backups.into_iter().collect::<BTreeMap<_, _>>(),
+                    now: Timestamp::from_second(1_764_000_000 + now).unwrap_or_default(),
+                    created: Timestamp::from_second(1_764_000_000).ok(),
+                    backups_possible: true,
+                    deleting,
+                    deletion: Deletion {
+                        uid: Some("uid-1".into()),
+                        requested_at: Timestamp::from_second(1_764_000_000).ok(),
+                        skip_final_backup: skip,
+                        namespace_terminating: terminating,
+                    },
+                    last_retention: last.map(|l| RetentionPass {
+                        at: Timestamp::from_second(1_764_000_000 + l).unwrap_or_default(),
+                        last_backup: None,
+                    }),
+                    ..healthy_three()
+                };
+                // A primary that does not answer ready runs no retention.
+                if let Some(manager) = observed
+                    .instances
+                    .get_mut(&1)
+                    .and_then(|i| i.pod.as_mut())
+                    .and_then(|p| p.manager.as_mut())
+                {
+                    manager.ready = primary_ready;
+                }
+                observed
             },
         )
 }

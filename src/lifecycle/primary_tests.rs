@@ -335,3 +335,41 @@ fn spec_primary_switches_over_to_a_healthy_replica_and_refuses_others_by_name() 
     assert!(condition(&decided, READY).status);
     assert_eq!(decided.target_primary, decided.current_primary);
 }
+
+#[test]
+fn a_switchover_records_its_target_before_it_starts() {
+    let mut spec = async_spec(3);
+    spec.primary = Some("orders-2".into());
+    let mut observed = healthy_three();
+    observed.lease = LeaseState::Held {
+        holder: name(1),
+        remaining: Duration::from_secs(4),
+    };
+    let decided = plan(&spec, status(P::Ready, Some(1)).as_ref(), &observed);
+    let at = decided
+        .actions
+        .iter()
+        .position(|a| matches!(a, Action::Switchover { .. }))
+        .expect("a switchover");
+    assert!(at > 0, "{:?}", decided.actions);
+    assert_eq!(
+        decided.actions[at - 1],
+        Action::RecordTargetPrimary {
+            name: "orders-2".into()
+        }
+    );
+    // Recorded already (a pass after the record): not written again.
+    let mut recorded = status(P::Ready, Some(1));
+    if let Some(s) = recorded.as_mut() {
+        s.target_primary = Some("orders-2".into());
+    }
+    let again = plan(&spec, recorded.as_ref(), &observed);
+    assert!(
+        !again
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::RecordTargetPrimary { .. })),
+        "{:?}",
+        again.actions
+    );
+}
