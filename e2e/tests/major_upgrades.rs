@@ -73,6 +73,40 @@ fn postgres_image(pod: &Pod) -> String {
         .unwrap_or_default()
 }
 
+/// Each of `expected` was seen in `steps`, in this order (a step that was
+/// never seen fails, where comparing two `Option` positions would not).
+fn assert_seen_in_order(steps: &[UpgradeStep], expected: &[UpgradeStep]) {
+    let at: Vec<usize> = expected
+        .iter()
+        .map(|step| {
+            steps
+                .iter()
+                .position(|s| s == step)
+                .unwrap_or_else(|| panic!("{step:?} never seen: {steps:?}"))
+        })
+        .collect();
+    assert!(
+        at.windows(2).all(|w| w[0] < w[1]),
+        "not in the order {expected:?}: {steps:?}"
+    );
+}
+
+#[test]
+fn a_step_never_seen_or_out_of_order_fails_the_order_check() {
+    use UpgradeStep::{BackingUp, Checking, Stopping};
+    let order = [Checking, BackingUp, Stopping];
+    assert_seen_in_order(&[Checking, BackingUp, Stopping], &order);
+    for steps in [
+        vec![BackingUp, Stopping],
+        vec![Checking, Stopping],
+        vec![Checking, Stopping, BackingUp],
+        vec![],
+    ] {
+        let failed = std::panic::catch_unwind(|| assert_seen_in_order(&steps, &order));
+        assert!(failed.is_err(), "{steps:?} passed");
+    }
+}
+
 /// Sets `spec.version` to 17 and waits for the upgrade to be done with
 /// `instances` ready: the Database and the steps seen on the way.
 async fn upgrade_to_seventeen(
@@ -343,12 +377,13 @@ async fn with_a_store_a_backup_comes_first_and_the_new_system_archives_its_own()
             let old_system = on(&client, &ns, &pod, &[system]).await?;
 
             let (_, steps) = upgrade_to_seventeen(&client, &ns, 1).await?;
-            let at = |step| steps.iter().position(|s| *s == step);
-            assert!(
-                at(UpgradeStep::Checking) < at(UpgradeStep::BackingUp)
-                    && at(UpgradeStep::BackingUp) < at(UpgradeStep::Stopping)
-                    && at(UpgradeStep::BackingUp).is_some(),
-                "checked, backed up, then stopped: {steps:?}"
+            assert_seen_in_order(
+                &steps,
+                &[
+                    UpgradeStep::Checking,
+                    UpgradeStep::BackingUp,
+                    UpgradeStep::Stopping,
+                ],
             );
 
             // The backup was complete before the instance stopped (the pod that
