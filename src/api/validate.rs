@@ -621,11 +621,16 @@ mod tests {
                 "may set targetTime or targetLsn, not both",
             ),
         ];
-        for (recovery, path, why) in cases {
-            let errors = database(&recovering(recovery.clone()));
-            assert_eq!(paths(&errors), [path], "{recovery:?}");
-            assert!(errors[0].message.contains(why), "{errors:?}");
-        }
+        // Every case is tried, so a broken rule shows with all the others.
+        let wrong: Vec<String> = cases
+            .into_iter()
+            .filter_map(|(recovery, path, why)| {
+                let errors = database(&recovering(recovery.clone()));
+                let named = paths(&errors) == [path] && errors[0].message.contains(why);
+                (!named).then(|| format!("{recovery:?} gave {errors:?}, not {path}: {why}"))
+            })
+            .collect();
+        assert!(wrong.is_empty(), "{wrong:#?}");
         for fine in [
             v1::RecoverySpec {
                 target_time: Some("2026-11-22T10:00:00+01:00".into()),
