@@ -1,7 +1,7 @@
 //! What pg_upgrade said, quoted for a person: the lines of its output that
 //! explain a failure, and the beginning of the report files it names (e.g.
-//! `tables_using_reg.txt`) or the end of the logs it points to, bounded to
-//! fit a termination message.
+//! `tables_using_reg.txt`) or, of the logs it points to, their last error
+//! and what follows (else their end), bounded to fit a termination message.
 
 use std::path::Path;
 
