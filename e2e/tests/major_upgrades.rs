@@ -2,7 +2,10 @@
 //! runs `pg_upgrade --check` in a Job while 15 serves, stops the instances,
 //! runs `pg_upgrade --link` in a Job on the primary's volume, starts 17 on it
 //! and re-clones the replicas; a check that fails leaves 15 running,
-//! untouched, with the cause in the Ready condition.
+//! untouched, with the cause in the Ready condition; a link that fails after
+//! the check passed (a view on a statistics column 17 removed, which only
+//! the schema restore finds) is rolled back: 15 serves again on its own data,
+//! every row there, the cause in the Ready condition.
 //!
 //! Times are printed, never asserted: `bench/upgrade` measures them.
 //!   cargo test --manifest-path e2e/Cargo.toml --test major_upgrades -- --nocapture
@@ -71,6 +74,40 @@ fn postgres_image(pod: &Pod) -> String {
         .and_then(|s| s.containers.iter().find(|c| c.name == POSTGRES_CONTAINER))
         .and_then(|c| c.image.clone())
         .unwrap_or_default()
+}
+
+/// Each of `expected` was seen in `steps`, in this order (a step that was
+/// never seen fails, where comparing two `Option` positions would not).
+fn assert_seen_in_order(steps: &[UpgradeStep], expected: &[UpgradeStep]) {
+    let at: Vec<usize> = expected
+        .iter()
+        .map(|step| {
+            steps
+                .iter()
+                .position(|s| s == step)
+                .unwrap_or_else(|| panic!("{step:?} never seen: {steps:?}"))
+        })
+        .collect();
+    assert!(
+        at.windows(2).all(|w| w[0] < w[1]),
+        "not in the order {expected:?}: {steps:?}"
+    );
+}
+
+#[test]
+fn a_step_never_seen_or_out_of_order_fails_the_order_check() {
+    use UpgradeStep::{BackingUp, Checking, Stopping};
+    let order = [Checking, BackingUp, Stopping];
+    assert_seen_in_order(&[Checking, BackingUp, Stopping], &order);
+    for steps in [
+        vec![BackingUp, Stopping],
+        vec![Checking, Stopping],
+        vec![Checking, Stopping, BackingUp],
+        vec![],
+    ] {
+        let failed = std::panic::catch_unwind(|| assert_seen_in_order(&steps, &order));
+        assert!(failed.is_err(), "{steps:?} passed");
+    }
 }
 
 /// Sets `spec.version` to 17 and waits for the upgrade to be done with
@@ -290,6 +327,109 @@ async fn a_failing_check_leaves_fifteen_running_and_names_the_cause() {
     .await;
 }
 
+/// The check passes but `pg_upgrade --link` fails: a view reads
+/// `pg_stat_bgwriter.checkpoints_timed`, a column 17 moved to
+/// `pg_stat_checkpointer`, and `--check` does not restore the schema, so
+/// only the real run finds it (before linking anything). The rollback Job
+/// puts 15 back: it serves on its own data with every row, and the Ready
+/// condition quotes pg_upgrade.
+#[tokio::test]
+async fn a_failing_link_is_rolled_back_to_fifteen_with_every_row_and_names_the_cause() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    in_namespace("upgrade-link", UPGRADE_TIMEOUT, |client, ns| async move {
+        apply_value(
+            &client,
+            Some(&ns),
+            database(DB, spec("15", 1)),
+            &PatchParams::apply(tusk_e2e::MANAGER),
+        )
+        .await?;
+        wait_ready(&client, &ns, DB, 1).await?;
+        let name = format!("{DB}-1");
+        on(
+            &client,
+            &ns,
+            &name,
+            &[
+                "CREATE TABLE items AS SELECT g AS id, md5(g::text) AS label FROM generate_series(1, 5000) g",
+                "CREATE VIEW checkpoints AS SELECT checkpoints_timed FROM pg_stat_bgwriter",
+            ],
+        )
+        .await?;
+        let rows = "SELECT sum(id), count(*), max(label) FROM items";
+        let before = on(&client, &ns, &name, &[rows]).await?;
+
+        let started = Instant::now();
+        set_version(&client, &ns, "17").await?;
+        let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
+        let mut steps: Vec<UpgradeStep> = Vec::new();
+        let undone = loop {
+            let db = databases.get(DB).await?;
+            let status = db.status.clone().unwrap_or_default();
+            if let Some(step) = status.upgrade.as_ref().map(|u| u.step)
+                && steps.last() != Some(&step)
+            {
+                println!("{:>6.1} s: {step:?} ({:?})", started.elapsed().as_secs_f64(), status.phase);
+                steps.push(step);
+            }
+            let back = ready_condition(&db).is_some_and(|(_, reason, _)| reason == "UpgradeRolledBack")
+                && status.ready_instances == Some(1);
+            if back {
+                break db;
+            }
+            if started.elapsed() > UPGRADE_TIMEOUT {
+                return Err(format!(
+                    "not rolled back after {UPGRADE_TIMEOUT:?}: steps {steps:?}, Ready {:?}",
+                    ready_condition(&db)
+                )
+                .into());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        assert_seen_in_order(
+            &steps,
+            &[
+                UpgradeStep::Checking,
+                UpgradeStep::Upgrading,
+                UpgradeStep::RollingBack,
+                UpgradeStep::RolledBack,
+            ],
+        );
+        let (status, _, message) = ready_condition(&undone).expect("Ready");
+        println!("Ready: {message}");
+        assert_eq!(status, "False");
+        assert!(message.starts_with("spec.version: "), "{message}");
+        assert!(
+            message.contains("pg_upgrade --link from 15 to 17 failed")
+                && message.contains("checkpoints_timed"),
+            "pg_upgrade's words are quoted: {message}"
+        );
+        assert!(message.contains("15 runs on its own data"), "{message}");
+        let upgrade = undone.status.as_ref().and_then(|s| s.upgrade.clone()).expect("upgrade");
+        assert_eq!((upgrade.from, upgrade.to, upgrade.step), (15, 17, UpgradeStep::RolledBack));
+
+        // 15 serves again, on its own data, every row there, writable.
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        assert_eq!(postgres_image(&pods.get(&name).await?), "localhost/postgres:15");
+        assert!(on(&client, &ns, &name, &["SHOW server_version_num"]).await?.starts_with("15"));
+        assert_eq!(on(&client, &ns, &name, &[rows]).await?, before);
+        on(&client, &ns, &name, &["INSERT INTO items VALUES (5001, 'after')"]).await?;
+        assert_eq!(on(&client, &ns, &name, &["SELECT count(*) FROM items"]).await?, "5001");
+        let left = tusk_e2e::faults::exec(
+            &client,
+            &ns,
+            &name,
+            POSTGRES_CONTAINER,
+            &["sh", "-c", "ls -d /var/lib/postgresql/data/pgdata.* 2>/dev/null || true"],
+        )
+        .await?;
+        assert_eq!(left.stdout.trim(), "", "no new or old data directory is left beside PGDATA");
+        Ok(())
+    })
+    .await;
+}
+
 /// A Backup's status once `done` says so, within the backup timeout.
 async fn backup_when(
     client: &Client,
@@ -343,12 +483,13 @@ async fn with_a_store_a_backup_comes_first_and_the_new_system_archives_its_own()
             let old_system = on(&client, &ns, &pod, &[system]).await?;
 
             let (_, steps) = upgrade_to_seventeen(&client, &ns, 1).await?;
-            let at = |step| steps.iter().position(|s| *s == step);
-            assert!(
-                at(UpgradeStep::Checking) < at(UpgradeStep::BackingUp)
-                    && at(UpgradeStep::BackingUp) < at(UpgradeStep::Stopping)
-                    && at(UpgradeStep::BackingUp).is_some(),
-                "checked, backed up, then stopped: {steps:?}"
+            assert_seen_in_order(
+                &steps,
+                &[
+                    UpgradeStep::Checking,
+                    UpgradeStep::BackingUp,
+                    UpgradeStep::Stopping,
+                ],
             );
 
             // The backup was complete before the instance stopped (the pod that

@@ -1,18 +1,24 @@
 //! Restores on the cluster: Databases made from another's backups and WAL in
 //! the test namespace's S3 server: to a point in time, to the end of the
-//! archive, from a deleted Database's final backup by name; backups proven by
-//! verification; and the failures (a corrupt backup, for verification and
-//! restore alike, a Backup that does not exist) that name their cause and
-//! leave the source's objects as they were.
+//! archive, from a deleted Database's final backup by name, from a source
+//! that switched its primary (a second timeline, reached through its
+//! `.history` file) to the end and to an LSN; backups proven by verification;
+//! and the failures (a corrupt backup, for verification and restore alike, a
+//! Backup that does not exist, a target past the archive, which downloads
+//! nothing) that name their cause and leave the source's objects as they
+//! were. The four recovery specs admission refuses are refused on the real
+//! API server, each naming its field.
 
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::Client;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams};
 use serde_json::json;
 use tusk::api::status::{BackupPhase, DatabasePhase};
 use tusk::api::v1::{Backup, Database};
+use tusk::resources::POSTGRES_CONTAINER;
 use tusk_e2e::store::{in_store, spec_with_store, sql_on as on, store_up};
 use tusk_e2e::{
     Result, apply_value, database, in_namespace, install_operator, wait_for, wait_ready,
@@ -411,4 +417,307 @@ fn ready_message(db: &Database) -> String {
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
         .map(|c| c.message.clone())
         .unwrap_or_default()
+}
+
+/// The timeline `db`'s primary writes on (the first 8 hex digits of its
+/// current WAL file's name).
+async fn timeline(client: &Client, ns: &str, db: &str) -> Result<u32> {
+    let file = on(
+        client,
+        ns,
+        db,
+        "rw",
+        "SELECT pg_walfile_name(pg_current_wal_lsn())",
+    )
+    .await?;
+    let file = file.trim();
+    let hex = file
+        .get(..8)
+        .ok_or_else(|| format!("a WAL file name: {file:?}"))?;
+    Ok(u32::from_str_radix(hex, 16)?)
+}
+
+/// The source switches its primary (a promotion: timeline 2 and its
+/// `.history` file, archived) after Backup b1 of timeline 1. (g) A Database
+/// recovered from b1 to an LSN written on timeline 2 follows the history
+/// across the switch and has exactly the rows before that LSN; (h) one
+/// recovered from the source to the end of the archive has every row; (i) a
+/// target past the archive is refused naming spec.bootstrap.recovery.targetLsn
+/// before anything is downloaded.
+#[tokio::test]
+async fn a_source_that_switched_primaries_restores_along_its_history_and_to_an_lsn() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    in_namespace(
+        "e2e-restore-tl",
+        Duration::from_secs(900),
+        |client, ns| async move {
+            let apply = PatchParams::apply(tusk_e2e::MANAGER);
+            let (endpoint, bucket) = store_up(&ns).await?;
+            let source = spec_with_store(2, &endpoint, &bucket);
+            apply_value(&client, Some(&ns), database("pg", source), &apply).await?;
+            let ready = wait_ready(&client, &ns, "pg", 2).await?;
+            on(
+                &client,
+                &ns,
+                "pg",
+                "rw",
+                "CREATE TABLE t (i int); INSERT INTO t SELECT generate_series(1, 1000)",
+            )
+            .await?;
+            take_backup(&client, &ns, "pg", "b1").await?;
+            assert_eq!(
+                timeline(&client, &ns, "pg").await?,
+                1,
+                "b1 is of timeline 1"
+            );
+            on(
+                &client,
+                &ns,
+                "pg",
+                "rw",
+                "INSERT INTO t SELECT generate_series(1001, 1500)",
+            )
+            .await?;
+
+            // A switchover promotes the replica: timeline 2.
+            let old = ready
+                .status
+                .as_ref()
+                .and_then(|s| s.current_primary.clone())
+                .ok_or("pg has no current primary")?;
+            let new = if old == "pg-1" { "pg-2" } else { "pg-1" };
+            let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
+            let switch = json!({"spec": {"primary": new}});
+            databases
+                .patch("pg", &PatchParams::default(), &Patch::Merge(&switch))
+                .await?;
+            wait_for(&databases, "pg", Duration::from_secs(300), |db| {
+                db.status.as_ref().is_some_and(|s| {
+                    s.current_primary.as_deref() == Some(new)
+                        && s.phase == Some(DatabasePhase::Ready)
+                        && s.observed_generation == db.metadata.generation
+                        && s.ready_instances == Some(2)
+                })
+            })
+            .await?;
+            let switched = timeline(&client, &ns, "pg").await?;
+            assert!(
+                switched >= 2,
+                "the promotion made a new timeline: {switched}"
+            );
+            on(
+                &client,
+                &ns,
+                "pg",
+                "rw",
+                "INSERT INTO t SELECT generate_series(1501, 2000)",
+            )
+            .await?;
+            let lsn = on(&client, &ns, "pg", "rw", "SELECT pg_current_wal_lsn()").await?;
+            let lsn = lsn.trim().to_owned();
+            on(
+                &client,
+                &ns,
+                "pg",
+                "rw",
+                "INSERT INTO t SELECT generate_series(2001, 3000)",
+            )
+            .await?;
+            archive_all(&client, &ns, "pg").await?;
+            let history = format!("{switched:08X}.history");
+            let stored = in_store(
+                &client,
+                &ns,
+                &format!("find /data/buckets/tusk/e2e/pg -name '{history}*'"),
+            )
+            .await?;
+            assert!(
+                stored.contains(&history),
+                "{history} is archived: {stored:?}"
+            );
+
+            let to_lsn = restored(
+                1,
+                &endpoint,
+                &bucket,
+                json!({"backup": "b1", "targetLsn": lsn}),
+            );
+            apply_value(&client, Some(&ns), database("at-lsn", to_lsn), &apply).await?;
+            let to_end = restored(1, &endpoint, &bucket, json!({"source": "pg"}));
+            apply_value(&client, Some(&ns), database("at-end", to_end), &apply).await?;
+            let too_far = restored(
+                1,
+                &endpoint,
+                &bucket,
+                json!({"source": "pg", "targetLsn": "FF/0"}),
+            );
+            apply_value(&client, Some(&ns), database("too-far", too_far), &apply).await?;
+
+            wait_ready(&client, &ns, "at-lsn", 1).await?;
+            assert_eq!(
+                count(&client, &ns, "at-lsn", "rw").await?,
+                2000,
+                "rows up to LSN {lsn} on timeline {switched}"
+            );
+            assert!(
+                timeline(&client, &ns, "at-lsn").await? > switched,
+                "promoted past the source's timeline"
+            );
+            wait_ready(&client, &ns, "at-end", 1).await?;
+            assert_eq!(
+                count(&client, &ns, "at-end", "rw").await?,
+                3000,
+                "rows at the end of timeline {switched}'s archive"
+            );
+
+            let refused = wait_for(&databases, "too-far", Duration::from_secs(180), |db| {
+                db.status.as_ref().is_some_and(|s| {
+                    s.phase == Some(DatabasePhase::Failed)
+                        && s.conditions
+                            .iter()
+                            .any(|c| c.type_ == "Ready" && c.reason == "RestoreFailed")
+                })
+            })
+            .await?;
+            let message = ready_message(&refused);
+            assert!(
+                message.contains("spec.bootstrap.recovery.targetLsn: the target LSN FF/0")
+                    && message.contains("past the end of the archive"),
+                "{message}"
+            );
+            // Nothing downloaded: the instance manager never began a download
+            // (it logs the choice before one and the unpacking after), and the
+            // operator never reported one.
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+            let log = pods
+                .logs(
+                    "too-far-1",
+                    &LogParams {
+                        container: Some(POSTGRES_CONTAINER.to_owned()),
+                        ..LogParams::default()
+                    },
+                )
+                .await?;
+            assert!(
+                log.contains("past the end of the archive"),
+                "the refusal is in the instance's log: {log}"
+            );
+            for started in ["\"restoring\"", "restoring source", "base backup unpacked"] {
+                assert!(!log.contains(started), "{started:?} in the log: {log}");
+            }
+            let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+            let downloads: Vec<String> = events
+                .list(&ListParams::default().fields("involvedObject.name=too-far"))
+                .await?
+                .items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some("RestoreDownloading"))
+                .filter_map(|e| e.message)
+                .collect();
+            assert!(
+                downloads.is_empty(),
+                "a download was reported: {downloads:?}"
+            );
+            Ok(())
+        },
+    )
+    .await;
+}
+
+/// The four recovery specs admission refuses, on the real API server (the
+/// schema's date-time format, then the webhook): each refusal names the
+/// field, and no Database is created. A well-formed recovery passes (a dry
+/// run), so the refusals are not of every recovery.
+#[tokio::test]
+async fn the_recovery_specs_admission_refuses_name_their_field() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    in_namespace(
+        "e2e-restore-refused",
+        Duration::from_secs(120),
+        |client, ns| async move {
+            let apply = PatchParams::apply(tusk_e2e::MANAGER);
+            let store = json!({
+                "bucket": "tusk", "endpoint": "http://nowhere.invalid:7070",
+                "credentialsSecret": "s3-creds"
+            });
+            let spec = |recovery: serde_json::Value| {
+                json!({
+                    "version": "17", "instances": 1, "storage": {"size": "1Gi"},
+                    "bootstrap": {"recovery": recovery}
+                })
+            };
+            let control = spec(json!({"sourceName": "orders", "objectStore": store}));
+            apply_value(
+                &client,
+                Some(&ns),
+                database("control", control),
+                &apply.clone().dry_run(),
+            )
+            .await?;
+
+            // (name, recovery, the field named, why in any of these words). The
+            // schema's rules (CEL, the date-time format) answer before the
+            // webhook, which words the same rules its own way.
+            let cases: [(&str, serde_json::Value, &str, &[&str]); 6] = [
+                (
+                    "not-a-time",
+                    json!({"sourceName": "orders", "targetTime": "yesterday"}),
+                    "spec.bootstrap.recovery.targetTime",
+                    &["date-time", "is not an RFC 3339 time"],
+                ),
+                (
+                    "no-offset",
+                    json!({"sourceName": "orders", "targetTime": "2026-11-22T10:00:00"}),
+                    "spec.bootstrap.recovery.targetTime",
+                    &["date-time", "is not an RFC 3339 time"],
+                ),
+                (
+                    "no-source",
+                    json!({"targetLsn": "0/3000000"}),
+                    "spec.bootstrap.recovery",
+                    &["must name exactly one of backup, source or sourceName"],
+                ),
+                (
+                    "two-sources",
+                    json!({"source": "orders", "sourceName": "orders"}),
+                    "spec.bootstrap.recovery",
+                    &["must name exactly one of backup, source or sourceName"],
+                ),
+                (
+                    "store-and-source",
+                    json!({"source": "orders", "objectStore": store}),
+                    "spec.bootstrap.recovery.objectStore",
+                    &["is not used with source"],
+                ),
+                (
+                    "time-and-lsn",
+                    json!({
+                        "sourceName": "orders", "targetTime": "2026-11-22T10:00:00Z",
+                        "targetLsn": "0/3000000"
+                    }),
+                    "spec.bootstrap.recovery",
+                    &["may set targetTime or targetLsn, not both"],
+                ),
+            ];
+            let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
+            for (name, recovery, field, why) in cases {
+                let refused =
+                    apply_value(&client, Some(&ns), database(name, spec(recovery)), &apply)
+                        .await
+                        .err()
+                        .ok_or_else(|| format!("{name} was admitted"))?;
+                let message = refused.to_string();
+                println!("{name}: {message}");
+                assert!(
+                    message.contains(field) && why.iter().any(|w| message.contains(w)),
+                    "{name}: {message}"
+                );
+                assert!(databases.get_opt(name).await?.is_none(), "{name} exists");
+            }
+            Ok(())
+        },
+    )
+    .await;
 }

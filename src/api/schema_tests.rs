@@ -111,6 +111,72 @@ fn bootstrap_is_immutable() {
     assert_eq!(cel_messages(new.validate_cel()), "");
 }
 
+/// The recovery rules the schema holds (the webhook's copies are in
+/// `validate`): not exactly one source, a store with `source`, a time and
+/// an LSN together; a malformed time is the `date-time` format's (see
+/// `the_schema_pins_types_ranges_and_formats`) and the webhook's.
+#[test]
+fn recovery_rules_refuse_naming_the_field() {
+    let recovering = |recovery: v1::RecoverySpec| {
+        let mut db = sample_database();
+        db.spec.bootstrap = Some(v1::BootstrapSpec {
+            initdb: None,
+            recovery: Some(recovery),
+        });
+        cel_messages(db.validate_cel())
+    };
+    let store = v1::ObjectStore {
+        bucket: "b".into(),
+        ..Default::default()
+    };
+    let cases = [
+        (
+            v1::RecoverySpec::default(),
+            "spec.bootstrap.recovery must name exactly one of backup, source or sourceName",
+        ),
+        (
+            v1::RecoverySpec {
+                source: Some("orders".into()),
+                source_name: Some("orders".into()),
+                ..Default::default()
+            },
+            "spec.bootstrap.recovery must name exactly one of backup, source or sourceName",
+        ),
+        (
+            v1::RecoverySpec {
+                source: Some("orders".into()),
+                object_store: Some(store.clone()),
+                ..Default::default()
+            },
+            "spec.bootstrap.recovery.objectStore is not used with source",
+        ),
+        (
+            v1::RecoverySpec {
+                backup: Some("nightly".into()),
+                target_time: Some("2026-11-22T10:00:00Z".into()),
+                target_lsn: Some("0/3000000".into()),
+                ..Default::default()
+            },
+            "spec.bootstrap.recovery may set targetTime or targetLsn, not both",
+        ),
+    ];
+    let wrong: Vec<String> = cases
+        .into_iter()
+        .filter_map(|(recovery, message)| {
+            let messages = recovering(recovery.clone());
+            (!messages.contains(message)).then(|| format!("{recovery:?} gave {messages:?}"))
+        })
+        .collect();
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let fine = v1::RecoverySpec {
+        source_name: Some("orders".into()),
+        object_store: Some(store),
+        target_lsn: Some("0/3000000".into()),
+        ..Default::default()
+    };
+    assert_eq!(recovering(fine), "");
+}
+
 #[test]
 fn bootstrap_sets_exactly_one_method() {
     let mut db = sample_database();

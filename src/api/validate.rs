@@ -550,6 +550,107 @@ mod tests {
         }
     }
 
+    fn recovering(recovery: v1::RecoverySpec) -> v1::Database {
+        let mut db = sample_database();
+        db.spec.bootstrap = Some(v1::BootstrapSpec {
+            initdb: None,
+            recovery: Some(recovery),
+        });
+        db
+    }
+
+    /// The four recovery specs that are refused, each naming its field and
+    /// why; the same shapes made right pass.
+    #[test]
+    fn each_recovery_refusal_names_its_field() {
+        let store = v1::ObjectStore {
+            bucket: "b".into(),
+            ..Default::default()
+        };
+        let by_name = || v1::RecoverySpec {
+            source_name: Some("orders".into()),
+            ..Default::default()
+        };
+        let cases = [
+            (
+                v1::RecoverySpec {
+                    target_time: Some("2026-11-22T10:00:00".into()),
+                    ..by_name()
+                },
+                "spec.bootstrap.recovery.targetTime",
+                "is not an RFC 3339 time",
+            ),
+            (
+                v1::RecoverySpec {
+                    target_time: Some("yesterday".into()),
+                    ..by_name()
+                },
+                "spec.bootstrap.recovery.targetTime",
+                "is not an RFC 3339 time",
+            ),
+            (
+                v1::RecoverySpec::default(),
+                "spec.bootstrap.recovery",
+                "must name exactly one of backup, source or sourceName",
+            ),
+            (
+                v1::RecoverySpec {
+                    backup: Some("nightly".into()),
+                    source: Some("orders".into()),
+                    ..Default::default()
+                },
+                "spec.bootstrap.recovery",
+                "must name exactly one of backup, source or sourceName",
+            ),
+            (
+                v1::RecoverySpec {
+                    source: Some("orders".into()),
+                    object_store: Some(store.clone()),
+                    ..Default::default()
+                },
+                "spec.bootstrap.recovery.objectStore",
+                "is not used with source",
+            ),
+            (
+                v1::RecoverySpec {
+                    target_time: Some("2026-11-22T10:00:00Z".into()),
+                    target_lsn: Some("0/3000000".into()),
+                    ..by_name()
+                },
+                "spec.bootstrap.recovery",
+                "may set targetTime or targetLsn, not both",
+            ),
+        ];
+        // Every case is tried, so a broken rule shows with all the others.
+        let wrong: Vec<String> = cases
+            .into_iter()
+            .filter_map(|(recovery, path, why)| {
+                let errors = database(&recovering(recovery.clone()));
+                let named = paths(&errors) == [path] && errors[0].message.contains(why);
+                (!named).then(|| format!("{recovery:?} gave {errors:?}, not {path}: {why}"))
+            })
+            .collect();
+        assert!(wrong.is_empty(), "{wrong:#?}");
+        for fine in [
+            v1::RecoverySpec {
+                target_time: Some("2026-11-22T10:00:00+01:00".into()),
+                object_store: Some(store),
+                ..by_name()
+            },
+            v1::RecoverySpec {
+                source: Some("orders".into()),
+                target_lsn: Some("0/3000000".into()),
+                ..Default::default()
+            },
+            v1::RecoverySpec {
+                backup: Some("nightly".into()),
+                ..Default::default()
+            },
+        ] {
+            assert_eq!(database(&recovering(fine.clone())), [], "{fine:?}");
+        }
+    }
+
     #[test]
     fn schedules_in_five_or_six_fields_parse() {
         assert!(parse_schedule("0 2 * * *").is_ok());

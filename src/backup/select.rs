@@ -6,8 +6,9 @@
 //! lineage (its timeline is an ancestor, or N itself, and it ended before the
 //! lineage left that timeline) and it is consistent before the target: the
 //! newest such backup replays the least WAL. A target before the oldest
-//! backup, or past the end of the archive, is refused here, naming why,
-//! rather than found out by PostgreSQL after a long replay.
+//! backup, or past the end of the archive, is refused here, naming why and the
+//! Database field it came from, rather than found out by PostgreSQL after a
+//! long replay.
 //!
 //! Pure: the caller lists the archive, reads the manifests and the target
 //! timeline's history file, and hands them over.
@@ -116,15 +117,31 @@ pub enum Refusal {
     #[error("no backup on timeline {timeline}'s history; backups exist on timelines {found:?}")]
     NotOnLineage { timeline: u32, found: Vec<u32> },
     #[error(
-        "the target {target} is before the oldest usable backup ({oldest}, consistent at {oldest_at})"
+        "{field}: the target {target} is before the oldest usable backup ({oldest}, consistent at {oldest_at})"
     )]
     BeforeOldest {
+        field: &'static str,
         target: String,
         oldest: String,
         oldest_at: String,
     },
-    #[error("the target {target} is past the end of the archive ({end})")]
-    AfterArchive { target: String, end: String },
+    #[error("{field}: the target {target} is past the end of the archive ({end})")]
+    AfterArchive {
+        field: &'static str,
+        target: String,
+        end: String,
+    },
+}
+
+/// The Database field a target comes from, so that a target out of range is
+/// refused in words that name what to change (the instance manager only sees
+/// its `TUSK_RESTORE_TARGET_*` variable).
+pub fn field(target: Target) -> &'static str {
+    match target {
+        Target::Latest => "spec.bootstrap.recovery",
+        Target::Time(_) => "spec.bootstrap.recovery.targetTime",
+        Target::Lsn(_) => "spec.bootstrap.recovery.targetLsn",
+    }
 }
 
 /// The target, for people: `end of the archive`, `time …`, `LSN …`.
@@ -176,6 +193,7 @@ pub fn choose(
         };
         if past {
             return Err(Refusal::AfterArchive {
+                field: field(target),
                 target: describe(target),
                 end: match end.stored_at {
                     Some(at) => format!("WAL up to {} stored at {at}", end.lsn),
@@ -199,6 +217,7 @@ pub fn choose(
         None => {
             let oldest = usable[0];
             Err(Refusal::BeforeOldest {
+                field: field(target),
                 target: describe(target),
                 oldest: oldest.id.clone(),
                 oldest_at: match target {
@@ -291,6 +310,11 @@ mod tests {
             panic!("{refused:?}");
         };
         assert_eq!(oldest, "a");
+        let message = refused.expect_err("refused").to_string();
+        assert!(
+            message.starts_with("spec.bootstrap.recovery.targetTime: the target time "),
+            "{message}"
+        );
         assert!(matches!(
             choose(&all, 1, &[], None, Target::Lsn(Lsn(0x0100_0000))),
             Err(Refusal::BeforeOldest { .. })
@@ -313,6 +337,11 @@ mod tests {
             matches!(past_lsn, Err(Refusal::AfterArchive { .. })),
             "{past_lsn:?}"
         );
+        let message = past_lsn.expect_err("refused").to_string();
+        assert!(
+            message.starts_with("spec.bootstrap.recovery.targetLsn: the target LSN 0/9000000 "),
+            "{message}"
+        );
         let past_time = choose(
             &all,
             1,
@@ -322,6 +351,10 @@ mod tests {
         );
         let message = past_time.expect_err("refused").to_string();
         assert!(message.contains("past the end of the archive"), "{message}");
+        assert!(
+            message.starts_with("spec.bootstrap.recovery.targetTime: "),
+            "{message}"
+        );
         assert!(choose(&all, 1, &[], Some(end), Target::Latest).is_ok());
     }
 

@@ -1,7 +1,7 @@
 //! What pg_upgrade said, quoted for a person: the lines of its output that
 //! explain a failure, and the beginning of the report files it names (e.g.
-//! `tables_using_reg.txt`) or the end of the logs it points to, bounded to
-//! fit a termination message.
+//! `tables_using_reg.txt`) or, of the logs it points to, their last error
+//! and what follows (else their end), bounded to fit a termination message.
 
 use std::path::Path;
 
@@ -10,7 +10,8 @@ use std::path::Path;
 pub const QUOTE_LIMIT: usize = 3000;
 /// Lines quoted from each report file.
 const REPORT_LINES: usize = 8;
-/// Lines quoted from the end of each log file named.
+/// Lines quoted from the end of each log file named (twice as many from
+/// its last error on).
 const LOG_LINES: usize = 6;
 /// pg_upgrade's output after its first failing check, at most this many lines.
 const OUTPUT_LINES: usize = 25;
@@ -39,24 +40,55 @@ pub fn tail(text: &str, max: usize) -> &str {
 }
 
 /// The lines of pg_upgrade's `stdout` that tell why it failed: from the
-/// first line that is not a passing check or a banner, on; all of it when
-/// no such line stands out.
+/// first line that is not a passing step or a banner, on, without the
+/// passing steps and banners after it (a failure in the upgrade proper
+/// follows some twenty steps that passed); all of it when no line stands
+/// out.
 pub fn failure_lines(stdout: &str) -> Vec<&str> {
     let lines: Vec<&str> = stdout.lines().collect();
-    let first = lines.iter().position(|line| {
+    let telling = |line: &&str| {
         let l = line.trim();
         !l.is_empty()
             && !l.ends_with(" ok")
-            && !l.starts_with("Performing Consistency Checks")
+            && !BANNERS.iter().any(|b| l.starts_with(b))
             && !l.chars().all(|c| c == '-')
-    });
-    let from = first.unwrap_or(0);
-    lines[from..]
+    };
+    let Some(first) = lines.iter().position(telling) else {
+        return lines
+            .into_iter()
+            .filter(|l| !l.trim().is_empty())
+            .take(OUTPUT_LINES)
+            .collect();
+    };
+    lines[first..]
         .iter()
         .copied()
-        .filter(|l| !l.trim().is_empty())
+        .filter(telling)
+        .map(str::trim_end)
         .take(OUTPUT_LINES)
         .collect()
+}
+
+/// pg_upgrade's headings and warnings that come with every run, failed or not.
+const BANNERS: &[&str] = &[
+    "Performing Consistency Checks",
+    "Performing Upgrade",
+    "If pg_upgrade fails after this point",
+    "new cluster before continuing",
+];
+
+/// What to quote of a log pg_upgrade points to: from its last error line
+/// (pg_restore's `error:`, the server's `ERROR:`), which the statement that
+/// failed follows, else its last lines.
+fn log_excerpt<'a>(all: &[&'a str]) -> Vec<&'a str> {
+    let error = all
+        .iter()
+        .rposition(|l| l.contains("error:") || l.contains("ERROR:") || l.contains("FATAL:"));
+    let from = match error {
+        Some(at) => at,
+        None => all.len().saturating_sub(LOG_LINES),
+    };
+    all[from..].iter().copied().take(LOG_LINES * 2).collect()
 }
 
 /// Absolute paths of files named in `lines` (pg_upgrade puts each on a line
@@ -107,7 +139,7 @@ pub fn quote(
             .unwrap_or_else(|| file.clone());
         let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         let excerpt: Vec<&str> = if file.ends_with(".log") {
-            all[all.len().saturating_sub(LOG_LINES)..].to_vec()
+            log_excerpt(&all)
         } else {
             all.iter().copied().take(REPORT_LINES).collect()
         };
@@ -192,6 +224,65 @@ Failure, exiting
         let quoted = quote("pg_upgrade failed", &huge, "", |_| None);
         assert!(quoted.len() <= QUOTE_LIMIT + 8);
         assert!(quoted.ends_with("[…]"));
+    }
+
+    /// A schema restore that failed (a view on a column the new major
+    /// removed): the step that failed and the server's error are quoted,
+    /// not the steps that passed nor the end of the log alone.
+    #[test]
+    fn a_failed_schema_restore_is_quoted_by_its_error() {
+        let stdout = "\
+Performing Consistency Checks
+-----------------------------
+Checking cluster versions                                     ok
+Checking database user is the install user                    ok
+
+If pg_upgrade fails after this point, you must re-initdb the
+new cluster before continuing.
+
+Performing Upgrade
+------------------
+Setting locale and encoding for new cluster                   ok
+Restoring global objects in the new cluster                   ok
+Restoring database schemas in the new cluster                 
+*failure*
+
+Consult the last few lines of \"/new/pg_upgrade_output.d/x/log/pg_upgrade_dump_16386.log\" for
+the probable cause of the failure.
+Failure, exiting
+";
+        let log = "\
+pg_restore: creating VIEW \"public.checkpoints\"
+pg_restore: while PROCESSING TOC:
+pg_restore: from TOC entry 215; 1259 16392 VIEW checkpoints app
+pg_restore: error: could not execute query: ERROR:  column pg_stat_bgwriter.checkpoints_timed does not exist
+LINE 2:    SELECT \"pg_stat_bgwriter\".\"checkpoints_timed\"
+Command was:
+-- For binary upgrade, must preserve pg_type oid
+SELECT pg_catalog.binary_upgrade_set_next_pg_type_oid('16394'::pg_catalog.oid);
+-- For binary upgrade, must preserve pg_class oids and relfilenodes
+SELECT pg_catalog.binary_upgrade_set_next_heap_pg_class_oid('16392'::pg_catalog.oid);
+CREATE VIEW \"public\".\"checkpoints\" AS
+ SELECT \"pg_stat_bgwriter\".\"checkpoints_timed\"
+   FROM \"pg_stat_bgwriter\";
+";
+        let quoted = quote("pg_upgrade --link failed", stdout, "", |_| {
+            Some(log.to_owned())
+        });
+        assert!(
+            quoted.starts_with(
+                "pg_upgrade --link failed:\nRestoring database schemas in the new cluster\n*failure*"
+            ),
+            "{quoted}"
+        );
+        for noise in [" ok", "re-initdb", "Performing Upgrade"] {
+            assert!(!quoted.contains(noise), "{noise:?} in {quoted}");
+        }
+        assert!(
+            quoted.contains("ERROR:  column pg_stat_bgwriter.checkpoints_timed does not exist"),
+            "{quoted}"
+        );
+        assert!(quoted.contains("CREATE VIEW"), "{quoted}");
     }
 
     #[test]

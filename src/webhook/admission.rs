@@ -277,6 +277,73 @@ mod tests {
         );
     }
 
+    /// The four recovery refusals, as a create reaches the handler: denied
+    /// (422), the message naming the field.
+    #[test]
+    fn each_recovery_refusal_is_denied_naming_the_field() {
+        use crate::api::v1::{BootstrapSpec, ObjectStore, RecoverySpec};
+        let recovering = |recovery: RecoverySpec| {
+            db_json(|db| {
+                db.spec.bootstrap = Some(BootstrapSpec {
+                    initdb: None,
+                    recovery: Some(recovery),
+                })
+            })
+        };
+        let by_name = || RecoverySpec {
+            source_name: Some("orders".into()),
+            ..Default::default()
+        };
+        let cases = [
+            (
+                RecoverySpec {
+                    target_time: Some("22/11/2026 10:00".into()),
+                    ..by_name()
+                },
+                "spec.bootstrap.recovery.targetTime: \"22/11/2026 10:00\" is not an RFC 3339 time",
+            ),
+            (
+                RecoverySpec {
+                    backup: Some("nightly".into()),
+                    ..by_name()
+                },
+                "spec.bootstrap.recovery: must name exactly one of backup, source or sourceName",
+            ),
+            (
+                RecoverySpec {
+                    source: Some("orders".into()),
+                    object_store: Some(ObjectStore {
+                        bucket: "b".into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                "spec.bootstrap.recovery.objectStore: is not used with source",
+            ),
+            (
+                RecoverySpec {
+                    target_time: Some("2026-11-22T10:00:00Z".into()),
+                    target_lsn: Some("0/3000000".into()),
+                    ..by_name()
+                },
+                "spec.bootstrap.recovery: may set targetTime or targetLsn, not both",
+            ),
+        ];
+        let wrong: Vec<String> = cases
+            .into_iter()
+            .filter_map(|(recovery, named)| {
+                let response = review_database(&review("CREATE", recovering(recovery), None), None);
+                let denied = !response.allowed
+                    && response.result.code == 422
+                    && response.result.message.contains(named);
+                (!denied).then(|| format!("not denied with {named:?}: {:?}", response.result))
+            })
+            .collect();
+        assert!(wrong.is_empty(), "{wrong:#?}");
+        let response = review_database(&review("CREATE", recovering(by_name()), None), None);
+        assert!(response.allowed, "{}", response.result.message);
+    }
+
     #[test]
     fn downgrades_and_shrinking_are_denied_on_update() {
         let old = db_json(|_| {});
