@@ -372,7 +372,10 @@ impl Prometheus {
         let rules_path = dir.join("rules.yaml");
         std::fs::write(&rules_path, rules)?;
         let config = dir.join("prometheus.yml");
-        std::fs::write(&config, prometheus_config(&kubeconfig, namespace, &rules_path)?)?;
+        std::fs::write(
+            &config,
+            prometheus_config(&kubeconfig, namespace, &rules_path)?,
+        )?;
         // A port nobody listens on now; Prometheus takes it a moment later.
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let log = std::fs::File::create(dir.join("prometheus.log"))?;

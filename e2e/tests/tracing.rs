@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use tusk::api::v1::Database;
 use tusk_e2e::{
@@ -74,7 +74,9 @@ fn jaeger_binary() -> Result<PathBuf> {
         )
         .into());
     }
-    Ok(PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()))
+    Ok(PathBuf::from(
+        String::from_utf8_lossy(&output.stdout).trim(),
+    ))
 }
 
 impl Jaeger {
@@ -305,18 +307,25 @@ fn joined(trace: &Value, ns: &str, database: &str) -> std::result::Result<Vec<Sp
         )
     })?;
     if call.service != OPERATOR_SERVICE || call.name != CALL_SPAN {
-        return Err(format!("{INSTANCE_SPAN}'s parent is not the operator's call: {names:?}"));
+        return Err(format!(
+            "{INSTANCE_SPAN}'s parent is not the operator's call: {names:?}"
+        ));
     }
     if call.tags.get("op").map(String::as_str) != Some("switchover") {
         return Err(format!("the call above {INSTANCE_SPAN} is {:?}", call.tags));
     }
     let top = chain.last().ok_or("an empty chain")?;
     if top.name != RECONCILE_SPAN || top.service != OPERATOR_SERVICE {
-        return Err(format!("no operator reconcile above {INSTANCE_SPAN}: {names:?}"));
+        return Err(format!(
+            "no operator reconcile above {INSTANCE_SPAN}: {names:?}"
+        ));
     }
     let tag = |key: &str| top.tags.get(key).map(String::as_str);
     if tag("database") != Some(database) || tag("namespace") != Some(ns) {
-        return Err(format!("the reconcile is not Database {database}'s: {:?}", top.tags));
+        return Err(format!(
+            "the reconcile is not Database {database}'s: {:?}",
+            top.tags
+        ));
     }
     Ok(chain)
 }
@@ -360,9 +369,18 @@ async fn helm_run(args: Vec<String>) -> Result<String> {
 /// The release's `tracing.otlpEndpoint` as set now ("" when unset).
 async fn traced_endpoint() -> Result<String> {
     let values = helm_run(
-        ["get", "values", "tusk", "--all", "--output", "json", "--namespace", OPERATOR_NAMESPACE]
-            .map(str::to_owned)
-            .to_vec(),
+        [
+            "get",
+            "values",
+            "tusk",
+            "--all",
+            "--output",
+            "json",
+            "--namespace",
+            OPERATOR_NAMESPACE,
+        ]
+        .map(str::to_owned)
+        .to_vec(),
     )
     .await?;
     let values: Value = serde_json::from_str(&values)?;
@@ -390,15 +408,20 @@ async fn set_tracing(client: &Client, endpoint: &str) -> Result<()> {
     ])
     .await?;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
-    wait_for(&deployments, "tusk-operator", Duration::from_secs(240), |d| {
-        let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-        d.status.as_ref().is_some_and(|s| {
-            s.observed_generation == d.metadata.generation
-                && s.updated_replicas == Some(want)
-                && s.available_replicas == Some(want)
-                && s.replicas == Some(want)
-        })
-    })
+    wait_for(
+        &deployments,
+        "tusk-operator",
+        Duration::from_secs(240),
+        |d| {
+            let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            d.status.as_ref().is_some_and(|s| {
+                s.observed_generation == d.metadata.generation
+                    && s.updated_replicas == Some(want)
+                    && s.available_replicas == Some(want)
+                    && s.replicas == Some(want)
+            })
+        },
+    )
     .await?;
     Ok(())
 }
@@ -533,7 +556,13 @@ mod model {
     }
 
     fn call() -> Value {
-        span("b", Some("a"), CALL_SPAN, "p1", json!([{"key": "op", "value": "switchover"}]))
+        span(
+            "b",
+            Some("a"),
+            CALL_SPAN,
+            "p1",
+            json!([{"key": "op", "value": "switchover"}]),
+        )
     }
 
     #[test]
@@ -548,8 +577,15 @@ mod model {
         assert_eq!(names, [INSTANCE_SPAN, CALL_SPAN, RECONCILE_SPAN]);
         // An instance span of its own trace, or one under another parent, is no join.
         let alone = trace(vec![span("c", None, INSTANCE_SPAN, "p2", json!([]))]);
-        assert!(joined(&alone, "ns", "pg").unwrap_err().contains("is a root"));
-        let elsewhere = trace(vec![reconcile(), span("c", Some("a"), INSTANCE_SPAN, "p2", json!([]))]);
+        assert!(
+            joined(&alone, "ns", "pg")
+                .unwrap_err()
+                .contains("is a root")
+        );
+        let elsewhere = trace(vec![
+            reconcile(),
+            span("c", Some("a"), INSTANCE_SPAN, "p2", json!([])),
+        ]);
         assert!(joined(&elsewhere, "ns", "pg").is_err());
         assert!(joined(&whole, "ns", "other").is_err());
         assert!(joined(&whole, "other-ns", "pg").is_err());
