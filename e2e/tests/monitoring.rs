@@ -10,6 +10,12 @@
 //! monitor files themselves are what is tested. Only their intervals are not
 //! kept: everything is scraped and evaluated every 2 s.
 //!
+//! Two tests: the series and the quiet rules of a healthy replicated Database;
+//! and an alert that fires for a real fault (the Database's object store
+//! stopped, so WAL archiving fails) and resolves when the fault is undone.
+//! The rules are the PrometheusRule's as shipped, but for the firing alert's
+//! `for`, shortened in the rules file the test writes (see [`rules_file`]).
+//!
 //! The binary is `$PROMETHEUS`, else `scripts/install-tools --path prometheus`.
 //! It must have Kubernetes service discovery: Debian bookworm's package does
 //! not (Debian removed it), trixie's 2.53 does; the test fails at once, saying
@@ -22,12 +28,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use kube::ResourceExt;
 use kube::api::PatchParams;
+use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tusk::api::v1::Database;
+use tusk_e2e::store::{objectstore_async, spec_with_store, store_up, superuser_password};
 use tusk_e2e::{
-    Result, apply_value, database, in_namespace, install_operator, repo_path, wait_ready,
+    Result, apply_value, database, in_namespace, install_operator, repo_path, sql, wait_ready,
 };
 
 /// How long Prometheus has to discover and scrape every target.
@@ -282,13 +289,28 @@ fn prometheus_config(kubeconfig: &Path, namespace: &str, rules: &Path) -> Result
     Ok(serde_yaml::to_string(&config)?)
 }
 
-/// The PrometheusRule's `spec` (its `groups`) as a Prometheus rules file.
-fn rules_file() -> Result<String> {
+/// The PrometheusRule's `spec` (its `groups`) as a Prometheus rules file,
+/// every rule as shipped except the `for` of the alerts `shorter_for` names:
+/// a test cannot wait the 10 minutes an alert may hold back. Expressions,
+/// labels and annotations are never changed.
+fn rules_file(shorter_for: &[(&str, &str)]) -> Result<String> {
     let rule = monitoring_yaml("prometheusrule.yaml")?;
     if rule["kind"] != "PrometheusRule" {
         return Err("prometheusrule.yaml is no PrometheusRule".into());
     }
-    Ok(serde_yaml::to_string(&rule["spec"])?)
+    let mut spec = rule["spec"].clone();
+    for (alert, wait) in shorter_for {
+        let found = spec["groups"]
+            .as_sequence_mut()
+            .into_iter()
+            .flatten()
+            .filter_map(|group| group["rules"].as_sequence_mut())
+            .flatten()
+            .find(|rule| rule["alert"].as_str() == Some(alert))
+            .ok_or(format!("prometheusrule.yaml has no alert {alert}"))?;
+        found["for"] = serde_yaml::Value::from(*wait);
+    }
+    Ok(serde_yaml::to_string(&spec)?)
 }
 
 /// The prometheus binary: `$PROMETHEUS`, else the one `scripts/install-tools`
@@ -334,7 +356,9 @@ struct Prometheus {
 }
 
 impl Prometheus {
-    fn start(namespace: &str) -> Result<Prometheus> {
+    /// Starts Prometheus for the instances of `namespace`, evaluating `rules`
+    /// (a rules file, see [`rules_file`]).
+    fn start(namespace: &str, rules: &str) -> Result<Prometheus> {
         let binary = prometheus_binary()?;
         let kubeconfig = std::env::var_os("KUBECONFIG").ok_or("KUBECONFIG is not set")?;
         let kubeconfig = std::fs::canonicalize(&kubeconfig)
@@ -345,10 +369,13 @@ impl Prometheus {
             rand::random::<u32>() & 0xff_ffff
         ));
         std::fs::create_dir_all(dir.join("data"))?;
-        let rules = dir.join("rules.yaml");
-        std::fs::write(&rules, rules_file()?)?;
+        let rules_path = dir.join("rules.yaml");
+        std::fs::write(&rules_path, rules)?;
         let config = dir.join("prometheus.yml");
-        std::fs::write(&config, prometheus_config(&kubeconfig, namespace, &rules)?)?;
+        std::fs::write(
+            &config,
+            prometheus_config(&kubeconfig, namespace, &rules_path)?,
+        )?;
         // A port nobody listens on now; Prometheus takes it a moment later.
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let log = std::fs::File::create(dir.join("prometheus.log"))?;
@@ -485,6 +512,66 @@ impl Prometheus {
         }
     }
 
+    /// Prometheus' clock, as its queries see it.
+    async fn now(&self) -> Result<f64> {
+        self.query("vector(time())")
+            .await?
+            .first()
+            .map(|s| s.value)
+            .ok_or_else(|| "vector(time()) is empty".into())
+    }
+
+    /// The pending and firing alerts named `name` for `namespace`, as
+    /// /api/v1/alerts lists them (an alert that resolved is no longer listed).
+    async fn alerts(&self, name: &str, namespace: &str) -> Result<Vec<Alert>> {
+        let data = self.api("/api/v1/alerts").await?;
+        let alerts = data["alerts"].as_array().ok_or("no alerts list")?;
+        alerts
+            .iter()
+            .map(|alert| {
+                Ok(Alert {
+                    labels: serde_json::from_value(alert["labels"].clone())?,
+                    state: alert["state"].as_str().unwrap_or_default().to_owned(),
+                })
+            })
+            .filter(|alert: &Result<Alert>| {
+                alert.as_ref().map_or(true, |a| {
+                    a.label("alertname") == name && a.label("namespace") == namespace
+                })
+            })
+            .collect()
+    }
+
+    /// Waits until alerting rule `name` is loaded, healthy, and was last
+    /// evaluated after `at` (Prometheus' clock), so that the absence of its
+    /// alert says something about the data at `at`.
+    async fn evaluated_after(&self, name: &str, at: f64) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + QUERY_TIMEOUT;
+        loop {
+            let data = self.api("/api/v1/rules").await?;
+            let rule = data["groups"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|group| group["rules"].as_array().into_iter().flatten())
+                .find(|rule| rule["name"] == name)
+                .cloned()
+                .ok_or(format!("rule {name} is not loaded"))?;
+            let evaluated = seconds_since_epoch(rule["lastEvaluation"].as_str().unwrap_or(""));
+            ensure!(
+                rule["health"] == "ok",
+                "rule {name} does not evaluate cleanly: {rule}"
+            );
+            if evaluated > at {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!("rule {name} not evaluated after {at}: {rule}").into());
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
     /// What Prometheus makes of its targets, one line each.
     async fn targets(&self) -> String {
         match self.api("/api/v1/targets").await {
@@ -524,6 +611,20 @@ struct Series {
 }
 
 impl Series {
+    fn label(&self, name: &str) -> &str {
+        self.labels.get(name).map_or("", String::as_str)
+    }
+}
+
+/// One alert of /api/v1/alerts.
+#[derive(Debug, Clone)]
+struct Alert {
+    labels: BTreeMap<String, String>,
+    /// `pending` or `firing`.
+    state: String,
+}
+
+impl Alert {
     fn label(&self, name: &str) -> &str {
         self.labels.get(name).map_or("", String::as_str)
     }
@@ -836,7 +937,7 @@ async fn a_real_prometheus_scrapes_the_operator_and_the_instances() {
         |client, ns| async move {
             // Prometheus first: it discovers the instances as the operator
             // creates them, and a build it cannot run fails the test at once.
-            let mut prometheus = Prometheus::start(&ns)?;
+            let mut prometheus = Prometheus::start(&ns, &rules_file(&[])?)?;
             prometheus.wait_ready().await?;
             let outcome = async {
                 let apply = PatchParams::apply(tusk_e2e::MANAGER);
@@ -855,6 +956,161 @@ async fn a_real_prometheus_scrapes_the_operator_and_the_instances() {
             .await;
             if outcome.is_err() {
                 eprintln!("--- prometheus.yml\n{}", prometheus.config());
+                eprintln!("--- Prometheus targets\n{}", prometheus.targets().await);
+                eprintln!("--- Prometheus log\n{}", prometheus.log_tail());
+            }
+            outcome
+        },
+    )
+    .await;
+}
+
+/// The alert the fault below raises, and its `for` as this test evaluates it:
+/// the shipped 10 minutes would hold the test that long for nothing more than
+/// Prometheus' own timer. Its expression is evaluated as shipped.
+const ARCHIVING_ALERT: &str = "TuskWALArchivingFailing";
+const ARCHIVING_ALERT_FOR: &str = "10s";
+/// How long the store outage has to show as a failed archiving attempt and
+/// hold for `ARCHIVING_ALERT_FOR` (archive_command tries the store before it
+/// gives up), and then to clear once the store is back.
+const ALERT_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// Writes a row and closes the WAL segment, so the archiver has a file to
+/// archive now rather than at `archive_timeout`.
+async fn close_segment(client: &Client, ns: &str, password: &str) -> Result<()> {
+    let host = format!("pg-rw.{ns}.svc");
+    sql(
+        client,
+        ns,
+        &host,
+        password,
+        "postgres",
+        "CREATE TABLE IF NOT EXISTS beat (at timestamptz DEFAULT now()); \
+         INSERT INTO beat DEFAULT VALUES; SELECT pg_switch_wal()",
+    )
+    .await?;
+    Ok(())
+}
+
+/// Polls the alert for `ns` until `done` holds for its list; returns every
+/// state it was seen in, in order (a state once per run of polls that saw it).
+async fn watch_alert(
+    prometheus: &Prometheus,
+    ns: &str,
+    done: impl Fn(&[Alert]) -> bool,
+) -> Result<Vec<String>> {
+    let deadline = tokio::time::Instant::now() + ALERT_TIMEOUT;
+    let mut seen: Vec<String> = Vec::new();
+    loop {
+        let alerts = prometheus.alerts(ARCHIVING_ALERT, ns).await?;
+        for alert in &alerts {
+            if seen.last() != Some(&alert.state) {
+                seen.push(alert.state.clone());
+            }
+        }
+        if done(&alerts) {
+            return Ok(seen);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "{ARCHIVING_ALERT}: not as expected after {ALERT_TIMEOUT:?}; states seen \
+                 {seen:?}, now {alerts:?}"
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The archiving of a single-instance Database healthy, its store stopped
+/// (the fault), then started again; what Prometheus makes of it.
+async fn archiving_alert_fires_and_resolves(
+    client: &Client,
+    ns: &str,
+    prometheus: &Prometheus,
+) -> Result<()> {
+    let apply = PatchParams::apply(tusk_e2e::MANAGER);
+    let (endpoint, bucket) = store_up(ns).await?;
+    let spec = spec_with_store(1, &endpoint, &bucket);
+    apply_value(client, Some(ns), database("pg", spec), &apply).await?;
+    let db = wait_ready(client, ns, "pg", 1).await?;
+    let pod = db
+        .status
+        .as_ref()
+        .and_then(|s| s.current_primary.clone())
+        .ok_or("no currentPrimary")?;
+    let password = superuser_password(client, ns, "pg").await?;
+
+    // Healthy first: a segment archived, seen by Prometheus, and the rule
+    // evaluated on it without an alert.
+    close_segment(client, ns, &password).await?;
+    let archiving_works = format!(
+        "tusk_pg_wal_archive_last_success_timestamp_seconds{{namespace=\"{ns}\"}} \
+         > tusk_pg_wal_archive_last_failure_timestamp_seconds{{namespace=\"{ns}\"}}"
+    );
+    prometheus
+        .eventually(&archiving_works, SCRAPE_TIMEOUT, |s| s.len() == 1)
+        .await?;
+    prometheus
+        .evaluated_after(ARCHIVING_ALERT, prometheus.now().await?)
+        .await?;
+    let before = prometheus.alerts(ARCHIVING_ALERT, ns).await?;
+    ensure!(before.is_empty(), "alert while archiving works: {before:?}");
+    println!("{pod}: archiving works, {ARCHIVING_ALERT} inactive");
+
+    // The fault: the store goes away, and a closed segment cannot be archived.
+    objectstore_async(&["stop", ns]).await?;
+    let outage = tokio::time::Instant::now();
+    close_segment(client, ns, &password).await?;
+    let states = watch_alert(prometheus, ns, |alerts| {
+        alerts.iter().any(|a| a.state == "firing")
+    })
+    .await?;
+    println!(
+        "{ARCHIVING_ALERT} {states:?} {:.0}s into the outage",
+        outage.elapsed().as_secs_f64()
+    );
+    // Held back for its `for` before it fired.
+    ensure_eq!(states, ["pending", "firing"], "the alert's states in order");
+    let alerts = prometheus.alerts(ARCHIVING_ALERT, ns).await?;
+    let [alert] = alerts.as_slice() else {
+        return Err(format!("one alert expected: {alerts:?}").into());
+    };
+    ensure_eq!(alert.label("pod"), pod, "{alert:?}");
+    ensure_eq!(alert.label("database"), "pg", "{alert:?}");
+    ensure_eq!(alert.label("severity"), "critical", "{alert:?}");
+
+    // Undone: the store back, archiving catches up, the alert resolves.
+    objectstore_async(&["start", ns]).await?;
+    let back = tokio::time::Instant::now();
+    close_segment(client, ns, &password).await?;
+    prometheus
+        .eventually(&archiving_works, ALERT_TIMEOUT, |s| s.len() == 1)
+        .await?;
+    watch_alert(prometheus, ns, <[Alert]>::is_empty).await?;
+    println!(
+        "{ARCHIVING_ALERT} resolved {:.0}s after the store came back",
+        back.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Tusk's shipped alert for failing WAL archiving fires in a real Prometheus
+/// that scrapes a real instance whose object store is down, and resolves once
+/// the store is back.
+#[tokio::test]
+async fn the_archiving_alert_fires_while_the_store_is_down_and_resolves() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    in_namespace(
+        "e2e-alert",
+        Duration::from_secs(900),
+        |client, ns| async move {
+            let rules = rules_file(&[(ARCHIVING_ALERT, ARCHIVING_ALERT_FOR)])?;
+            let mut prometheus = Prometheus::start(&ns, &rules)?;
+            prometheus.wait_ready().await?;
+            let outcome = archiving_alert_fires_and_resolves(&client, &ns, &prometheus).await;
+            if outcome.is_err() {
                 eprintln!("--- Prometheus targets\n{}", prometheus.targets().await);
                 eprintln!("--- Prometheus log\n{}", prometheus.log_tail());
             }
