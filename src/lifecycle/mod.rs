@@ -19,6 +19,7 @@
 //! same plan.
 
 mod action;
+mod alarm;
 mod backups;
 mod configuration;
 mod context;
@@ -54,6 +55,7 @@ mod tests;
 mod upgrade_tests;
 
 pub use action::{Action, BackupPurpose, Bootstrap, DeleteReason};
+pub use alarm::{STARTUP_GRACE_SECONDS, SWITCHOVER_GRACE_SECONDS};
 pub use backups::{BACKUP_HEALTHY, PRUNE_EVERY};
 pub use context::restore_pending;
 pub use deletion::SKIP_FINAL_BACKUP;
