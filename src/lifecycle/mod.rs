@@ -40,6 +40,8 @@ mod upgrade;
 mod verdict;
 
 #[cfg(test)]
+mod alarm_tests;
+#[cfg(test)]
 mod backups_tests;
 #[cfg(test)]
 mod migrations_tests;

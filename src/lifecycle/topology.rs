@@ -106,9 +106,14 @@ fn unreachable(ctx: &Context, serial: u32) -> Topology {
 fn switching_over(ctx: &Context, topology: &mut Topology) {
     let settling = matches!(
         topology.phase,
-        DatabasePhase::Degraded | DatabasePhase::FailingOver
-    ) || topology.reason == "PrimaryUnreachable"
-        || topology.reason == "PrimaryNotReady";
+        DatabasePhase::Degraded
+            | DatabasePhase::FailingOver
+            | DatabasePhase::InitializingPrimary
+            | DatabasePhase::CreatingReplicas
+    ) || matches!(
+        topology.reason,
+        "PrimaryUnreachable" | "PrimaryStarting" | "PrimaryNotReady"
+    );
     if !settling {
         return;
     }
