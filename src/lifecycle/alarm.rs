@@ -74,7 +74,7 @@ fn alarm_raised(ctx: &Context) -> bool {
 }
 
 /// The previous status recorded `serial` as a ready primary.
-fn served_as_primary(ctx: &Context, serial: u32) -> bool {
+pub(super) fn served_as_primary(ctx: &Context, serial: u32) -> bool {
     let name = ctx.name(serial);
     ctx.previous.is_some_and(|s| {
         s.instances

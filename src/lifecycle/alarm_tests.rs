@@ -15,7 +15,7 @@ use crate::api::v1::DatabaseSpec;
 
 use super::action::Action;
 use super::alarm::{STARTUP_GRACE_SECONDS, SWITCHOVER_GRACE_SECONDS};
-use super::observed::{Instance, LeaseState, Observed};
+use super::observed::{Instance, LeaseState, Observed, Pod, PodPhase, PvcState};
 use super::plan::plan;
 use super::tests::{async_spec, condition, manager, name, observed, routed, running, status};
 use super::verdict::{DEGRADED, PROGRESSING};
@@ -171,6 +171,25 @@ fn rows() -> Vec<Row> {
             observed: at_now(observed(vec![(1, silent(Primary, 30, 1))])),
             phase: P::InitializingPrimary,
             degraded: Some("PrimaryUnreachable"),
+        },
+        Row {
+            name: "first primary's pod failed -> still InitializingPrimary, but an alarm",
+            spec: async_spec(3),
+            previous: status(P::InitializingPrimary, None),
+            observed: at_now(observed(vec![(
+                1,
+                Instance {
+                    pvc: Some(PvcState::Bound),
+                    pod: Some(Pod {
+                        phase: PodPhase::Failed,
+                        role_label: Some(Primary),
+                        created: Some(ago(30)),
+                        ..Pod::default()
+                    }),
+                },
+            )])),
+            phase: P::InitializingPrimary,
+            degraded: Some("PrimaryDown"),
         },
         Row {
             name: "replicas cloning on the way to the first Ready -> CreatingReplicas, no alarm",

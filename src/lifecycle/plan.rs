@@ -288,7 +288,7 @@ fn topology_verdicts(topology: &super::shape::Topology) -> Vec<Verdict> {
     if matches!(
         topology.phase,
         DatabasePhase::Degraded | DatabasePhase::Failed | DatabasePhase::FailingOver
-    ) || topology.reason == "PrimaryUnreachable"
+    ) || topology.alarm
     {
         verdicts.push(Verdict::degraded(topology.reason, topology.message.clone()));
     }

@@ -98,7 +98,9 @@ fn unreachable(ctx: &Context, serial: u32) -> Topology {
             ),
         )
     };
-    Topology::wait(ctx.keep_phase(), reason, message).primary(serial)
+    let mut topology = Topology::wait(ctx.keep_phase(), reason, message).primary(serial);
+    topology.alarm = reason == "PrimaryUnreachable";
+    topology
 }
 
 /// In a switchover's wake, the old primary stopping and rejoining and the
@@ -118,6 +120,7 @@ fn switching_over(ctx: &Context, topology: &mut Topology) {
         return;
     }
     let wanted = ctx.spec.primary.as_deref().unwrap_or_default();
+    topology.alarm = false;
     topology.phase = DatabasePhase::SwitchingOver;
     topology.reason = "SwitchingOver";
     topology.message = format!("switching over to {wanted}: {}", topology.message);
@@ -293,25 +296,31 @@ fn restore_progress(ctx: &Context, name: &str) -> Topology {
     }
 }
 
-/// The phase while primary `serial` is not serving: initialising while it
-/// starts for the first time, degraded once it has served (see `alarm`).
-fn primary_waiting_phase(ctx: &Context, serial: u32) -> DatabasePhase {
+/// The phase while primary `serial` is not serving, and whether that is an
+/// alarm: initialising while it starts for the first time, still
+/// initialising on the way to the first Ready (but an alarm) once its pod
+/// failed or its grace ran out, degraded once it has served (see `alarm`).
+fn primary_waiting_phase(ctx: &Context, serial: u32) -> (DatabasePhase, bool) {
     if alarm::starting(ctx, serial) {
-        DatabasePhase::InitializingPrimary
+        (DatabasePhase::InitializingPrimary, false)
+    } else if ctx.bootstrapping && !alarm::served_as_primary(ctx, serial) {
+        (DatabasePhase::InitializingPrimary, true)
     } else {
-        DatabasePhase::Degraded
+        (DatabasePhase::Degraded, true)
     }
 }
 
 /// The recorded primary's pod is absent, failed or terminating; its PVC remains.
 fn recover_primary(ctx: &Context, serial: u32, image: &str) -> Topology {
     let name = ctx.name(serial);
+    let (phase, alarm) = primary_waiting_phase(ctx, serial);
     let mut topology = Topology::wait(
-        primary_waiting_phase(ctx, serial),
+        phase,
         "PrimaryDown",
         format!("primary {name} is not running; restarting it on its volume"),
     )
     .primary(serial);
+    topology.alarm = alarm;
     match ctx.instance(serial).map(Instance::state) {
         Some(InstanceState::NoPod) if ctx.no_other_primary(serial) => {
             // The primary's own data: `Initdb` keeps an existing data directory and
@@ -371,12 +380,14 @@ fn converge(ctx: &Context, primary: u32, status: ManagerStatus, image: &str) -> 
     let observed = ctx.observed;
     let primary_name = ctx.name(primary);
     if !status.ready {
+        let (phase, alarm) = primary_waiting_phase(ctx, primary);
         let mut topology = Topology::wait(
-            primary_waiting_phase(ctx, primary),
+            phase,
             "PrimaryNotReady",
             format!("waiting for primary {primary_name} to become ready"),
         )
         .primary(primary);
+        topology.alarm = alarm;
         topology.reporting_primary = Some((primary, status));
         return topology;
     }

@@ -419,3 +419,23 @@ pub(super) fn manager_status(status: &Status) -> ManagerStatus {
         server_version: pg.major_minor(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn restarts_count_the_postgres_container_only() {
+        let pod: KubePod = serde_json::from_value(json!({
+            "metadata": {"name": "orders-1"},
+            "status": {"containerStatuses": [
+                {"name": "sidecar", "restartCount": 7, "ready": true, "image": "x", "imageID": ""},
+                {"name": POSTGRES_CONTAINER, "restartCount": 2, "ready": false, "image": "y", "imageID": ""}
+            ]}
+        }))
+        .expect("a pod");
+        assert_eq!(postgres_restarts(&pod), 2);
+        assert_eq!(postgres_restarts(&KubePod::default()), 0);
+    }
+}
