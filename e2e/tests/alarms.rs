@@ -131,9 +131,9 @@ async fn warnings(client: &Client, ns: &str) -> Result<Vec<String>> {
         .items
         .into_iter()
         .filter(|e| {
-            e.regarding
-                .as_ref()
-                .is_some_and(|r| r.kind.as_deref() == Some("Database") && r.name.as_deref() == Some(DB))
+            e.regarding.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some("Database") && r.name.as_deref() == Some(DB)
+            })
         })
         .filter(|e| e.type_.as_deref() == Some("Warning"))
         .map(|e| {
