@@ -1,4 +1,5 @@
-//! The safety invariants, over random observations, specs and previous statuses.
+//! The safety invariants, over random observations, specs and previous
+//! statuses, and that an instance starting for the first time is no alarm.
 
 use std::collections::BTreeMap;
 
