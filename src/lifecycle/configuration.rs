@@ -59,9 +59,10 @@ pub(super) fn plan(ctx: &Context, topology: &Topology) -> Configuration {
             ),
         ));
     }
+    // In a switchover's wake (see `alarm`) the serving instances still reload.
     if !matches!(
         topology.phase,
-        DatabasePhase::Ready | DatabasePhase::Degraded
+        DatabasePhase::Ready | DatabasePhase::Degraded | DatabasePhase::SwitchingOver
     ) {
         return out;
     }

@@ -14,11 +14,14 @@
 //! [`Verdict`]s; [`plan`] combines them. Every decision of a pass is one of
 //! them: instances and their roles, failover and switchover (`primary`),
 //! rolling updates and major upgrades, scheduled backups, retention and the
-//! final backup, schema migrations. [`Observed`] carries everything they
-//! decide on, the pass's time included, so the same inputs always give the
-//! same plan.
+//! final backup, schema migrations. Whether an instance that does not serve
+//! is an alarm (`Degraded`) or progress (starting for the first time, a
+//! switchover under way) is decided once, in `alarm`. [`Observed`] carries
+//! everything they decide on, the pass's time included, so the same inputs
+//! always give the same plan.
 
 mod action;
+mod alarm;
 mod backups;
 mod configuration;
 mod context;
@@ -39,6 +42,8 @@ mod upgrade;
 mod verdict;
 
 #[cfg(test)]
+mod alarm_tests;
+#[cfg(test)]
 mod backups_tests;
 #[cfg(test)]
 mod migrations_tests;
@@ -54,6 +59,7 @@ mod tests;
 mod upgrade_tests;
 
 pub use action::{Action, BackupPurpose, Bootstrap, DeleteReason};
+pub use alarm::{STARTUP_GRACE_SECONDS, SWITCHOVER_GRACE_SECONDS};
 pub use backups::{BACKUP_HEALTHY, PRUNE_EVERY};
 pub use context::restore_pending;
 pub use deletion::SKIP_FINAL_BACKUP;

@@ -302,6 +302,13 @@ pub struct Pod {
     pub node: Option<String>,
     /// Leader selection as its manager reports it (when it answered and takes part).
     pub ha: Option<HaView>,
+    /// `metadata.creationTimestamp`: how long it has had to start (see
+    /// `alarm`). `None` only where no API server made it (tests): treated
+    /// as just created.
+    pub created: Option<Timestamp>,
+    /// How often the kubelet restarted its `postgres` container: a pod that
+    /// crashed is no longer merely starting.
+    pub restarts: u32,
 }
 
 /// Pod phase, with deletion folded in (a pod with a deletionTimestamp is

@@ -16,8 +16,8 @@ pub use super::note::Note;
 use super::observed::Observed;
 use super::verdict::{self, Desired, Verdict};
 use super::{
-    backups, configuration, deletion, migrations, objects, primary, requests, roles, rollout,
-    serving, topology, upgrade,
+    alarm, backups, configuration, deletion, migrations, objects, primary, requests, roles,
+    rollout, serving, topology, upgrade,
 };
 
 /// Requeue delay while something is under way or unclear: instance managers are
@@ -76,6 +76,10 @@ pub struct Plan {
     /// A major upgrade holds every instance stopped: phase `Upgrading`
     /// whatever the topology shows.
     held: bool,
+    /// A switchover is asked for in this pass, or still settling: phase
+    /// `SwitchingOver` until the topology is `Ready` with nothing else under
+    /// way.
+    switching: bool,
     ready_message: String,
 }
 
@@ -109,6 +113,7 @@ impl Plan {
             topology_phase: DatabasePhase::Deleting,
             upgrading: false,
             held: false,
+            switching: false,
             ready_message: String::new(),
         }
     }
@@ -141,6 +146,7 @@ impl Plan {
             {
                 DatabasePhase::Upgrading
             }
+            DatabasePhase::Ready if progress && self.switching => DatabasePhase::SwitchingOver,
             DatabasePhase::Ready if progress => DatabasePhase::Configuring,
             phase => phase,
         };
@@ -196,6 +202,10 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     let (switchover, switchover_verdicts) =
         switchover(&ctx, &topology, rollout.rolling, !step.actions.is_empty());
     verdicts.extend(switchover_verdicts);
+    let switching = switchover
+        .iter()
+        .any(|a| matches!(a, Action::Switchover { .. }))
+        || alarm::switchover_wake(&ctx);
     let members = primary::members_actions(&ctx);
     verdicts.extend(backups.verdicts);
 
@@ -257,6 +267,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         topology_phase: topology.phase,
         upgrading: rollout.rolling || upgrade.active,
         held: false,
+        switching,
         ready_message: topology.message,
     };
     plan.settle();
@@ -277,7 +288,7 @@ fn topology_verdicts(topology: &super::shape::Topology) -> Vec<Verdict> {
     if matches!(
         topology.phase,
         DatabasePhase::Degraded | DatabasePhase::Failed | DatabasePhase::FailingOver
-    ) || topology.reason == "PrimaryUnreachable"
+    ) || topology.alarm
     {
         verdicts.push(Verdict::degraded(topology.reason, topology.message.clone()));
     }
@@ -383,6 +394,7 @@ fn held(
         topology_phase: topology.phase,
         upgrading: true,
         held: true,
+        switching: false,
         ready_message: String::new(),
     };
     plan.settle();

@@ -181,7 +181,7 @@ fn alive(ctx: &Context, primary: u32, down: bool) -> Option<Option<Topology>> {
         }
         return Some(Some(
             Topology::wait(
-                if ctx.bootstrapping {
+                if super::alarm::starting(ctx, primary) {
                     DatabasePhase::InitializingPrimary
                 } else {
                     DatabasePhase::Degraded
@@ -261,7 +261,7 @@ fn not_yet(
     }
     Some(
         Topology::wait(
-            if ctx.bootstrapping {
+            if super::alarm::starting(ctx, primary) {
                 DatabasePhase::InitializingPrimary
             } else {
                 DatabasePhase::FailingOver

@@ -1,4 +1,5 @@
-//! The safety invariants, over random observations, specs and previous statuses.
+//! The safety invariants, over random observations, specs and previous
+//! statuses, and that an instance starting for the first time is no alarm.
 
 use std::collections::BTreeMap;
 
@@ -173,6 +174,44 @@ fn serial_of(observed: &Observed, action: &Action) -> Option<u32> {
 
 fn exists(instance: &Instance) -> bool {
     instance.pvc.is_some() || instance.pod.is_some()
+}
+
+/// A first creation: the previous phase on the way to the first `Ready`
+/// (or none), no instance ever recorded, and every pod fresh (created at the
+/// pass's time, never restarted, not failed).
+fn first_creation() -> impl Strategy<Value = (Option<DatabaseStatus>, Observed)> {
+    (
+        proptest::option::of((
+            proptest::sample::select(vec![
+                DatabasePhase::Pending,
+                DatabasePhase::Provisioning,
+                DatabasePhase::InitializingPrimary,
+                DatabasePhase::CreatingReplicas,
+            ]),
+            proptest::option::of(1u32..8),
+        )),
+        observed(),
+    )
+        .prop_map(|(previous, mut observed)| {
+            observed.deleting = false;
+            for pod in observed
+                .instances
+                .values_mut()
+                .filter_map(|i| i.pod.as_mut())
+            {
+                if pod.phase == PodPhase::Failed {
+                    pod.phase = PodPhase::Pending;
+                }
+                pod.created = Some(observed.now);
+                pod.restarts = 0;
+            }
+            let previous = previous.map(|(phase, primary)| DatabaseStatus {
+                phase: Some(phase),
+                current_primary: primary.map(|s| format!("orders-{s}")),
+                ..Default::default()
+            });
+            (previous, observed)
+        })
 }
 
 proptest! {
@@ -357,5 +396,23 @@ proptest! {
         let copy: BTreeMap<_, _> = observed.instances.clone().into_iter().rev().collect();
         let again = plan(&spec.clone(), previous.clone().as_ref(), &Observed { instances: copy, ..observed.clone() });
         prop_assert_eq!(first, again);
+    }
+
+    #[test]
+    fn a_fresh_instance_is_never_an_alarm(
+        spec in database_spec(),
+        (previous, observed) in first_creation(),
+    ) {
+        // Only what no startup explains may raise Degraded on the way to
+        // the first Ready: several primaries, a primary's data gone.
+        let plan = plan(&spec, previous.as_ref(), &observed);
+        let degraded = plan.conditions.iter().find(|c| c.type_ == DEGRADED);
+        prop_assert!(degraded.is_some());
+        if let Some(degraded) = degraded.filter(|c| c.status) {
+            prop_assert!(
+                matches!(degraded.reason, "MultiplePrimaries" | "PrimaryDataLost" | "FailoverRequired"),
+                "{} in phase {:?}: {}", degraded.reason, plan.phase, degraded.message
+            );
+        }
     }
 }

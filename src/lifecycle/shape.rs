@@ -16,6 +16,10 @@ pub(super) struct Topology {
     pub serving: bool,
     pub reason: &'static str,
     pub message: String,
+    /// An instance that served, or failed to start, is unhealthy whatever
+    /// the phase (a first primary whose pod failed is still initialising,
+    /// yet that is an alarm): `Degraded=True` with the reason and message.
+    pub alarm: bool,
     /// The primary to record in status.
     pub primary: Option<u32>,
     /// The one instance whose manager reports primary, ready or not.
@@ -43,6 +47,7 @@ impl Topology {
             serving: false,
             reason,
             message: message.into(),
+            alarm: false,
             primary: None,
             reporting_primary: None,
             keep: Vec::new(),

@@ -13,6 +13,7 @@ use crate::contract::RestoreStage;
 use crate::postgres::identifiers::slot_name;
 
 use super::action::{Action, Bootstrap, DeleteReason};
+use super::alarm;
 use super::context::Context;
 use super::observed::{Instance, InstanceState, ManagerStatus};
 use super::shape::Topology;
@@ -52,18 +53,9 @@ pub(super) fn plan(ctx: &Context, hold_bootstrap: bool, image: &str) -> Topology
         PrimaryView::Unreachable(serial) if ctx.restore_pending() => {
             restore_progress(ctx, &ctx.name(serial)).primary(serial)
         }
-        PrimaryView::Unreachable(serial) => super::primary::replace(ctx, serial, false)
-            .unwrap_or_else(|| {
-                Topology::wait(
-                    ctx.keep_phase(),
-                    "PrimaryUnreachable",
-                    format!(
-                        "the instance manager of primary {} does not answer; waiting before acting",
-                        ctx.name(serial)
-                    ),
-                )
-                .primary(serial)
-            }),
+        PrimaryView::Unreachable(serial) => {
+            super::primary::replace(ctx, serial, false).unwrap_or_else(|| unreachable(ctx, serial))
+        }
         PrimaryView::Down(serial) => super::primary::replace(ctx, serial, true)
             .unwrap_or_else(|| recover_primary(ctx, serial, image)),
         PrimaryView::Gone(serial) => {
@@ -83,7 +75,55 @@ pub(super) fn plan(ctx: &Context, hold_bootstrap: bool, image: &str) -> Topology
     if topology.primary.is_none() {
         topology.primary = ctx.recorded_primary();
     }
+    if alarm::switchover_wake(ctx) {
+        switching_over(ctx, &mut topology);
+    }
     topology
+}
+
+/// The primary's pod exists and its manager does not answer: starting for the
+/// first time (progress), or unreachable (an alarm).
+fn unreachable(ctx: &Context, serial: u32) -> Topology {
+    let name = ctx.name(serial);
+    let (reason, message) = if alarm::starting(ctx, serial) {
+        (
+            "PrimaryStarting",
+            format!("waiting for the instance manager of primary {name} to start"),
+        )
+    } else {
+        (
+            "PrimaryUnreachable",
+            format!(
+                "the instance manager of primary {name} does not answer; waiting before acting"
+            ),
+        )
+    };
+    let mut topology = Topology::wait(ctx.keep_phase(), reason, message).primary(serial);
+    topology.alarm = reason == "PrimaryUnreachable";
+    topology
+}
+
+/// In a switchover's wake, the old primary stopping and rejoining and the
+/// new one promoting are the switchover under way, not a failure.
+fn switching_over(ctx: &Context, topology: &mut Topology) {
+    let settling = matches!(
+        topology.phase,
+        DatabasePhase::Degraded
+            | DatabasePhase::FailingOver
+            | DatabasePhase::InitializingPrimary
+            | DatabasePhase::CreatingReplicas
+    ) || matches!(
+        topology.reason,
+        "PrimaryUnreachable" | "PrimaryStarting" | "PrimaryNotReady"
+    );
+    if !settling {
+        return;
+    }
+    let wanted = ctx.spec.primary.as_deref().unwrap_or_default();
+    topology.alarm = false;
+    topology.phase = DatabasePhase::SwitchingOver;
+    topology.reason = "SwitchingOver";
+    topology.message = format!("switching over to {wanted}: {}", topology.message);
 }
 
 fn find_primary(ctx: &Context) -> PrimaryView {
@@ -256,25 +296,31 @@ fn restore_progress(ctx: &Context, name: &str) -> Topology {
     }
 }
 
-/// The phase while the primary is not serving: still initialising on the way
-/// to the first Ready, degraded after it.
-fn primary_waiting_phase(ctx: &Context) -> DatabasePhase {
-    if ctx.bootstrapping {
-        DatabasePhase::InitializingPrimary
+/// The phase while primary `serial` is not serving, and whether that is an
+/// alarm: initialising while it starts for the first time, still
+/// initialising on the way to the first Ready (but an alarm) once its pod
+/// failed or its grace ran out, degraded once it has served (see `alarm`).
+fn primary_waiting_phase(ctx: &Context, serial: u32) -> (DatabasePhase, bool) {
+    if alarm::starting(ctx, serial) {
+        (DatabasePhase::InitializingPrimary, false)
+    } else if ctx.bootstrapping && !alarm::served_as_primary(ctx, serial) {
+        (DatabasePhase::InitializingPrimary, true)
     } else {
-        DatabasePhase::Degraded
+        (DatabasePhase::Degraded, true)
     }
 }
 
 /// The recorded primary's pod is absent, failed or terminating; its PVC remains.
 fn recover_primary(ctx: &Context, serial: u32, image: &str) -> Topology {
     let name = ctx.name(serial);
+    let (phase, alarm) = primary_waiting_phase(ctx, serial);
     let mut topology = Topology::wait(
-        primary_waiting_phase(ctx),
+        phase,
         "PrimaryDown",
         format!("primary {name} is not running; restarting it on its volume"),
     )
     .primary(serial);
+    topology.alarm = alarm;
     match ctx.instance(serial).map(Instance::state) {
         Some(InstanceState::NoPod) if ctx.no_other_primary(serial) => {
             // The primary's own data: `Initdb` keeps an existing data directory and
@@ -334,12 +380,14 @@ fn converge(ctx: &Context, primary: u32, status: ManagerStatus, image: &str) -> 
     let observed = ctx.observed;
     let primary_name = ctx.name(primary);
     if !status.ready {
+        let (phase, alarm) = primary_waiting_phase(ctx, primary);
         let mut topology = Topology::wait(
-            primary_waiting_phase(ctx),
+            phase,
             "PrimaryNotReady",
             format!("waiting for primary {primary_name} to become ready"),
         )
         .primary(primary);
+        topology.alarm = alarm;
         topology.reporting_primary = Some((primary, status));
         return topology;
     }
@@ -473,12 +521,7 @@ fn add_replicas(new: &[u32], image: &str, topology: &mut Topology) {
 
 /// Recreates the pods of kept replicas that lost theirs (or failed); returns
 /// the replicas that are not ready and streaming.
-fn repair_replicas(
-    ctx: &Context,
-    keep: &[u32],
-    image: &str,
-    topology: &mut Topology,
-) -> Vec<String> {
+fn repair_replicas(ctx: &Context, keep: &[u32], image: &str, topology: &mut Topology) -> Vec<u32> {
     let mut unhealthy = Vec::new();
     for &serial in keep {
         let Some(instance) = ctx.observed.instances.get(&serial) else {
@@ -498,7 +541,7 @@ fn repair_replicas(
             _ => {}
         }
         if !instance.healthy_replica() {
-            unhealthy.push(ctx.name(serial));
+            unhealthy.push(serial);
         }
     }
 
@@ -510,7 +553,7 @@ fn verdict(
     ctx: &Context,
     remove: &[u32],
     new: &[u32],
-    unhealthy: &[String],
+    unhealthy: &[u32],
     blocked: Option<String>,
     primary_name: &str,
 ) -> (DatabasePhase, &'static str, String) {
@@ -532,13 +575,30 @@ fn verdict(
             format!("creating {} replicas", new.len()),
         )
     } else if !unhealthy.is_empty() {
-        let message = format!("not ready or not streaming: {}", unhealthy.join(", "));
-        if ctx.bootstrapping {
-            (DatabasePhase::CreatingReplicas, "CreatingReplicas", message)
-        } else if previous_phase == Some(DatabasePhase::Scaling) {
-            (DatabasePhase::Scaling, "Scaling", message)
+        // Replicas starting for the first time are progress; any other is
+        // an alarm (see `alarm`).
+        let (starting, broken): (Vec<u32>, Vec<u32>) =
+            unhealthy.iter().partition(|s| alarm::starting(ctx, **s));
+        let names = |serials: &[u32]| {
+            serials
+                .iter()
+                .map(|s| ctx.name(*s))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !broken.is_empty() {
+            (
+                DatabasePhase::Degraded,
+                "ReplicaNotStreaming",
+                format!("not ready or not streaming: {}", names(&broken)),
+            )
         } else {
-            (DatabasePhase::Degraded, "ReplicaNotStreaming", message)
+            let message = format!("not streaming yet: {}", names(&starting));
+            if previous_phase == Some(DatabasePhase::Scaling) {
+                (DatabasePhase::Scaling, "Scaling", message)
+            } else {
+                (DatabasePhase::CreatingReplicas, "CreatingReplicas", message)
+            }
         }
     } else {
         (

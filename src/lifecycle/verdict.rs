@@ -10,8 +10,10 @@
 //! - `Ready=False, Progressing=False` with a `Blocked` verdict: the spec asks
 //!   for something Tusk cannot carry out (the message names the field), or an
 //!   instance refused; nothing changes for it until the spec does.
-//! - `Degraded=True`: serving, or trying to, with an instance or the primary
-//!   unhealthy.
+//! - `Degraded=True`: something that was working is not (an instance that
+//!   served and stopped), or a new instance failed or never started within
+//!   its grace; an instance starting for the first time, or a switchover
+//!   under way, is progress instead (the rule is in `alarm`).
 
 use crate::api::status::DatabasePhase;
 

@@ -250,6 +250,15 @@ async fn a_first_pass_creates_credentials_services_and_the_first_volume_then_wri
     assert!(reasons.contains(&"CreatedSecrets"), "{reasons:?}");
     assert!(reasons.contains(&"CreatedVolume"), "{reasons:?}");
     assert!(reasons.contains(&"Provisioning"), "{reasons:?}");
+    // A new Database is progress: nothing it publishes is a warning.
+    let warnings: Vec<&Value> = seen
+        .iter()
+        .filter(|(m, p, body)| {
+            m == Method::POST && p.ends_with("/events") && body["type"] != "Normal"
+        })
+        .map(|(_, _, body)| body)
+        .collect();
+    assert!(warnings.is_empty(), "{warnings:#?}");
 }
 
 #[tokio::test]

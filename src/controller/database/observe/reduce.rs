@@ -22,7 +22,8 @@ use crate::lifecycle::{
 };
 use crate::postgres::params::{self, Change};
 use crate::resources::{
-    self, BuildConfig, SPEC_HASH_ANNOTATION, SecretKind, compare, labels, names, postgres_image,
+    self, BuildConfig, POSTGRES_CONTAINER, SPEC_HASH_ANNOTATION, SecretKind, compare, labels,
+    names, postgres_image,
 };
 
 fn ha_view(ha: &crate::contract::HaStatus) -> crate::lifecycle::HaView {
@@ -193,6 +194,8 @@ fn pods(
                 .filter(|_| api_mismatch.is_none())
                 .and_then(|s| s.ha.as_ref())
                 .map(ha_view),
+            created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            restarts: postgres_restarts(pod),
         });
     }
 }
@@ -337,6 +340,15 @@ fn outdated(model: &ValidatedDatabase, serial: u32, pod: &KubePod, build: &Build
     have != Some(&want)
 }
 
+/// How often the kubelet restarted the `postgres` container.
+fn postgres_restarts(pod: &KubePod) -> u32 {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.iter().find(|c| c.name == POSTGRES_CONTAINER))
+        .map_or(0, |c| u32::try_from(c.restart_count).unwrap_or(0))
+}
+
 pub(super) fn pod_ready(pod: &KubePod) -> bool {
     pod.status
         .as_ref()
@@ -405,5 +417,25 @@ pub(super) fn manager_status(status: &Status) -> ManagerStatus {
         streaming: pg.streaming.unwrap_or(false),
         pending_restart: pg.pending_restart,
         server_version: pg.major_minor(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn restarts_count_the_postgres_container_only() {
+        let pod: KubePod = serde_json::from_value(json!({
+            "metadata": {"name": "orders-1"},
+            "status": {"containerStatuses": [
+                {"name": "sidecar", "restartCount": 7, "ready": true, "image": "x", "imageID": ""},
+                {"name": POSTGRES_CONTAINER, "restartCount": 2, "ready": false, "image": "y", "imageID": ""}
+            ]}
+        }))
+        .expect("a pod");
+        assert_eq!(postgres_restarts(&pod), 2);
+        assert_eq!(postgres_restarts(&KubePod::default()), 0);
     }
 }
