@@ -34,7 +34,8 @@ const ENDPOINT: &str = "http://s3.tusk-objectstore.svc.cluster.local:7070";
 /// (both idempotent; kept for the other users of the store).
 async fn default_store_up(client: &Client) -> Result<()> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let wanted = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DEFAULT_STORE_NS}});
+    let wanted =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DEFAULT_STORE_NS}});
     namespaces
         .patch(
             DEFAULT_STORE_NS,
@@ -142,93 +143,117 @@ async fn the_seed_style_spec_is_ready_and_backed_up_in_a_fresh_namespace() {
 async fn a_database_serves_before_its_credentials_exist_and_archives_afterwards() {
     let client = tusk_e2e::client().await;
     install_operator(&client).await;
-    in_namespace("e2e-late-creds", Duration::from_secs(900), |client, ns| async move {
-        default_store_up(&client).await?;
-        // Its own store (the shared server, under a prefix of this namespace)
-        // and a credentials Secret that does not exist yet.
-        let spec = json!({
-            "version": "17", "instances": 1, "storage": {"size": "1Gi"},
-            "backup": {"objectStore": {
-                "bucket": "tusk", "endpoint": ENDPOINT, "path": ns,
-                "credentialsSecret": "late-creds"
-            }}
-        });
-        apply_value(&client, Some(&ns), database("pg", spec), &PatchParams::apply(tusk_e2e::MANAGER))
+    in_namespace(
+        "e2e-late-creds",
+        Duration::from_secs(900),
+        |client, ns| async move {
+            default_store_up(&client).await?;
+            // Its own store (the shared server, under a prefix of this namespace)
+            // and a credentials Secret that does not exist yet.
+            let spec = json!({
+                "version": "17", "instances": 1, "storage": {"size": "1Gi"},
+                "backup": {"objectStore": {
+                    "bucket": "tusk", "endpoint": ENDPOINT, "path": ns,
+                    "credentialsSecret": "late-creds"
+                }}
+            });
+            apply_value(
+                &client,
+                Some(&ns),
+                database("pg", spec),
+                &PatchParams::apply(tusk_e2e::MANAGER),
+            )
             .await?;
-        wait_ready(&client, &ns, "pg", 1).await?;
-        let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
-        let missing = wait_for(&databases, "pg", Duration::from_secs(60), |db| {
-            condition(db, "BackupHealthy").is_some_and(|(_, reason, _)| reason == "CredentialsSecretMissing")
-        })
-        .await?;
-        let (status, _, message) = condition(&missing, "BackupHealthy").ok_or("no BackupHealthy")?;
-        assert_eq!(status, "False", "{message}");
-        assert!(message.contains("Secret late-creds does not exist"), "{message}");
-        for type_ in ["Degraded"] {
-            let (status, reason, message) = condition(&missing, type_).ok_or("no Degraded")?;
-            assert_eq!(status, "False", "{type_} {reason}: {message}");
-        }
-
-        // Writes are accepted; their WAL is closed into a segment that cannot
-        // be archived yet.
-        sql_on(&client, &ns, "pg", "rw", "CREATE TABLE early (id int); INSERT INTO early VALUES (1)")
+            wait_ready(&client, &ns, "pg", 1).await?;
+            let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
+            let missing = wait_for(&databases, "pg", Duration::from_secs(60), |db| {
+                condition(db, "BackupHealthy")
+                    .is_some_and(|(_, reason, _)| reason == "CredentialsSecretMissing")
+            })
             .await?;
-        let segment = sql_on(
-            &client,
-            &ns,
-            "pg",
-            "rw",
-            "SELECT pg_walfile_name(pg_current_wal_lsn())",
-        )
-        .await?
-        .trim()
-        .to_owned();
-        sql_on(&client, &ns, "pg", "rw", "SELECT pg_switch_wal()").await?;
-        assert!(!segment.is_empty(), "no WAL file name");
-        assert!(
-            !in_bucket(&client, &ns, &format!("{segment}.zst")).await?,
-            "{segment} reached the store without credentials"
-        );
-
-        // The Secret appears: the running instance reads it at its next try.
-        let source: Api<Secret> = Api::namespaced(client.clone(), DEFAULT_STORE_NS);
-        let data = source.get(CREDENTIALS).await?.data.ok_or("s3-creds has no data")?;
-        let keys = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"];
-        let late = Secret {
-            metadata: kube::api::ObjectMeta {
-                name: Some("late-creds".into()),
-                ..Default::default()
-            },
-            data: Some(
-                data.into_iter()
-                    .filter(|(k, _)| keys.contains(&k.as_str()))
-                    .collect(),
-            ),
-            ..Default::default()
-        };
-        Api::<Secret>::namespaced(client.clone(), &ns)
-            .create(&PostParams::default(), &late)
-            .await?;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(420);
-        while !in_bucket(&client, &ns, &format!("{segment}.zst")).await? {
-            if tokio::time::Instant::now() > deadline {
-                let db = databases.get("pg").await?;
-                return Err(format!(
-                    "{segment}, written before the Secret existed, was not archived 7 minutes \
-                     after it was created; BackupHealthy: {:?}",
-                    condition(&db, "BackupHealthy")
-                )
-                .into());
+            let (status, _, message) =
+                condition(&missing, "BackupHealthy").ok_or("no BackupHealthy")?;
+            assert_eq!(status, "False", "{message}");
+            assert!(
+                message.contains("Secret late-creds does not exist"),
+                "{message}"
+            );
+            for type_ in ["Degraded"] {
+                let (status, reason, message) = condition(&missing, type_).ok_or("no Degraded")?;
+                assert_eq!(status, "False", "{type_} {reason}: {message}");
             }
-            tokio::time::sleep(Duration::from_secs(3)).await;
-        }
-        wait_for(&databases, "pg", Duration::from_secs(180), |db| {
-            condition(db, "BackupHealthy").is_some_and(|(status, _, _)| status == "True")
-        })
-        .await?;
-        let rows = sql_on(&client, &ns, "pg", "rw", "SELECT count(*) FROM early").await?;
-        assert_eq!(rows.trim(), "1");
-        Ok(())
-    })
+
+            // Writes are accepted; their WAL is closed into a segment that cannot
+            // be archived yet.
+            sql_on(
+                &client,
+                &ns,
+                "pg",
+                "rw",
+                "CREATE TABLE early (id int); INSERT INTO early VALUES (1)",
+            )
+            .await?;
+            let segment = sql_on(
+                &client,
+                &ns,
+                "pg",
+                "rw",
+                "SELECT pg_walfile_name(pg_current_wal_lsn())",
+            )
+            .await?
+            .trim()
+            .to_owned();
+            sql_on(&client, &ns, "pg", "rw", "SELECT pg_switch_wal()").await?;
+            assert!(!segment.is_empty(), "no WAL file name");
+            assert!(
+                !in_bucket(&client, &ns, &format!("{segment}.zst")).await?,
+                "{segment} reached the store without credentials"
+            );
+
+            // The Secret appears: the running instance reads it at its next try.
+            let source: Api<Secret> = Api::namespaced(client.clone(), DEFAULT_STORE_NS);
+            let data = source
+                .get(CREDENTIALS)
+                .await?
+                .data
+                .ok_or("s3-creds has no data")?;
+            let keys = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"];
+            let late = Secret {
+                metadata: kube::api::ObjectMeta {
+                    name: Some("late-creds".into()),
+                    ..Default::default()
+                },
+                data: Some(
+                    data.into_iter()
+                        .filter(|(k, _)| keys.contains(&k.as_str()))
+                        .collect(),
+                ),
+                ..Default::default()
+            };
+            Api::<Secret>::namespaced(client.clone(), &ns)
+                .create(&PostParams::default(), &late)
+                .await?;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(420);
+            while !in_bucket(&client, &ns, &format!("{segment}.zst")).await? {
+                if tokio::time::Instant::now() > deadline {
+                    let db = databases.get("pg").await?;
+                    return Err(format!(
+                        "{segment}, written before the Secret existed, was not archived 7 minutes \
+                     after it was created; BackupHealthy: {:?}",
+                        condition(&db, "BackupHealthy")
+                    )
+                    .into());
+                }
+                tokio::time::sleep(Duration::from_secs(3)).await;
+            }
+            wait_for(&databases, "pg", Duration::from_secs(180), |db| {
+                condition(db, "BackupHealthy").is_some_and(|(status, _, _)| status == "True")
+            })
+            .await?;
+            let rows = sql_on(&client, &ns, "pg", "rw", "SELECT count(*) FROM early").await?;
+            assert_eq!(rows.trim(), "1");
+            Ok(())
+        },
+    )
     .await;
 }

@@ -147,10 +147,7 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("a temporary directory");
         let vars: HashMap<&str, String> = HashMap::from([
             (env::OBJECTSTORE_BUCKET, "backups".to_owned()),
-            (
-                env::OBJECTSTORE_CREDENTIALS_DIR,
-                dir.display().to_string(),
-            ),
+            (env::OBJECTSTORE_CREDENTIALS_DIR, dir.display().to_string()),
             (env::OBJECTSTORE_CREDENTIALS_SECRET, "s3-creds".to_owned()),
         ]);
         let configured = || Configured::from_env(|k| vars.get(k).cloned());
@@ -172,7 +169,10 @@ mod tests {
         std::fs::write(dir.join(env::SECRET_ACCESS_KEY), "secret").expect("write");
         let store = configured().expect("configured").store;
         assert_eq!(
-            (store.access_key_id.as_str(), store.secret_access_key.as_str()),
+            (
+                store.access_key_id.as_str(),
+                store.secret_access_key.as_str()
+            ),
             ("id", "secret")
         );
         std::fs::remove_dir_all(&dir).expect("clean up");

@@ -21,8 +21,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::container::{
     DATA_MOUNT, DATA_VOLUME, HEALTH_PORT, PGDATA, POSTGRES_CONTAINER, POSTGRES_PORT, RUN_VOLUME,
-    TMP_VOLUME, TUSK_BIN, TUSK_BIN_VOLUME, bootstrap_container, container_security_context,
-    STORE_CREDENTIALS_MOUNT, STORE_CREDENTIALS_VOLUME, field_env, instance_objectstore_env, mount,
+    STORE_CREDENTIALS_MOUNT, STORE_CREDENTIALS_VOLUME, TMP_VOLUME, TUSK_BIN, TUSK_BIN_VOLUME,
+    bootstrap_container, container_security_context, field_env, instance_objectstore_env, mount,
     pod_security_context, store_credentials_volume, value_env,
 };
 use super::secret::{SecretKind, secret_env};
@@ -731,7 +731,10 @@ mod tests {
             value(&env, "TUSK_OBJECTSTORE_CREDENTIALS_DIR"),
             "/var/run/tusk/store-credentials"
         );
-        assert_eq!(value(&env, "TUSK_OBJECTSTORE_CREDENTIALS_SECRET"), "s3-creds");
+        assert_eq!(
+            value(&env, "TUSK_OBJECTSTORE_CREDENTIALS_SECRET"),
+            "s3-creds"
+        );
         let pod = pod_of(&db, 1, InstanceRole::Primary, &config());
         let spec = pod.spec.as_ref().expect("a spec");
         let volume = spec

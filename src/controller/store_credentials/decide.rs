@@ -16,9 +16,9 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use crate::resources::labels;
 use crate::api::v1::{Database, ObjectStore};
 use crate::contract::env;
+use crate::resources::labels;
 
 /// The label that marks Tusk's copy; only a Secret carrying it is ever
 /// updated.
@@ -33,7 +33,10 @@ const KEYS: [&str; 2] = [env::ACCESS_KEY_ID, env::SECRET_ACCESS_KEY];
 /// its namespace: it asks for backups without naming a store, or restores
 /// without naming one (the default is then where it may read).
 pub fn needs_default_credentials(db: &Database, default: Option<&ObjectStore>) -> bool {
-    if default.and_then(|d| d.credentials_secret.as_ref()).is_none() {
+    if default
+        .and_then(|d| d.credentials_secret.as_ref())
+        .is_none()
+    {
         return false;
     }
     let backup = db.spec.backup.as_ref();
@@ -281,12 +284,21 @@ mod tests {
 
         let mut current = created.clone();
         current.metadata.resource_version = Some("7".into());
-        let same = decide(Some(&source()), Some(&current), "s3-creds", "shop", owners());
+        let same = decide(
+            Some(&source()),
+            Some(&current),
+            "s3-creds",
+            "shop",
+            owners(),
+        );
         assert_eq!(same, Decision::UpToDate);
 
         // The source's key changed: refreshed, on the version read.
         let rotated = secret(
-            &[("AWS_ACCESS_KEY_ID", "id"), ("AWS_SECRET_ACCESS_KEY", "new")],
+            &[
+                ("AWS_ACCESS_KEY_ID", "id"),
+                ("AWS_SECRET_ACCESS_KEY", "new"),
+            ],
             false,
         );
         let refresh = decide(Some(&rotated), Some(&current), "s3-creds", "shop", owners());
@@ -295,7 +307,9 @@ mod tests {
         };
         assert_eq!(refreshed.metadata.resource_version.as_deref(), Some("7"));
         assert_eq!(
-            refreshed.data.and_then(|d| d.get("AWS_SECRET_ACCESS_KEY").cloned()),
+            refreshed
+                .data
+                .and_then(|d| d.get("AWS_SECRET_ACCESS_KEY").cloned()),
             Some(ByteString(b"new".to_vec()))
         );
 

@@ -144,7 +144,9 @@ async fn reconcile(
     let source = Api::<Secret>::namespaced(client.clone(), &copier.source.namespace)
         .get_opt(name)
         .await
-        .map_err(Error::kube("reading the default store's credentials Secret"))?;
+        .map_err(Error::kube(
+            "reading the default store's credentials Secret",
+        ))?;
     let secrets = Api::<Secret>::namespaced(client.clone(), &namespace);
     let existing = secrets
         .get_opt(name)

@@ -8,8 +8,8 @@
 
 use jiff::Timestamp;
 
-use crate::lifecycle::context::Context;
 use crate::contract::env;
+use crate::lifecycle::context::Context;
 use crate::lifecycle::verdict::Desired;
 
 pub const BACKUP_HEALTHY: &str = "BackupHealthy";
