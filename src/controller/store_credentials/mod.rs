@@ -155,7 +155,13 @@ async fn reconcile(
     match decide::decide(source.as_ref(), existing.as_ref(), name, &namespace, owners) {
         Decision::Create(copy) => {
             secrets
-                .create(&PostParams::default(), &copy)
+                .create(
+                    &PostParams {
+                        field_manager: Some(FIELD_MANAGER.to_owned()),
+                        ..PostParams::default()
+                    },
+                    &copy,
+                )
                 .await
                 .map_err(Error::kube("creating the copy of the store credentials"))?;
             info!(%namespace, secret = %name, "copied the default store's credentials");
