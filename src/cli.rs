@@ -115,16 +115,21 @@ pub struct WalArgs {
 }
 
 impl WalArgs {
-    fn archive(self) -> Result<crate::wal::Archive, crate::wal::Error> {
-        use crate::objectstore::{Configured, Layout, Store};
-        let pgdata = match self.pgdata {
-            Some(dir) => dir,
+    /// The data directory: the argument, else where PostgreSQL runs us.
+    fn data_directory(&self) -> Result<PathBuf, crate::wal::Error> {
+        match &self.pgdata {
+            Some(dir) => Ok(dir.clone()),
             None => std::env::current_dir().map_err(|source| crate::wal::Error::Io {
                 what: "finding",
                 path: PathBuf::from("."),
                 source,
-            })?,
-        };
+            }),
+        }
+    }
+
+    fn archive(self) -> Result<crate::wal::Archive, crate::wal::Error> {
+        use crate::objectstore::{Configured, Layout, Store};
+        let pgdata = self.data_directory()?;
         use crate::contract::env;
         let (configured, database) = if self.source {
             let configured = Configured::from_env(|name| std::env::var(env::restore(name)).ok())?;
@@ -159,7 +164,13 @@ impl WalArgs {
 pub async fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::WalArchive { path, wal } => {
-            wal.archive()?.archive(&path).await?;
+            let pgdata = wal.data_directory()?;
+            // A store that cannot even be set up (credentials not there yet)
+            // is a failed archiving too: the manager reports its reason.
+            let archive = wal
+                .archive()
+                .inspect_err(|error| crate::wal::record_archive_error(&pgdata, error))?;
+            archive.archive(&path).await?;
             Ok(())
         }
         Command::WalRestore {

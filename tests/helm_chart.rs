@@ -317,6 +317,44 @@ fn cert_manager_mode_issues_and_injects_instead_of_tusk() {
 }
 
 #[test]
+fn the_default_stores_credentials_are_readable_by_name_in_the_release_namespace_only() {
+    let rule = |objects: &[Value]| {
+        let leader = find(objects, "Role", "tusk-operator-leader").unwrap();
+        leader["rules"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|r| r["resourceNames"][0] == "store-creds")
+            .cloned()
+    };
+    let with_store = template(&[
+        "scope=namespaced",
+        "watchNamespaces={team-a}",
+        "defaultObjectStore.bucket=fleet",
+        "defaultObjectStore.credentialsSecret=store-creds",
+    ]);
+    let granted = rule(&with_store).expect("no rule for the default store's Secret");
+    assert_eq!(granted["resources"][0], "secrets");
+    assert_eq!(granted["resourceNames"].as_sequence().unwrap().len(), 1);
+    assert_eq!(
+        granted["verbs"],
+        serde_yaml::from_str::<Value>("[get, list, watch]").unwrap()
+    );
+    let deployment = find(&with_store, "Deployment", "tusk-operator").unwrap();
+    assert_eq!(
+        env(deployment, "TUSK_DEFAULT_OBJECTSTORE_CREDENTIALS_SECRET").unwrap(),
+        "store-creds"
+    );
+    // No default store (no bucket): no right to any Secret of that name.
+    let without = template(&[
+        "scope=namespaced",
+        "watchNamespaces={team-a}",
+        "defaultObjectStore.credentialsSecret=store-creds",
+    ]);
+    assert!(rule(&without).is_none());
+}
+
+#[test]
 fn every_mode_that_reads_certificate_files_has_them_mounted_or_says_who_does() {
     let external = template(&[
         "webhook.certificates=external",

@@ -373,6 +373,7 @@ const PURE: &[&str] = &[
     "controller/backup/decide.rs",
     "controller/backup/status.rs",
     "controller/verification/decide.rs",
+    "controller/store_credentials/decide.rs",
     "controller/database/plan.rs",
     "controller/database/status.rs",
     "controller/database/observe/reduce.rs",

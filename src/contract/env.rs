@@ -50,9 +50,17 @@ pub const OBJECTSTORE_ENDPOINT: &str = "TUSK_OBJECTSTORE_ENDPOINT";
 pub const OBJECTSTORE_REGION: &str = "TUSK_OBJECTSTORE_REGION";
 /// A PEM file of CAs to trust for the endpoint.
 pub const OBJECTSTORE_CA_FILE: &str = "TUSK_OBJECTSTORE_CA_FILE";
-/// The store's credentials, from the Secret `credentialsSecret` names.
+/// The store's credentials, from the Secret `credentialsSecret` names (as
+/// variables: a restore's source; as files: see [`OBJECTSTORE_CREDENTIALS_DIR`]).
 pub const ACCESS_KEY_ID: &str = "AWS_ACCESS_KEY_ID";
 pub const SECRET_ACCESS_KEY: &str = "AWS_SECRET_ACCESS_KEY";
+/// The directory where an instance's credentials Secret is mounted, one file
+/// per key, read at each use: the Secret is optional, so an instance starts
+/// without it, and the kubelet brings a Secret created or fixed later into
+/// the running pod, where archiving then catches up.
+pub const OBJECTSTORE_CREDENTIALS_DIR: &str = "TUSK_OBJECTSTORE_CREDENTIALS_DIR";
+/// The name of that Secret, for the messages that say what is missing.
+pub const OBJECTSTORE_CREDENTIALS_SECRET: &str = "TUSK_OBJECTSTORE_CREDENTIALS_SECRET";
 /// WAL files uploaded at once by one `wal-archive` (the asked one and the
 /// next `.ready` ones), and segments `wal-restore` fetches ahead.
 pub const WAL_PARALLEL: &str = "TUSK_WAL_PARALLEL";

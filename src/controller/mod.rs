@@ -1,4 +1,5 @@
-//! The controllers (Database, Backup, backup verification): thin shells
+//! The controllers (Database, Backup, backup verification, and the copies
+//! of the default store's credentials in [`store_credentials`]): thin shells
 //! around pure planning. Each pass observes, asks a pure planner what to do
 //! (`crate::lifecycle` for a Database, `backup::decide` and
 //! `verification::decide` for the others), carries it out and writes the
@@ -14,6 +15,7 @@ pub mod database;
 mod error;
 pub mod guarded;
 pub mod leases;
+pub mod store_credentials;
 pub mod verification;
 
 pub use error::Error;

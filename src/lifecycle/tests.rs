@@ -981,27 +981,40 @@ fn schedules_and_retention_are_in_effect_and_archiving_is_reported() {
 }
 
 #[test]
-fn a_missing_credentials_secret_is_named() {
+fn a_missing_credentials_secret_is_named_and_blocks_nothing() {
     let spec = with_store(async_spec(3));
     let mut seen = healthy_three();
     seen.missing_store_credentials = Some("s3-creds".into());
     let decided = plan(&spec, status(P::Ready, Some(1)).as_ref(), &seen);
-    let ready = condition(&decided, READY);
-    assert!(!ready.status);
-    assert_eq!(ready.reason, "CredentialsSecretMissing");
+    // The database serves: only backups are unhealthy.
+    assert_eq!(decided.phase, P::Ready);
+    assert!(condition(&decided, READY).status);
+    assert!(!condition(&decided, crate::lifecycle::verdict::DEGRADED).status);
+    let health = backup_healthy(&decided).expect("BackupHealthy");
+    assert!(!health.status);
+    assert_eq!(health.reason, "CredentialsSecretMissing");
     assert!(
-        ready
+        health
             .message
             .starts_with("spec.backup.objectStore.credentialsSecret: Secret s3-creds "),
         "{}",
-        ready.message
+        health.message
     );
-    // During the bootstrap too: the first instance waits for it.
+    // During the bootstrap too: the first instance is created without it.
     let mut fresh = observed(vec![]);
     fresh.missing_store_credentials = Some("s3-creds".into());
     let decided = plan(&spec, None, &fresh);
+    assert_ne!(decided.phase, P::Blocked);
+    assert!(
+        decided
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::CreatePvc { .. } | Action::CreatePod { .. })),
+        "no instance is created: {:?}",
+        decided.actions
+    );
     assert_eq!(
-        condition(&decided, READY).reason,
+        backup_healthy(&decided).expect("BackupHealthy").reason,
         "CredentialsSecretMissing"
     );
 }

@@ -15,6 +15,21 @@ use crate::contract::env;
 pub enum ConfigError {
     #[error("{0} is not set: no object store is configured for this instance")]
     Missing(&'static str),
+    #[error(
+        "key {key} of Secret {secret} is not there: the Secret does not exist in this \
+         namespace or lacks the key (the store needs {} and {})",
+        env::ACCESS_KEY_ID,
+        env::SECRET_ACCESS_KEY
+    )]
+    CredentialMissing { key: &'static str, secret: String },
+    #[error("cannot read {path} (key {key} of Secret {secret}): {source}")]
+    CredentialFile {
+        key: &'static str,
+        secret: String,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot read the CA bundle {path}: {source}")]
     CaFile {
         path: String,
@@ -53,12 +68,44 @@ impl Configured {
                     .filter(|v| !v.is_empty())
                     .unwrap_or_else(|| DEFAULT_REGION.to_owned()),
                 bucket: need(env::OBJECTSTORE_BUCKET)?,
-                access_key_id: need(env::ACCESS_KEY_ID)?,
-                secret_access_key: need(env::SECRET_ACCESS_KEY)?,
+                access_key_id: credential(&lookup, env::ACCESS_KEY_ID)?,
+                secret_access_key: credential(&lookup, env::SECRET_ACCESS_KEY)?,
                 ca_bundle,
             },
             path: lookup(env::OBJECTSTORE_PATH).filter(|v| !v.is_empty()),
         })
+    }
+}
+
+/// One key of the store's credentials: its variable when set, else its file
+/// in [`env::OBJECTSTORE_CREDENTIALS_DIR`], read now (the kubelet keeps the
+/// mounted Secret current, so a key added after the pod started is found).
+fn credential(
+    lookup: &impl Fn(&str) -> Option<String>,
+    key: &'static str,
+) -> Result<String, ConfigError> {
+    if let Some(value) = lookup(key).filter(|v| !v.is_empty()) {
+        return Ok(value);
+    }
+    let Some(dir) = lookup(env::OBJECTSTORE_CREDENTIALS_DIR).filter(|d| !d.is_empty()) else {
+        return Err(ConfigError::Missing(key));
+    };
+    let secret = lookup(env::OBJECTSTORE_CREDENTIALS_SECRET)
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "(unnamed)".to_owned());
+    let path = std::path::Path::new(&dir).join(key);
+    match std::fs::read_to_string(&path) {
+        Ok(value) if !value.trim().is_empty() => Ok(value),
+        Ok(_) => Err(ConfigError::CredentialMissing { key, secret }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(ConfigError::CredentialMissing { key, secret })
+        }
+        Err(source) => Err(ConfigError::CredentialFile {
+            key,
+            secret,
+            path: path.display().to_string(),
+            source,
+        }),
     }
 }
 
@@ -92,5 +139,42 @@ mod tests {
         assert!(
             matches!(missing, Err(ConfigError::Missing(name)) if name == env::SECRET_ACCESS_KEY)
         );
+    }
+
+    #[test]
+    fn credentials_are_read_from_the_mounted_secret_at_each_use() {
+        let dir = std::env::temp_dir().join(format!("tusk-credentials-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let vars: HashMap<&str, String> = HashMap::from([
+            (env::OBJECTSTORE_BUCKET, "backups".to_owned()),
+            (env::OBJECTSTORE_CREDENTIALS_DIR, dir.display().to_string()),
+            (env::OBJECTSTORE_CREDENTIALS_SECRET, "s3-creds".to_owned()),
+        ]);
+        let configured = || Configured::from_env(|k| vars.get(k).cloned());
+        // The Secret is not there yet: the message names it and the key.
+        let message = configured().expect_err("no credentials yet").to_string();
+        assert!(
+            message.starts_with(
+                "key AWS_ACCESS_KEY_ID of Secret s3-creds is not there: the Secret does not exist"
+            ),
+            "{message}"
+        );
+        std::fs::write(dir.join(env::ACCESS_KEY_ID), "id").expect("write");
+        let message = configured().expect_err("one key only").to_string();
+        assert!(
+            message.starts_with("key AWS_SECRET_ACCESS_KEY of Secret s3-creds"),
+            "{message}"
+        );
+        // Once the kubelet has written both keys, the next use has them.
+        std::fs::write(dir.join(env::SECRET_ACCESS_KEY), "secret").expect("write");
+        let store = configured().expect("configured").store;
+        assert_eq!(
+            (
+                store.access_key_id.as_str(),
+                store.secret_access_key.as_str()
+            ),
+            ("id", "secret")
+        );
+        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 }

@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::api::v1::{Backup, Database, ObjectStore};
-use crate::controller::{self, Context, backup, database, guarded};
+use crate::controller::{self, Context, backup, database, guarded, store_credentials};
 use crate::resources::{BuildConfig, labels};
 use crate::telemetry::{self, metrics::Metrics};
 use crate::webhook::rotation::{self, RotationConfig};
@@ -136,8 +136,10 @@ pub struct DefaultStoreArgs {
     /// Region of the bucket.
     #[arg(long = "default-store-region", env = "TUSK_DEFAULT_OBJECTSTORE_REGION")]
     pub region: Option<String>,
-    /// Secret with `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, looked up
-    /// in each Database's own namespace (pods read it there).
+    /// Secret with `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, in the
+    /// operator's namespace: Tusk copies it, under the same name, into each
+    /// namespace whose Databases use the default store (pods read it there),
+    /// and never over a Secret of that name it did not create.
     #[arg(
         long = "default-store-credentials-secret",
         env = "TUSK_DEFAULT_OBJECTSTORE_CREDENTIALS_SECRET"
@@ -429,12 +431,15 @@ async fn start_webhooks(
 }
 
 /// The Database and Backup controllers of every scope, and their samplers,
-/// once this replica leads; until `shutdown`.
+/// once this replica leads; until `shutdown`. With a default store whose
+/// credentials Secret is named, also the controller that copies that Secret
+/// from `operator_namespace` into the namespaces that use the store.
 async fn run_controllers(
     client: Client,
     metrics: Metrics,
     reporter: Reporter,
     namespaces: Vec<String>,
+    operator_namespace: String,
     build: BuildConfig,
     mut leading: watch::Receiver<bool>,
     shutdown: watch::Receiver<bool>,
@@ -449,8 +454,33 @@ async fn run_controllers(
         reporter.clone(),
         build.clone(),
     );
-    let backup_ctx = Context::new(client.clone(), metrics.clone(), reporter, build);
+    let backup_ctx = Context::new(
+        client.clone(),
+        metrics.clone(),
+        reporter.clone(),
+        build.clone(),
+    );
     let mut tasks = Vec::new();
+    if let Some(source) =
+        store_credentials::Source::of(build.default_store.as_ref(), &operator_namespace)
+    {
+        info!(namespace = %source.namespace, secret = %source.name,
+            "copying the default store's credentials into the namespaces that use it");
+        let copy_ctx = Context::new(client.clone(), metrics.clone(), reporter, build);
+        for (databases, secrets) in apis::<DeserializeGuard<Database>>(&client, &namespaces)
+            .into_iter()
+            .zip(apis::<Secret>(&client, &namespaces))
+        {
+            tasks.push(store_credentials::run(
+                &client,
+                databases,
+                secrets,
+                copy_ctx.clone(),
+                source.clone(),
+                stopped(shutdown.clone()),
+            ));
+        }
+    }
     let mut db_stores = Vec::new();
     for api in apis::<Database>(&client, &namespaces) {
         let (store, run) = run_database(client.clone(), api, db_ctx.clone(), shutdown.clone());
@@ -522,6 +552,7 @@ pub async fn run(config: OperatorConfig) -> Result<(), Error> {
         metrics,
         reporter,
         config.namespaces.clone(),
+        config.lease_namespace.clone(),
         config.build_config(),
         leading,
         shutdown.clone(),

@@ -5,8 +5,9 @@
 //! restore).
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSecurityContext,
-    SeccompProfile, SecretKeySelector, SecurityContext, VolumeMount,
+    Capabilities, Container, EnvVar, EnvVarSource, KeyToPath, ObjectFieldSelector,
+    PodSecurityContext, SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext,
+    Volume, VolumeMount,
 };
 
 use super::BuildConfig;
@@ -55,21 +56,15 @@ pub(super) fn bootstrap_container(config: &BuildConfig) -> Container {
     }
 }
 
-/// `spec.backup.objectStore` for `tusk wal-archive`, `wal-restore` and base
-/// backups; its presence turns WAL archiving on. The credentials stay in
-/// their Secret: the kubelet resolves them.
+/// The volume of an instance's store credentials, and where it is mounted.
+pub(super) const STORE_CREDENTIALS_VOLUME: &str = "store-credentials";
+pub(super) const STORE_CREDENTIALS_MOUNT: &str = "/var/run/tusk/store-credentials";
+
+/// A Job's or a restore source's store, `spec.backup.objectStore` as
+/// variables: the credentials stay in their Secret and the kubelet resolves
+/// them, so the container waits for the Secret (it cannot work without it).
 pub(super) fn objectstore_env(store: &ObjectStore) -> Vec<EnvVar> {
-    let mut vars = vec![value_env(env::OBJECTSTORE_BUCKET, &store.bucket)];
-    let optional = [
-        (env::OBJECTSTORE_PATH, &store.path),
-        (env::OBJECTSTORE_ENDPOINT, &store.endpoint),
-        (env::OBJECTSTORE_REGION, &store.region),
-    ];
-    for (name, value) in optional {
-        if let Some(value) = value {
-            vars.push(value_env(name, value));
-        }
-    }
+    let mut vars = objectstore_settings_env(store);
     if let Some(secret) = &store.credentials_secret {
         for key in [env::ACCESS_KEY_ID, env::SECRET_ACCESS_KEY] {
             vars.push(EnvVar {
@@ -84,6 +79,66 @@ pub(super) fn objectstore_env(store: &ObjectStore) -> Vec<EnvVar> {
                     ..EnvVarSource::default()
                 }),
             });
+        }
+    }
+    vars
+}
+
+/// An instance's store, for `tusk wal-archive`, `wal-restore` and base
+/// backups; its presence turns WAL archiving on. The credentials are files
+/// of an optional Secret volume ([`store_credentials_volume`]), read at each
+/// use: an instance serves without them (PostgreSQL keeps the WAL it cannot
+/// archive) and archives once the Secret is there, without a restart.
+pub(super) fn instance_objectstore_env(store: &ObjectStore) -> Vec<EnvVar> {
+    let mut vars = objectstore_settings_env(store);
+    if let Some(secret) = &store.credentials_secret {
+        vars.push(value_env(
+            env::OBJECTSTORE_CREDENTIALS_DIR,
+            STORE_CREDENTIALS_MOUNT,
+        ));
+        vars.push(value_env(env::OBJECTSTORE_CREDENTIALS_SECRET, secret));
+    }
+    vars
+}
+
+/// The optional Secret volume of [`instance_objectstore_env`], when the store
+/// names a credentials Secret.
+pub(super) fn store_credentials_volume(store: &ObjectStore) -> Option<Volume> {
+    let secret = store.credentials_secret.as_ref()?;
+    Some(Volume {
+        name: STORE_CREDENTIALS_VOLUME.to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret.clone()),
+            // Only the two keys the store needs, readable by the pod's group
+            // (fsGroup) alone.
+            items: Some(
+                [env::ACCESS_KEY_ID, env::SECRET_ACCESS_KEY]
+                    .into_iter()
+                    .map(|key| KeyToPath {
+                        key: key.to_owned(),
+                        path: key.to_owned(),
+                        mode: None,
+                    })
+                    .collect(),
+            ),
+            default_mode: Some(0o440),
+            optional: Some(true),
+        }),
+        ..Volume::default()
+    })
+}
+
+/// The store's bucket, path, endpoint and region.
+fn objectstore_settings_env(store: &ObjectStore) -> Vec<EnvVar> {
+    let mut vars = vec![value_env(env::OBJECTSTORE_BUCKET, &store.bucket)];
+    let optional = [
+        (env::OBJECTSTORE_PATH, &store.path),
+        (env::OBJECTSTORE_ENDPOINT, &store.endpoint),
+        (env::OBJECTSTORE_REGION, &store.region),
+    ];
+    for (name, value) in optional {
+        if let Some(value) = value {
+            vars.push(value_env(name, value));
         }
     }
     vars

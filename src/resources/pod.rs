@@ -21,8 +21,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::container::{
     DATA_MOUNT, DATA_VOLUME, HEALTH_PORT, PGDATA, POSTGRES_CONTAINER, POSTGRES_PORT, RUN_VOLUME,
-    TMP_VOLUME, TUSK_BIN, TUSK_BIN_VOLUME, bootstrap_container, container_security_context,
-    field_env, mount, objectstore_env, pod_security_context, value_env,
+    STORE_CREDENTIALS_MOUNT, STORE_CREDENTIALS_VOLUME, TMP_VOLUME, TUSK_BIN, TUSK_BIN_VOLUME,
+    bootstrap_container, container_security_context, field_env, instance_objectstore_env, mount,
+    pod_security_context, store_credentials_volume, value_env,
 };
 use super::secret::{SecretKind, secret_env};
 use super::{BuildConfig, hash, labels, names, object_meta};
@@ -78,7 +79,9 @@ pub struct PlannedInstance<'a> {
 ///
 /// The pod reads the passwords from the three Secrets (see [`super::secret`]),
 /// which must exist before it starts or the kubelet holds it in
-/// `CreateContainerConfigError`.
+/// `CreateContainerConfigError`. The object store's credentials Secret is
+/// optional: the pod starts without it and archives once it is there (see
+/// [`super::container::instance_objectstore_env`]).
 pub fn instance_pod(
     db: &ValidatedDatabase,
     instance: &PlannedInstance<'_>,
@@ -151,7 +154,7 @@ fn pod_spec(db: &ValidatedDatabase, instance: &str, image: &str, config: &BuildC
         hostname: Some(instance.to_owned()),
         init_containers: Some(vec![bootstrap_container(config)]),
         containers: vec![postgres_container(db, instance, image, config)],
-        volumes: Some(volumes(instance)),
+        volumes: Some(volumes(db, instance)),
         security_context: Some(pod_security_context()),
         termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
         affinity: Some(anti_affinity(&db.name)),
@@ -204,13 +207,23 @@ fn postgres_container(
             failure_threshold: Some(STARTUP_FAILURE_THRESHOLD),
             ..http_probe("/healthz")
         }),
-        volume_mounts: Some(vec![
-            mount(DATA_VOLUME, DATA_MOUNT, false),
-            mount(TUSK_BIN_VOLUME, TUSK_BIN, true),
-            mount(RUN_VOLUME, "/var/run/postgresql", false),
-            mount(TMP_VOLUME, "/tmp", false),
-            mount(API_ACCESS_VOLUME, API_ACCESS_MOUNT, true),
-        ]),
+        volume_mounts: Some(
+            [
+                mount(DATA_VOLUME, DATA_MOUNT, false),
+                mount(TUSK_BIN_VOLUME, TUSK_BIN, true),
+                mount(RUN_VOLUME, "/var/run/postgresql", false),
+                mount(TMP_VOLUME, "/tmp", false),
+                mount(API_ACCESS_VOLUME, API_ACCESS_MOUNT, true),
+            ]
+            .into_iter()
+            .chain(
+                db.object_store
+                    .as_ref()
+                    .and_then(store_credentials_volume)
+                    .map(|_| mount(STORE_CREDENTIALS_VOLUME, STORE_CREDENTIALS_MOUNT, true)),
+            )
+            .collect(),
+        ),
         security_context: Some(container_security_context()),
         ..Container::default()
     }
@@ -254,7 +267,7 @@ fn env(db: &ValidatedDatabase, instance: &str) -> Vec<EnvVar> {
         value_env(env::PARAMETERS, &parameters),
     ];
     if let Some(store) = &db.object_store {
-        vars.extend(objectstore_env(store));
+        vars.extend(instance_objectstore_env(store));
     }
     vars
 }
@@ -280,7 +293,7 @@ fn http_probe(path: &str) -> Probe {
     }
 }
 
-fn volumes(instance: &str) -> Vec<Volume> {
+fn volumes(db: &ValidatedDatabase, instance: &str) -> Vec<Volume> {
     let empty_dir = |name: &str| Volume {
         name: name.to_owned(),
         empty_dir: Some(EmptyDirVolumeSource::default()),
@@ -300,6 +313,9 @@ fn volumes(instance: &str) -> Vec<Volume> {
         empty_dir(TMP_VOLUME),
         api_access_volume(),
     ]
+    .into_iter()
+    .chain(db.object_store.as_ref().and_then(store_credentials_volume))
+    .collect()
 }
 
 /// The service account's token, the cluster CA and the namespace, where
@@ -705,15 +721,47 @@ mod tests {
             "http://s3.store.svc:7070"
         );
         assert!(!env.contains_key("TUSK_OBJECTSTORE_REGION"));
+        // The credentials are files of an optional Secret volume, never
+        // variables: the pod starts without the Secret and sees it once it
+        // is created or fixed.
         for key in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] {
-            let reference = env[key]
-                .value_from
-                .as_ref()
-                .and_then(|s| s.secret_key_ref.as_ref())
-                .map(|r| (r.name.as_str(), r.key.as_str()));
-            assert_eq!(reference, Some(("s3-creds", key)), "{key}");
-            assert_eq!(env[key].value, None, "{key} is written into the pod");
+            assert!(!env.contains_key(key), "{key} is a variable");
         }
+        assert_eq!(
+            value(&env, "TUSK_OBJECTSTORE_CREDENTIALS_DIR"),
+            "/var/run/tusk/store-credentials"
+        );
+        assert_eq!(
+            value(&env, "TUSK_OBJECTSTORE_CREDENTIALS_SECRET"),
+            "s3-creds"
+        );
+        let pod = pod_of(&db, 1, InstanceRole::Primary, &config());
+        let spec = pod.spec.as_ref().expect("a spec");
+        let volume = spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == "store-credentials")
+            .and_then(|v| v.secret.as_ref())
+            .expect("the credentials volume");
+        assert_eq!(volume.secret_name.as_deref(), Some("s3-creds"));
+        assert_eq!(volume.optional, Some(true), "the pod must start without it");
+        let keys: Vec<&str> = volume
+            .items
+            .iter()
+            .flatten()
+            .map(|i| i.key.as_str())
+            .collect();
+        assert_eq!(keys, ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]);
+        let container = postgres(&pod);
+        let mounted = container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == "store-credentials")
+            .expect("mounted in the postgres container");
+        assert_eq!(mounted.mount_path, "/var/run/tusk/store-credentials");
+        assert_eq!(mounted.read_only, Some(true));
     }
 
     /// The checks of Pod Security "restricted" (v1.34) that a pod spec can fail.
@@ -845,7 +893,10 @@ mod tests {
     /// The hashes the operator wrote before `instance_spec_hash` existed (a
     /// whole Pod built per instance, role replica, bootstrap clone), for a
     /// few Databases, configurations and serials: a changed value would roll
-    /// every running pod when the operator is upgraded.
+    /// every running pod when the operator is upgraded. The ones with an
+    /// object store changed once, on purpose, when the credentials became an
+    /// optional Secret volume (those pods are recreated once by that
+    /// upgrade, replicas first).
     #[test]
     fn instance_spec_hash_is_the_hash_a_whole_pod_build_wrote() {
         let config = config();
@@ -899,10 +950,10 @@ mod tests {
             (&tuned, &config, 7, "1e0cc8aa4fce6c67"),
             (&tuned, &traced, 1, "643c8a4483bc9582"),
             (&tuned, &traced, 7, "fefe386fb557ffec"),
-            (&stored, &config, 1, "777661da6c600fe6"),
-            (&stored, &config, 7, "ca276e55fe6a48e8"),
-            (&stored, &traced, 1, "e3c2d3d6871719ed"),
-            (&stored, &traced, 7, "170a9919a9b2471f"),
+            (&stored, &config, 1, "94dd0718a1e98a40"),
+            (&stored, &config, 7, "9238f2826138de36"),
+            (&stored, &traced, 1, "9f2480d9a0e50f73"),
+            (&stored, &traced, 7, "91825007804a2f11"),
         ];
         for (db, config, serial, before) in cases {
             let model = model_of(db, config);

@@ -107,6 +107,12 @@ pub fn archive_error_file(pgdata: &Path) -> PathBuf {
         .join("tusk-wal-archive.error")
 }
 
+/// Leaves `error` in [`archive_error_file`] (best effort: the outcome for
+/// PostgreSQL is the command's exit status, not the note).
+pub fn record_archive_error(pgdata: &Path, error: &Error) {
+    let _ = std::fs::write(archive_error_file(pgdata), error.to_string());
+}
+
 /// Compresses `data` for the store.
 pub fn compress(data: &[u8]) -> io::Result<Vec<u8>> {
     zstd::bulk::compress(data, ZSTD_LEVEL)
@@ -163,9 +169,7 @@ impl Archive {
                     let _ = std::fs::remove_file(&record);
                 }
             }
-            Err(error) => {
-                let _ = std::fs::write(&record, error.to_string());
-            }
+            Err(error) => record_archive_error(&self.pgdata, error),
         }
         result
     }

@@ -1,17 +1,21 @@
 //! Backups as the Database's conditions see them: `BackupHealthy` says
 //! whether WAL reaches the object store, from the primary's
-//! `pg_stat_archiver` and the last error `tusk wal-archive` reported. It
-//! does not weigh on Ready: the database serves whatever the store does, and
+//! `pg_stat_archiver` and the last error `tusk wal-archive` reported, or
+//! that the store's credentials Secret does not exist. It does not weigh on
+//! Ready: the database serves whatever the store does (the instances start
+//! without the credentials, which they read when they use the store), and
 //! PostgreSQL keeps WAL it could not archive until it can.
 
 use jiff::Timestamp;
 
+use crate::contract::env;
 use crate::lifecycle::context::Context;
-use crate::lifecycle::verdict::{Desired, Verdict};
+use crate::lifecycle::verdict::Desired;
 
 pub const BACKUP_HEALTHY: &str = "BackupHealthy";
 
 const FAILING: &str = "ArchivingFailing";
+const CREDENTIALS_MISSING: &str = "CredentialsSecretMissing";
 const ARCHIVING: &str = "Archiving";
 const STARTED: &str = "ArchivingStarted";
 
@@ -19,6 +23,9 @@ const STARTED: &str = "ArchivingStarted";
 /// about. While no primary answers, the last word stays.
 pub(in crate::lifecycle) fn condition(ctx: &Context) -> Option<Desired> {
     let store = ctx.spec.backup.as_ref()?.object_store.as_ref()?;
+    if let Some(secret) = &ctx.observed.missing_store_credentials {
+        return Some(credentials_missing(secret, &store.bucket));
+    }
     let Some(archiver) = ctx.observed.archiving.as_ref() else {
         return previous(ctx);
     };
@@ -32,13 +39,20 @@ pub(in crate::lifecycle) fn condition(ctx: &Context) -> Option<Desired> {
             .last_error
             .as_deref()
             .unwrap_or("see the postgres log of the primary");
+        // Refused credentials look like any other store error: say where
+        // they come from.
+        let credentials = store
+            .credentials_secret
+            .as_deref()
+            .map(|secret| format!(" (credentials from Secret {secret})"))
+            .unwrap_or_default();
         Desired::new(
             BACKUP_HEALTHY,
             false,
             FAILING,
             format!(
-                "WAL archiving to bucket {} fails since {} ({} failures, last {}): {cause}; \
-                 PostgreSQL keeps the WAL until it is archived",
+                "WAL archiving to bucket {}{credentials} fails since {} ({} failures, last {}): \
+                 {cause}; PostgreSQL keeps the WAL until it is archived",
                 store.bucket,
                 at(archiver.last_failed_at),
                 archiver.failed_count,
@@ -70,20 +84,21 @@ pub(in crate::lifecycle) fn condition(ctx: &Context) -> Option<Desired> {
     })
 }
 
-/// A store whose credentials Secret is missing: the pods cannot start (the
-/// kubelet waits for it), which the Ready condition says by name.
-pub(in crate::lifecycle) fn verdicts(ctx: &Context) -> Vec<Verdict> {
-    let Some(secret) = &ctx.observed.missing_store_credentials else {
-        return Vec::new();
-    };
-    vec![Verdict::blocked(
-        "CredentialsSecretMissing",
+/// A store whose credentials Secret does not exist: the instances serve
+/// without it, and nothing reaches the store until it does.
+fn credentials_missing(secret: &str, bucket: &str) -> Desired {
+    Desired::new(
+        BACKUP_HEALTHY,
+        false,
+        CREDENTIALS_MISSING,
         format!(
             "spec.backup.objectStore.credentialsSecret: Secret {secret} does not exist in this \
-             namespace; the instances cannot start until it does (keys AWS_ACCESS_KEY_ID and \
-             AWS_SECRET_ACCESS_KEY)"
+             namespace (keys {} and {}): nothing reaches bucket {bucket} until it does; the \
+             instances serve meanwhile and PostgreSQL keeps the WAL until it is archived",
+            env::ACCESS_KEY_ID,
+            env::SECRET_ACCESS_KEY
         ),
-    )]
+    )
 }
 
 /// The recorded `BackupHealthy`, when it is one this module wrote.
