@@ -438,15 +438,16 @@ async fn run_controllers(
     client: Client,
     metrics: Metrics,
     reporter: Reporter,
-    namespaces: Vec<String>,
-    operator_namespace: String,
-    build: BuildConfig,
+    config: &OperatorConfig,
     mut leading: watch::Receiver<bool>,
     shutdown: watch::Receiver<bool>,
 ) {
     if leading.wait_for(|l| *l).await.is_err() {
         return;
     }
+    let namespaces = &config.namespaces;
+    let operator_namespace = &config.lease_namespace;
+    let build = config.build_config();
     info!("leading: starting the controllers");
     let db_ctx = Context::new(
         client.clone(),
@@ -462,14 +463,14 @@ async fn run_controllers(
     );
     let mut tasks = Vec::new();
     if let Some(source) =
-        store_credentials::Source::of(build.default_store.as_ref(), &operator_namespace)
+        store_credentials::Source::of(build.default_store.as_ref(), operator_namespace)
     {
         info!(namespace = %source.namespace, secret = %source.name,
             "copying the default store's credentials into the namespaces that use it");
         let copy_ctx = Context::new(client.clone(), metrics.clone(), reporter, build);
-        for (databases, secrets) in apis::<DeserializeGuard<Database>>(&client, &namespaces)
+        for (databases, secrets) in apis::<DeserializeGuard<Database>>(&client, namespaces)
             .into_iter()
-            .zip(apis::<Secret>(&client, &namespaces))
+            .zip(apis::<Secret>(&client, namespaces))
         {
             tasks.push(store_credentials::run(
                 &client,
@@ -482,16 +483,16 @@ async fn run_controllers(
         }
     }
     let mut db_stores = Vec::new();
-    for api in apis::<Database>(&client, &namespaces) {
+    for api in apis::<Database>(&client, namespaces) {
         let (store, run) = run_database(client.clone(), api, db_ctx.clone(), shutdown.clone());
         db_stores.push(store);
         tasks.push(run);
     }
     let mut backup_stores = Vec::new();
     for (backups, databases) in
-        apis::<Backup>(&client, &namespaces)
+        apis::<Backup>(&client, namespaces)
             .into_iter()
-            .zip(apis::<DeserializeGuard<Database>>(&client, &namespaces))
+            .zip(apis::<DeserializeGuard<Database>>(&client, namespaces))
     {
         let (store, run) = run_backup(backups, databases, backup_ctx.clone(), shutdown.clone());
         backup_stores.push(store);
@@ -551,9 +552,7 @@ pub async fn run(config: OperatorConfig) -> Result<(), Error> {
         client.clone(),
         metrics,
         reporter,
-        config.namespaces.clone(),
-        config.lease_namespace.clone(),
-        config.build_config(),
+        &config,
         leading,
         shutdown.clone(),
     );
