@@ -464,7 +464,9 @@ async fn deleting_a_database_leaves_a_final_backup_or_waits_until_told_to_skip()
             let mut last = String::new();
             let held = loop {
                 let Some(db) = databases.get_opt("held").await? else {
-                    return Err(format!("released without its final backup; last seen: {last}").into());
+                    return Err(
+                        format!("released without its final backup; last seen: {last}").into(),
+                    );
                 };
                 let failed = db.status.as_ref().is_some_and(|s| {
                     s.phase == Some(tusk::api::status::DatabasePhase::Deleting)
@@ -477,7 +479,9 @@ async fn deleting_a_database_leaves_a_final_backup_or_waits_until_told_to_skip()
                 }
                 last = format!("{:?}", db.status);
                 if tokio::time::Instant::now() > deadline {
-                    return Err(format!("the failed final backup was never reported: {last}").into());
+                    return Err(
+                        format!("the failed final backup was never reported: {last}").into(),
+                    );
                 }
                 tokio::time::sleep(Duration::from_secs(2)).await;
             };
@@ -493,8 +497,7 @@ async fn deleting_a_database_leaves_a_final_backup_or_waits_until_told_to_skip()
                 still.is_some_and(|db| db.finalizers().iter().any(|f| f == "tusk.dev/cleanup")),
                 "released after its final backup failed"
             );
-            let patch =
-                json!({"metadata": {"annotations": {SKIP_FINAL_BACKUP: "true"}}});
+            let patch = json!({"metadata": {"annotations": {SKIP_FINAL_BACKUP: "true"}}});
             databases
                 .patch("held", &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use kube::{Client, ResourceExt};
 use rustls::pki_types::pem::PemObject;
@@ -140,7 +140,9 @@ async fn the_operator_runs_in_cluster_and_writes_status() {
                 .metadata
                 .resource_version
                 .unwrap_or_default();
-            let watch = WatchParams::default().fields("metadata.name=orders").timeout(90);
+            let watch = WatchParams::default()
+                .fields("metadata.name=orders")
+                .timeout(90);
             let mut events = databases.watch(&watch, &from).await?.boxed();
             let sample = std::fs::read_to_string(repo_path("config/samples/database.yaml"))?;
             apply_yaml(&client, Some(&ns), &sample).await?;
@@ -162,7 +164,11 @@ async fn the_operator_runs_in_cluster_and_writes_status() {
             // The first pass creates the Secrets, Services and first volume,
             // and says so.
             let status = seen.status.as_ref().ok_or("no status")?;
-            assert_eq!(status.phase, Some(DatabasePhase::Provisioning), "{status:?}");
+            assert_eq!(
+                status.phase,
+                Some(DatabasePhase::Provisioning),
+                "{status:?}"
+            );
             let ready = condition(&seen, "Ready").ok_or("no Ready condition")?;
             assert_eq!(
                 (ready.status.as_str(), ready.reason.as_str()),

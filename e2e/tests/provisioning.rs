@@ -54,7 +54,13 @@ async fn pvc_names(client: &Client, ns: &str) -> Result<BTreeSet<String>> {
 /// When the postmaster of instance `pod` started (seconds since the epoch),
 /// asked over its unix socket: which instance a restart reached first.
 async fn postmaster_started(client: &Client, ns: &str, pod: &str) -> Result<f64> {
-    let out = psql_local(client, ns, pod, &["SELECT extract(epoch FROM pg_postmaster_start_time())"]).await?;
+    let out = psql_local(
+        client,
+        ns,
+        pod,
+        &["SELECT extract(epoch FROM pg_postmaster_start_time())"],
+    )
+    .await?;
     if !out.success {
         return Err(format!("{pod}: pg_postmaster_start_time(): {}", out.stderr.trim()).into());
     }

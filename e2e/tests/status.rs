@@ -396,7 +396,8 @@ async fn the_status_tells_the_truth_and_drift_is_put_back() {
                     c.status == "False"
                         && c.reason == "MajorUpgrade"
                         && c.observed_generation == db.metadata.generation
-                        && c.message.contains("pg_upgrade --check from 17 to 18 runs in Job")
+                        && c.message
+                            .contains("pg_upgrade --check from 17 to 18 runs in Job")
                 })
             })
             .await?;
