@@ -14,6 +14,7 @@ use tusk::api::status::BackupPhase;
 use tusk::api::v1::{Backup, Database};
 use tusk::backup::manifest::{Manifest, backup_id};
 use tusk::contract::Lsn;
+use tusk::lifecycle::SKIP_FINAL_BACKUP;
 use tusk::objectstore::Layout;
 use tusk_e2e::store::{in_store, objectstore_async, spec_with_store, store_up, superuser_password};
 use tusk_e2e::{
@@ -454,25 +455,49 @@ async fn deleting_a_database_leaves_a_final_backup_or_waits_until_told_to_skip()
             );
 
             // With the store down, the deletion waits and says how to go on;
-            // the annotation lets it go without a final backup.
+            // the annotation lets it go without a final backup. The proof
+            // that Tusk has decided is its verdict on the failed backup
+            // (FinalBackupFailed); until then, and then, it must still hold.
             objectstore_async(&["stop", &ns]).await?;
             databases.delete("held", &DeleteParams::default()).await?;
-            let waiting = wait_for(&databases, "held", Duration::from_secs(120), |db| {
-                db.status.as_ref().is_some_and(|s| {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
+            let mut last = String::new();
+            let held = loop {
+                let Some(db) = databases.get_opt("held").await? else {
+                    return Err(
+                        format!("released without its final backup; last seen: {last}").into(),
+                    );
+                };
+                let failed = db.status.as_ref().is_some_and(|s| {
                     s.phase == Some(tusk::api::status::DatabasePhase::Deleting)
                         && s.conditions
                             .iter()
-                            .any(|c| c.type_ == "Ready" && c.reason.starts_with("FinalBackup"))
-                })
-            })
-            .await?;
-            tokio::time::sleep(Duration::from_secs(10)).await;
+                            .any(|c| c.type_ == "Ready" && c.reason == "FinalBackupFailed")
+                });
+                if failed {
+                    break db;
+                }
+                last = format!("{:?}", db.status);
+                if tokio::time::Instant::now() > deadline {
+                    return Err(
+                        format!("the failed final backup was never reported: {last}").into(),
+                    );
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            };
+            let message = held
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+                .map(|c| c.message.clone())
+                .unwrap_or_default();
+            assert!(message.contains(SKIP_FINAL_BACKUP), "{message}");
+            let still = databases.get_opt("held").await?;
             assert!(
-                databases.get_opt("held").await?.is_some(),
-                "released without its final backup: {waiting:?}"
+                still.is_some_and(|db| db.finalizers().iter().any(|f| f == "tusk.dev/cleanup")),
+                "released after its final backup failed"
             );
-            let patch =
-                json!({"metadata": {"annotations": {"tusk.dev/skip-final-backup": "true"}}});
+            let patch = json!({"metadata": {"annotations": {SKIP_FINAL_BACKUP: "true"}}});
             databases
                 .patch("held", &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;

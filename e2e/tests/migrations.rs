@@ -141,7 +141,7 @@ async fn migrations_run_as_jobs_report_failures_and_follow_new_versions() {
                     "CREATE TABLE gadgets (id int; oops"
                 ]),
             );
-            apply_value(&client, Some(&ns), database("mg", broken), &apply).await?;
+            apply_value(&client, Some(&ns), database("mg", broken.clone()), &apply).await?;
             let db = wait_for(&databases, "mg", MIGRATION_TIMEOUT, |db| {
                 migrations(db).failed.as_deref() == Some("2")
                     && tusk_e2e::ready_condition(db)
@@ -167,6 +167,9 @@ async fn migrations_run_as_jobs_report_failures_and_follow_new_versions() {
             );
             // No retry storm: the failed Job stays the only one, its pods do not
             // multiply, and version 1's Job went once its outcome was recorded.
+            // Proof that Tusk has looked again since it recorded the failure:
+            // a pass at a newer generation (an unrelated parameter), after
+            // which the same Job, with the same pods, is still the only one.
             let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
             let failed_job = migration_jobs(&client, &ns, "mg")
                 .await?
@@ -179,7 +182,30 @@ async fn migrations_run_as_jobs_report_failures_and_follow_new_versions() {
                 .await?
                 .items
                 .len();
-            tokio::time::sleep(Duration::from_secs(20)).await;
+            let mut nudged = broken.clone();
+            nudged["postgresql"] = json!({"parameters": {"work_mem": "8MB"}});
+            apply_value(&client, Some(&ns), database("mg", nudged), &apply).await?;
+            let generation = databases.get("mg").await?.metadata.generation;
+            let db = wait_for(&databases, "mg", Duration::from_secs(120), |db| {
+                db.status.as_ref().and_then(|s| s.observed_generation) == generation
+            })
+            .await?;
+            let status = migrations(&db);
+            assert_eq!(
+                (status.applied.as_deref(), status.failed.as_deref()),
+                (Some("1"), Some("2")),
+                "{status:?}"
+            );
+            let jobs = migration_jobs(&client, &ns, "mg").await?;
+            let versions: Vec<_> = jobs
+                .iter()
+                .map(|j| (version_of(j).unwrap_or_default(), j.uid()))
+                .collect();
+            assert_eq!(
+                versions,
+                [("2", failed_job.uid())],
+                "the failed migration was run again"
+            );
             let after = pods
                 .list(&ListParams::default().labels(&pod_selector))
                 .await?
@@ -187,12 +213,6 @@ async fn migrations_run_as_jobs_report_failures_and_follow_new_versions() {
                 .len();
             assert_eq!(before, after, "the failed migration was retried");
             assert!(after <= 3, "{after} pods for one migration");
-            let versions: Vec<_> = migration_jobs(&client, &ns, "mg")
-                .await?
-                .iter()
-                .filter_map(|j| version_of(j).map(str::to_owned))
-                .collect();
-            assert_eq!(versions, ["2"]);
             let gadgets = sql(
                 &client,
                 &ns,

@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
+use tusk::api::status::UpgradeStep;
 use tusk::api::v1::{Database, DatabasePhase};
 use tusk_e2e::{
     Result, apply_value, database, in_namespace, install_operator, sql_as, wait_for, wait_ready,
@@ -49,8 +50,8 @@ async fn wait_blocked(client: &Client, ns: &str, name: &str, reason: &str) -> Re
     .await
 }
 
-/// The Pods of `db` by name, with their UIDs and role labels: what must not
-/// change while Tusk refuses a request.
+/// The Pods of `db` by name, with their UIDs, role labels and whether they are
+/// being deleted: what must not change while Tusk refuses a request.
 async fn pods_as_they_are(client: &Client, ns: &str, db: &str) -> Result<BTreeMap<String, String>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     // The instance pods, not the pods of the Jobs Tusk runs for the Database.
@@ -62,9 +63,14 @@ async fn pods_as_they_are(client: &Client, ns: &str, db: &str) -> Result<BTreeMa
         .iter()
         .map(|p| {
             let role = p.labels().get("tusk.dev/role").cloned().unwrap_or_default();
+            let deleting = if p.metadata.deletion_timestamp.is_some() {
+                " deleting"
+            } else {
+                ""
+            };
             (
                 p.name_any(),
-                format!("{} {role}", p.uid().unwrap_or_default()),
+                format!("{} {role}{deleting}", p.uid().unwrap_or_default()),
             )
         })
         .collect())
@@ -228,13 +234,20 @@ async fn the_status_tells_the_truth_and_drift_is_put_back() {
             let before = pods_as_they_are(&client, &ns, "pg").await?;
 
             // A switchover to an instance that does not exist: refused by
-            // name, nothing moves.
+            // name, nothing moves. The refusal is one pass's word; a second
+            // refusal, of another instance at a later generation, is a later
+            // pass that went on refusing without acting on the first.
             let mut switch = spec.clone();
             switch["primary"] = json!("pg-9");
+            apply_value(&client, Some(&ns), database("pg", switch.clone()), &apply).await?;
+            let db = wait_blocked(&client, &ns, "pg", "SwitchoverRefused").await?;
+            let message = &condition(&db, "Ready").ok_or("no Ready")?.message;
+            assert!(message.starts_with("spec.primary: pg-9 "), "{message}");
+            switch["primary"] = json!("pg-8");
             apply_value(&client, Some(&ns), database("pg", switch), &apply).await?;
             let db = wait_blocked(&client, &ns, "pg", "SwitchoverRefused").await?;
             let message = &condition(&db, "Ready").ok_or("no Ready")?.message;
-            assert!(message.starts_with("spec.primary:"), "{message}");
+            assert!(message.starts_with("spec.primary: pg-8 "), "{message}");
             let status = db.status.clone().ok_or("no status")?;
             assert_eq!(status.current_primary.as_deref(), Some("pg-1"));
             assert_eq!(
@@ -375,15 +388,26 @@ async fn the_status_tells_the_truth_and_drift_is_put_back() {
             apply_value(&client, Some(&ns), database("pg", major), &apply).await?;
             // Its check Job runs first (here it cannot even pull 18): no
             // instance is touched meanwhile, and Ready says why it is False.
+            // Ready naming the running Job is a pass that saw the check under
+            // way, the one that would move on to the instances.
             let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
             let db = wait_for(&databases, "pg", Duration::from_secs(120), |db| {
-                condition(db, "Ready")
-                    .is_some_and(|c| c.status == "False" && c.reason == "MajorUpgrade")
+                condition(db, "Ready").is_some_and(|c| {
+                    c.status == "False"
+                        && c.reason == "MajorUpgrade"
+                        && c.observed_generation == db.metadata.generation
+                        && c.message
+                            .contains("pg_upgrade --check from 17 to 18 runs in Job")
+                })
             })
             .await?;
             assert!(db.metadata.generation > generation);
             let message = &condition(&db, "Ready").ok_or("no Ready")?.message;
             assert!(message.starts_with("spec.version:"), "{message}");
+            assert_eq!(
+                db.status.and_then(|s| s.upgrade).map(|u| u.step),
+                Some(UpgradeStep::Checking)
+            );
             let after = pods_as_they_are(&client, &ns, "pg").await?;
             assert_eq!(after, before, "pods changed for a refused upgrade");
             Ok(())

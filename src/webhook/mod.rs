@@ -229,12 +229,25 @@ mod tests {
 /// Fuzz-style properties: no input, however malformed, makes a handler panic. (A
 /// cargo-fuzz target needs a nightly toolchain this project's machines do not
 /// have; proptest drives the same entry points with arbitrary JSON instead.)
+///
+/// A generated review the server would turn away before any handler (not even
+/// an AdmissionReview) proves nothing, so the inputs are built to be reviews:
+/// well-formed envelopes around real Databases, Databases with one field
+/// replaced by arbitrary JSON, and arbitrary JSON objects. Each property counts
+/// the cases that reach the handler, and the ones that reach validation
+/// (the object decodes as a Database), and asserts a floor for both.
 #[cfg(test)]
 mod fuzz {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
     use proptest::prelude::*;
-    use serde_json::Value;
+    use proptest::test_runner::{Config, TestRunner};
+    use serde_json::{Value, json};
 
     use super::*;
+    use crate::api::arbitrary;
+
+    const CASES: u32 = 2000;
 
     fn json() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
@@ -255,52 +268,189 @@ mod fuzz {
         leaf.prop_recursive(4, 48, 6, |inner| {
             prop_oneof![
                 proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-                proptest::collection::btree_map(
-                    prop_oneof![
-                        Just("apiVersion".to_owned()),
-                        Just("kind".to_owned()),
-                        Just("metadata".to_owned()),
-                        Just("spec".to_owned()),
-                        Just("request".to_owned()),
-                        Just("objects".to_owned()),
-                        Just("object".to_owned()),
-                        Just("oldObject".to_owned()),
-                        Just("operation".to_owned()),
-                        Just("desiredAPIVersion".to_owned()),
-                        Just("uid".to_owned()),
-                        "[a-z]{1,6}"
-                    ],
-                    inner,
-                    0..6
-                )
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
+                json_object(inner),
             ]
         })
     }
 
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
+    fn json_object(inner: impl Strategy<Value = Value>) -> impl Strategy<Value = Value> {
+        proptest::collection::btree_map(
+            prop_oneof![
+                Just("apiVersion".to_owned()),
+                Just("kind".to_owned()),
+                Just("metadata".to_owned()),
+                Just("spec".to_owned()),
+                Just("request".to_owned()),
+                Just("objects".to_owned()),
+                Just("object".to_owned()),
+                Just("oldObject".to_owned()),
+                Just("operation".to_owned()),
+                Just("desiredAPIVersion".to_owned()),
+                Just("uid".to_owned()),
+                "[a-z]{1,6}"
+            ],
+            inner,
+            0..6,
+        )
+        .prop_map(|m| Value::Object(m.into_iter().collect()))
+    }
 
-        #[test]
-        fn conversion_never_panics(objects in proptest::collection::vec(json(), 0..3), desired in ".{0,4}|tusk.dev/v1|tusk.dev/v1alpha1") {
-            let review = serde_json::json!({
+    /// A field path of a Database's spec, to replace with arbitrary JSON.
+    const SPEC_FIELDS: &[&[&str]] = &[
+        &["version"],
+        &["instances"],
+        &["storage"],
+        &["storage", "size"],
+        &["replication"],
+        &["replication", "minSyncReplicas"],
+        &["postgresql", "parameters"],
+        &["bootstrap"],
+        &["bootstrap", "recovery"],
+        &["backup"],
+        &["backup", "schedule"],
+        &["primary"],
+        &["migrations"],
+        &["failover", "delaySeconds"],
+    ];
+
+    /// A Database's spec: as generated (most often, so that most cases get
+    /// past decoding to the validator), with one field replaced by arbitrary
+    /// JSON, or arbitrary JSON altogether.
+    fn spec() -> BoxedStrategy<Value> {
+        let real = || {
+            arbitrary::database_v1()
+                .prop_map(|db| serde_json::to_value(db.spec).unwrap_or_default())
+        };
+        let mutated = (real(), proptest::sample::select(SPEC_FIELDS), json()).prop_map(
+            |(mut spec, path, value)| {
+                let (last, parents) = path.split_last().unwrap_or((&"version", &[]));
+                let mut at = &mut spec;
+                for key in parents {
+                    at = &mut at[*key];
+                }
+                if at.is_object() || at.is_null() {
+                    at[*last] = value;
+                }
+                spec
+            },
+        );
+        prop_oneof![6 => real(), 3 => mutated, 1 => json()].boxed()
+    }
+
+    /// A Database as an admission request carries it.
+    fn object() -> BoxedStrategy<Value> {
+        spec()
+            .prop_map(|spec| {
+                json!({
+                    "apiVersion": "tusk.dev/v1", "kind": "Database",
+                    "metadata": {"name": "x", "namespace": "n"}, "spec": spec
+                })
+            })
+            .boxed()
+    }
+
+    fn count(counter: &AtomicU32) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The runner of a property: deep generated trees need more than a test
+    /// thread's stack in a debug build, so it runs on a thread of its own.
+    fn run_on_big_stack(property: impl FnOnce() + Send + 'static) {
+        let outcome = std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn(property)
+            .expect("spawn the property's thread")
+            .join();
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    }
+
+    fn runner() -> TestRunner {
+        TestRunner::new(Config {
+            cases: CASES,
+            failure_persistence: None,
+            ..Config::default()
+        })
+    }
+
+    /// Asserts that at least `percent` % of the cases were `counted`.
+    fn at_least(what: &str, counted: &AtomicU32, percent: u32) {
+        let counted = counted.load(Ordering::Relaxed);
+        assert!(
+            counted * 100 >= CASES * percent,
+            "{what}: {counted} of {CASES} cases, below the floor of {percent} %"
+        );
+    }
+
+    #[test]
+    fn conversion_never_panics_and_converts_most_databases() {
+        run_on_big_stack(conversion_property);
+    }
+
+    fn conversion_property() {
+        let reached = AtomicU32::new(0);
+        let converted = AtomicU32::new(0);
+        let objects = proptest::collection::vec(
+            prop_oneof![
+                3 => arbitrary::database_v1().prop_map(|db| serde_json::to_value(db).unwrap_or_default()),
+                3 => arbitrary::database_v1alpha1().prop_map(|db| serde_json::to_value(db).unwrap_or_default()),
+                1 => json(),
+            ],
+            0..3,
+        );
+        let desired = prop_oneof![
+            4 => Just("tusk.dev/v1".to_owned()),
+            4 => Just("tusk.dev/v1alpha1".to_owned()),
+            1 => ".{0,4}",
+        ];
+        let mut runner = runner();
+        let outcome = runner.run(&(objects, desired), |(objects, desired)| {
+            let review = json!({
                 "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
                 "request": {"uid": "u", "desiredAPIVersion": desired, "objects": objects}
             });
-            let review: ConversionReview = serde_json::from_value(review).unwrap();
-            let _ = conversion::review(review);
-        }
-
-        #[test]
-        fn admission_never_panics(object in json(), spec in json(), old in json(), operation in "CREATE|UPDATE|DELETE|CONNECT") {
-            let mut object = object;
-            if let Value::Object(map) = &mut object {
-                map.insert("apiVersion".into(), "tusk.dev/v1".into());
-                map.insert("kind".into(), "Database".into());
-                map.insert("metadata".into(), serde_json::json!({"name": "x"}));
-                map.insert("spec".into(), spec);
+            let review: ConversionReview = serde_json::from_value(review)
+                .map_err(|e| TestCaseError::fail(format!("not a ConversionReview: {e}")))?;
+            count(&reached);
+            let answer = serde_json::to_value(conversion::review(review))
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(&answer["response"]["uid"], "u");
+            if answer["response"]["result"]["status"] == "Success" {
+                count(&converted);
             }
-            let review = serde_json::json!({
+            Ok(())
+        });
+        if let Err(e) = outcome {
+            panic!("{e}");
+        }
+        eprintln!(
+            "conversion: {} of {CASES} reviews reached the handler, {} converted",
+            reached.load(Ordering::Relaxed),
+            converted.load(Ordering::Relaxed)
+        );
+        at_least("reviews reaching the handler", &reached, 100);
+        at_least("reviews converted", &converted, 50);
+    }
+
+    #[test]
+    fn admission_never_panics_and_most_reviews_reach_validation() {
+        run_on_big_stack(admission_property);
+    }
+
+    fn admission_property() {
+        let reached = AtomicU32::new(0);
+        let decoded = AtomicU32::new(0);
+        let old = prop_oneof![1 => Just(Value::Null), 3 => object()];
+        let operation = prop_oneof![
+            4 => Just("CREATE"),
+            4 => Just("UPDATE"),
+            1 => Just("DELETE"),
+            1 => Just("CONNECT"),
+        ];
+        let mut runner = runner();
+        let outcome = runner.run(&(object(), old, operation), |(object, old, operation)| {
+            let review = json!({
                 "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                 "request": {
                     "uid": "u", "operation": operation, "name": "x", "namespace": "n", "userInfo": {},
@@ -309,12 +459,38 @@ mod fuzz {
                     "object": object, "oldObject": old, "dryRun": false
                 }
             });
-            // Arbitrary JSON may not even be an object; the server answers those with a 4xx before any handler runs.
-            let Ok(review) = serde_json::from_value::<AdmissionReview<DynamicObject>>(review) else { return Ok(()) };
-            let Ok(request) = admission::request_of(review) else { return Ok(()) };
+            // The server answers a body that is no AdmissionReview with a 4xx
+            // before any handler runs: such a case is not counted.
+            let Ok(review) = serde_json::from_value::<AdmissionReview<DynamicObject>>(review) else {
+                return Ok(());
+            };
+            let Ok(request) = admission::request_of(review) else {
+                return Ok(());
+            };
+            count(&reached);
             let response = admission::review_database(&request, None);
             prop_assert_eq!(&response.uid, "u");
+            // A create or update whose objects decode is judged by the
+            // validator; the others are answered before it.
+            let message = &response.result.message;
+            if matches!(operation, "CREATE" | "UPDATE")
+                && !message.contains("is not a valid tusk.dev/v1 object")
+                && !message.contains("carries no")
+            {
+                count(&decoded);
+            }
             let _ = admission::review_backup(&request, None);
+            Ok(())
+        });
+        if let Err(e) = outcome {
+            panic!("{e}");
         }
+        eprintln!(
+            "admission: {} of {CASES} reviews reached the handler, {} the validator",
+            reached.load(Ordering::Relaxed),
+            decoded.load(Ordering::Relaxed)
+        );
+        at_least("reviews reaching the handler", &reached, 90);
+        at_least("reviews reaching validation", &decoded, 35);
     }
 }
