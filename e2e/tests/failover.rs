@@ -395,9 +395,6 @@ async fn an_isolated_primary_fences_a_replica_takes_over_and_it_rejoins() {
             let fault = unix_now();
             let what = format!("(c) primary {old}'s network cut");
             // It stops accepting writes, and accepts none until the cut ends.
-            // Only PostgreSQL's own refusal (psql ran and said why) shows a
-            // fence: an exec that failed on the way (the kubelet restarting
-            // the container, a timeout) shows nothing either way.
             let mut fenced: Option<(f64, String)> = None;
             let mut local_writes = 0;
             let mut inconclusive: Vec<(f64, String)> = Vec::new();
@@ -405,23 +402,18 @@ async fn an_isolated_primary_fences_a_replica_takes_over_and_it_rejoins() {
             while unix_now() - fault < CUT.as_secs_f64() {
                 let answer = probe(client.clone(), ns.clone(), old.clone()).await;
                 let at = unix_now() - fault;
-                match (&answer, &fenced) {
-                    (Ok(a), None) if a.success => local_writes += 1,
-                    (Ok(a), Some((since, _))) if a.success => {
+                match (WriteProbe::of(&answer), &fenced) {
+                    (WriteProbe::Accepted, None) => local_writes += 1,
+                    (WriteProbe::Accepted, Some((since, _))) => {
                         return Err(format!(
                             "{what}: {old} accepted a write {at:.1} s after the cut, \
                              though it refused them from {since:.1} s on"
                         )
                         .into());
                     }
-                    (Ok(a), None) if !a.stderr.trim().is_empty() => {
-                        fenced = Some((at, a.stderr.trim().to_owned()));
-                    }
-                    (Ok(a), _) if a.stderr.trim().is_empty() => {
-                        inconclusive.push((at, "psql failed without a word".to_owned()));
-                    }
-                    (Err(e), _) => inconclusive.push((at, format!("exec failed: {e}"))),
-                    _ => {}
+                    (WriteProbe::Refused(why), None) => fenced = Some((at, why)),
+                    (WriteProbe::Refused(_), Some(_)) => {}
+                    (WriteProbe::Inconclusive(why), _) => inconclusive.push((at, why)),
                 }
                 if new_primary.is_none()
                     && let Ok(p) = current_primary(&client, &ns, DB).await
@@ -523,6 +515,53 @@ async fn an_isolated_primary_fences_a_replica_takes_over_and_it_rejoins() {
         },
     )
     .await;
+}
+
+/// What one local write on the isolated primary showed. Only PostgreSQL's
+/// own refusal (psql ran and said why) shows a fence: an exec that failed on
+/// the way (the kubelet restarting the container, a timeout) shows nothing
+/// either way.
+#[derive(Debug, PartialEq)]
+enum WriteProbe {
+    Accepted,
+    Refused(String),
+    Inconclusive(String),
+}
+
+impl WriteProbe {
+    fn of(answer: &Result<faults::Exec>) -> WriteProbe {
+        match answer {
+            Ok(a) if a.success => WriteProbe::Accepted,
+            Ok(a) if a.stderr.trim().is_empty() => {
+                WriteProbe::Inconclusive("psql failed without a word".to_owned())
+            }
+            Ok(a) => WriteProbe::Refused(a.stderr.trim().to_owned()),
+            Err(e) => WriteProbe::Inconclusive(format!("exec failed: {e}")),
+        }
+    }
+}
+
+#[test]
+fn only_a_refusal_by_postgres_counts_as_a_fence() {
+    let ran = |success: bool, stderr: &str| {
+        Ok(faults::Exec {
+            success,
+            stdout: String::new(),
+            stderr: stderr.to_owned(),
+        })
+    };
+    assert_eq!(WriteProbe::of(&ran(true, "")), WriteProbe::Accepted);
+    let refusal = "ERROR:  cannot execute INSERT in a read-only transaction";
+    assert_eq!(
+        WriteProbe::of(&ran(false, refusal)),
+        WriteProbe::Refused(refusal.to_owned())
+    );
+    assert!(matches!(
+        WriteProbe::of(&ran(false, " ")),
+        WriteProbe::Inconclusive(_)
+    ));
+    let lost = Err("exec in ns/pg-1 did not finish within 30 s".into());
+    assert!(matches!(WriteProbe::of(&lost), WriteProbe::Inconclusive(_)));
 }
 
 /// The operator pod holding the operator's leader lease.
@@ -944,8 +983,15 @@ async fn the_api_server_stopped_for_a_minute_neither_fails_over_nor_stops_writes
             // while it was expired); the operator recorded a WAL position
             // written after the outage (it made a pass since).
             kubelets_heard_after(&client, continued).await?;
+            let heard = unix_now() - continued;
             lease_renewed_after(&client, &ns, continued).await?;
+            let renewed = unix_now() - continued;
             operator_passed_after(&client, &ns, &primary).await?;
+            println!(
+                "{what}: seen after it continued: the node leases renewed by {heard:+.1} s, the \
+                 primary lease by {renewed:+.1} s, an operator pass by {:+.1} s",
+                unix_now() - continued
+            );
             let flipped = nodes_ready_again(&client, stopped).await?;
             let settled_primary = settled(&client, &ns, |_| true).await?;
             first_write_after(&client, &ns, unix_now()).await?;
