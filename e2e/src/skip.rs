@@ -57,4 +57,15 @@ mod tests {
         assert!(!allowed(Some("node"), "node-faults"));
         assert!(!allowed(Some("node-faults-x"), "node-faults"));
     }
+
+    /// `.ci/run` counts the lines that start with the marker (its own test,
+    /// tests/ci_run.rs, shows how): both must spell it the same.
+    #[test]
+    fn ci_run_counts_this_marker() {
+        let script = std::fs::read_to_string(crate::repo_path(".ci/run")).expect("read .ci/run");
+        assert!(
+            script.contains(&format!("index($0, \"{MARKER} \") == 1")),
+            ".ci/run does not count lines starting with {MARKER:?}"
+        );
+    }
 }
