@@ -56,14 +56,35 @@ comp_pid() { # prints the pid if the component runs
   echo "$pid"
 }
 
-start_comp() { # name args...
+start_comp() { # name args...: returns once the component's binary runs
   local name=$1
   shift
   if comp_pid "$name" >/dev/null; then return 0; fi
   mkdir -p "$LOGS" "$RUN"
   printf '\n==== %s start %s\n' "$name" "$(date -Is)" >>"$LOGS/$name.log"
   setsid "$(comp_bin "$name")" "$@" </dev/null >>"$LOGS/$name.log" 2>&1 3>&- &
-  echo $! >"$RUN/$name.pid"
+  local pid=$!
+  await_exec "$name" "$pid"
+  echo "$pid" >"$RUN/$name.pid"
+}
+
+# $! is the forked shell, which becomes the component only once it has exec'd
+# setsid and setsid the binary; on a busy machine that can take a while, and
+# comp_pid would meanwhile call the component dead. So wait for the exec here,
+# and record the pid only then: whoever reads the pid file judges the binary.
+# A pid without an exe (gone, or a zombie) exited. (No job control here, so
+# setsid execs in place instead of forking: $! does become the binary.)
+await_exec() { # name pid
+  local name=$1 pid=$2 want exe=unknown i
+  want=$(comp_bin "$name")
+  for ((i = 0; i < 1200; i++)); do
+    exe=$(readlink "/proc/$pid/exe" 2>/dev/null) ||
+      die "$name exited as it started; see $LOGS/$name.log: $(tail -5 "$LOGS/$name.log")"
+    [[ ${exe% (deleted)} == "$want" ]] && return 0
+    sleep 0.05
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  die "$name did not start within 60s: pid $pid still ran $exe, not $want (killed)"
 }
 
 stop_comps() { # names...: TERM them all, wait up to 15s, then KILL

@@ -7,8 +7,9 @@
 //! manager can only be killed from outside; and a pod's network is cut from
 //! inside its network namespace, which only the node can enter. So these need
 //! the project's local cluster (`e2e/cluster up`), whose containerd and
-//! kube-apiserver run on this machine: [`LocalNode::detect`] says whether
-//! `$KUBECONFIG` points at it, and why not.
+//! kube-apiserver run on this machine: [`local_node`] finds it, and fails the
+//! test saying why when `$KUBECONFIG` points elsewhere, unless
+//! `TUSK_E2E_ALLOW_SKIP=node-faults` lets the test skip ([`crate::skip`]).
 //!
 //! What goes through the API (`kubectl exec`-style) is here too: killing the
 //! postmaster, and writing through a pod's unix socket, which keeps working
@@ -25,7 +26,7 @@ use serde_json::Value;
 use tokio::io::AsyncReadExt;
 use tusk::resources::{PGDATA, POSTGRES_CONTAINER};
 
-use crate::{OPERATOR_NAMESPACE, Result, repo_path};
+use crate::{OPERATOR_NAMESPACE, Result, repo_path, skip};
 
 /// The local cluster's state directory, as `e2e/cluster` computes it.
 fn cluster_state_dir() -> PathBuf {
@@ -73,12 +74,37 @@ pub struct LocalNode {
     socket: PathBuf,
 }
 
+/// The group of tests that act on the node; `TUSK_E2E_ALLOW_SKIP=node-faults`
+/// lets them skip where the node is not this machine.
+pub const NODE_FAULTS: &str = "node-faults";
+
+/// The local node for `test`. Call it with the operator installed (its pods
+/// are the proof, see [`LocalNode::detect`]) and inside the test's namespace,
+/// which holds the cluster lock: the install it looks at is the one the test
+/// runs against. `Ok(None)`: the node is not this machine and skipping is
+/// allowed (the skip is printed and counted); the caller returns. An error
+/// otherwise, saying why the test cannot run.
+pub async fn local_node(client: &Client, test: &str) -> Result<Option<LocalNode>> {
+    match LocalNode::detect(client).await {
+        Ok(node) => Ok(Some(node)),
+        Err(why) => {
+            let why = format!("it needs the node of the local cluster (`e2e/cluster up`): {why}");
+            skip::cannot_run(NODE_FAULTS, test, &why)?;
+            Ok(None)
+        }
+    }
+}
+
+/// How long [`LocalNode::detect`] waits for an operator container to show: one
+/// is being replaced (a test kills the operator), not missing.
+const OPERATOR_CONTAINER_WAIT: Duration = Duration::from_secs(120);
+
 impl LocalNode {
     /// The local node when `client`'s cluster is the one `e2e/cluster up`
-    /// runs on this machine; otherwise why not (to print as the reason for
-    /// skipping). The proof is that a container of the operator's pods is a
-    /// task of the local containerd: a socket that merely exists could belong
-    /// to a cluster that is down while `$KUBECONFIG` points elsewhere.
+    /// runs on this machine; otherwise why not. The proof is that a container
+    /// of the operator's pods is a task of the local containerd: a socket that
+    /// merely exists could belong to a cluster that is down while
+    /// `$KUBECONFIG` points elsewhere. So the operator must be installed.
     pub async fn detect(client: &Client) -> Result<LocalNode, String> {
         let socket = cluster_state_dir().join("containerd/containerd.sock");
         if !socket.exists() {
@@ -88,23 +114,7 @@ impl LocalNode {
             ));
         }
         let node = LocalNode { socket };
-        let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
-        let listed = pods
-            .list(&Default::default())
-            .await
-            .map_err(|e| format!("cannot list the operator's pods: {e}"))?;
-        let Some(id) = listed.items.iter().find_map(|p| {
-            p.status
-                .as_ref()?
-                .container_statuses
-                .as_ref()?
-                .iter()
-                .find_map(|c| c.container_id.clone())
-        }) else {
-            return Err(format!(
-                "no running container in {OPERATOR_NAMESPACE} to tell which cluster this is"
-            ));
-        };
+        let id = operator_container(client).await?;
         let tasks = node
             .tasks()
             .await
@@ -297,6 +307,39 @@ impl Drop for NetworkCut {
                 }
             }
         }
+    }
+}
+
+/// The id (`containerd://…`) of a running container of the operator's pods,
+/// waiting while there is none: a pod being replaced has none for a moment.
+async fn operator_container(client: &Client) -> Result<String, String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    let deadline = tokio::time::Instant::now() + OPERATOR_CONTAINER_WAIT;
+    loop {
+        let listed = pods
+            .list(&Default::default())
+            .await
+            .map_err(|e| format!("cannot list the operator's pods: {e}"))?;
+        let running = listed.items.iter().find_map(|p| {
+            p.status
+                .as_ref()?
+                .container_statuses
+                .as_ref()?
+                .iter()
+                .find(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))?
+                .container_id
+                .clone()
+        });
+        if let Some(id) = running {
+            return Ok(id);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!(
+                "no running container in {OPERATOR_NAMESPACE} within {OPERATOR_CONTAINER_WAIT:?} \
+                 to tell which cluster this is (is the operator installed?)"
+            ));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

@@ -9,8 +9,12 @@
 //! shared when it only uses the cluster, exclusive when it changes what every
 //! other test relies on (the operator's install, its webhook certificate, the
 //! CRDs' conversion).
+//!
+//! A test that cannot run where it is pointed fails and says why, unless
+//! `$TUSK_E2E_ALLOW_SKIP` names its group ([`skip`]).
 
 pub mod faults;
+pub mod skip;
 pub mod store;
 pub mod writer;
 

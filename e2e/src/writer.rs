@@ -265,10 +265,15 @@ pub async fn one_writable(client: &Client, ns: &str, db: &str) -> Result<String>
     Ok(primary)
 }
 
-/// Every acknowledged id is on the primary, and exactly one instance (the
-/// recorded primary) is writable. Returns how many rows were acknowledged.
+/// Every acknowledged id (there is at least one) is on the primary, and
+/// exactly one instance (the recorded primary) is writable. Returns how many
+/// rows were acknowledged.
 pub async fn nothing_lost(client: &Client, ns: &str, db: &str) -> Result<usize> {
     let (acked, lost) = lost_rows(client, ns, db).await?;
+    if acked.is_empty() {
+        // Nothing can be lost of nothing: that would pass without proof.
+        return Err("the writer acknowledged no row, so none can be checked".into());
+    }
     if !lost.is_empty() {
         return Err(format!("acknowledged rows lost: {lost:?}").into());
     }

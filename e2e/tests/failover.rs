@@ -9,13 +9,17 @@
 //!   it rejoins by rewind;
 //! - (d) the API server stopped for 60 s: no failover, writes go on;
 //! - (e) the operator killed in the middle of a failover;
-//! - an asynchronous Database's primary force-deleted, then (on the local
-//!   node) killed abruptly and deleted: the writes it lost are printed, not
-//!   asserted (asynchronous replication may lose some).
+//! - an asynchronous Database's primary force-deleted; and, in a test of its
+//!   own, killed abruptly from the node and deleted: the writes it lost are
+//!   printed, not asserted (asynchronous replication may lose some).
 //!
-//! (b), (c) and (d) act on the node (a host pid, a pod's network namespace,
-//! the API server's process), so they need the local cluster (`e2e/cluster
-//! up`) and say so, skipping, when `$KUBECONFIG` points elsewhere. (d) stops
+//! (b), (c), (d) and the abrupt kill act on the node (a host pid, a pod's
+//! network namespace, the API server's process), so they need the local
+//! cluster (`e2e/cluster up`). They find its node once the operator is
+//! installed (its containers are the proof that `$KUBECONFIG` points here),
+//! inside their namespace's cluster lock; elsewhere they fail saying why,
+//! unless `TUSK_E2E_ALLOW_SKIP=node-faults` lets them skip (a skip is printed
+//! and counted by `.ci/run`, never passed off as a pass). (d) stops
 //! the API server every test relies on, so it runs alone; its name sorts
 //! last, so that it waits for the others instead of holding them up. (e)
 //! kills the operator every test shares: a failover of another test running
@@ -31,13 +35,15 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, DeleteParams, LogParams, Patch, PatchParams};
 use serde_json::json;
 use tusk::api::status::DatabasePhase;
 use tusk::api::v1::Database;
+use tusk::contract::Lsn;
 use tusk::resources::POSTGRES_CONTAINER;
-use tusk_e2e::faults::{self, LocalNode};
+use tusk_e2e::faults::{self, local_node};
 use tusk_e2e::store::sql_on as on;
 use tusk_e2e::writer::{
     acknowledged, current_primary, first_write_after, longest_pause, lost_rows, nothing_lost,
@@ -157,19 +163,6 @@ fn force() -> DeleteParams {
     }
 }
 
-/// The local node, or `None` after printing why the test cannot run here.
-async fn local_node(client: &Client, test: &str) -> Option<LocalNode> {
-    match LocalNode::detect(client).await {
-        Ok(node) => Some(node),
-        Err(why) => {
-            println!(
-                "SKIPPED {test}: it needs the node of the local cluster (`e2e/cluster up`): {why}"
-            );
-            None
-        }
-    }
-}
-
 #[tokio::test]
 async fn a_lost_primary_is_replaced_and_a_switchover_returns_without_losing_a_commit() {
     let client = tusk_e2e::client().await;
@@ -255,14 +248,14 @@ async fn a_lost_primary_is_replaced_and_a_switchover_returns_without_losing_a_co
 async fn a_killed_postmaster_and_a_killed_manager_lose_no_commit() {
     let client = tusk_e2e::client().await;
     let test = "a_killed_postmaster_and_a_killed_manager_lose_no_commit";
-    let Some(node) = local_node(&client, test).await else {
-        return;
-    };
     install_operator(&client).await;
     in_namespace(
         "e2e-failover-kill",
         Duration::from_secs(900),
         |client, ns| async move {
+            let Some(node) = local_node(&client, test).await? else {
+                return Ok(());
+            };
             let began = Instant::now();
             database_with_writer(&client, &ns, "sync").await?;
 
@@ -351,14 +344,14 @@ const CUT: Duration = Duration::from_secs(30);
 async fn an_isolated_primary_fences_a_replica_takes_over_and_it_rejoins() {
     let client = tusk_e2e::client().await;
     let test = "an_isolated_primary_fences_a_replica_takes_over_and_it_rejoins";
-    let Some(node) = local_node(&client, test).await else {
-        return;
-    };
     install_operator(&client).await;
     in_namespace(
         "e2e-failover-cut",
         Duration::from_secs(900),
         |client, ns| async move {
+            let Some(node) = local_node(&client, test).await? else {
+                return Ok(());
+            };
             let began = Instant::now();
             database_with_writer(&client, &ns, "sync").await?;
             on(
@@ -404,22 +397,23 @@ async fn an_isolated_primary_fences_a_replica_takes_over_and_it_rejoins() {
             // It stops accepting writes, and accepts none until the cut ends.
             let mut fenced: Option<(f64, String)> = None;
             let mut local_writes = 0;
+            let mut inconclusive: Vec<(f64, String)> = Vec::new();
             let mut new_primary: Option<(f64, String)> = None;
             while unix_now() - fault < CUT.as_secs_f64() {
                 let answer = probe(client.clone(), ns.clone(), old.clone()).await;
                 let at = unix_now() - fault;
-                match (&answer, &fenced) {
-                    (Ok(a), None) if a.success => local_writes += 1,
-                    (Ok(a), Some((since, _))) if a.success => {
+                match (WriteProbe::of(&answer), &fenced) {
+                    (WriteProbe::Accepted, None) => local_writes += 1,
+                    (WriteProbe::Accepted, Some((since, _))) => {
                         return Err(format!(
                             "{what}: {old} accepted a write {at:.1} s after the cut, \
                              though it refused them from {since:.1} s on"
                         )
                         .into());
                     }
-                    (Ok(a), None) => fenced = Some((at, a.stderr.trim().to_owned())),
-                    (Err(e), None) => fenced = Some((at, format!("exec failed: {e}"))),
-                    _ => {}
+                    (WriteProbe::Refused(why), None) => fenced = Some((at, why)),
+                    (WriteProbe::Refused(_), Some(_)) => {}
+                    (WriteProbe::Inconclusive(why), _) => inconclusive.push((at, why)),
                 }
                 if new_primary.is_none()
                     && let Ok(p) = current_primary(&client, &ns, DB).await
@@ -429,8 +423,20 @@ async fn an_isolated_primary_fences_a_replica_takes_over_and_it_rejoins() {
                 }
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
+            if let Some((at, last)) = inconclusive.last() {
+                println!(
+                    "{what}: {} probes told nothing (the last, {at:.1} s after the cut: {last})",
+                    inconclusive.len()
+                );
+            }
             let Some((fenced_after, refusal)) = fenced else {
-                return Err(format!("{what}: {old} kept accepting writes for {CUT:?}").into());
+                return Err(format!(
+                    "{what}: {old} never refused a write in {CUT:?}: {local_writes} accepted, \
+                     {} probes told nothing (last: {:?})",
+                    inconclusive.len(),
+                    inconclusive.last()
+                )
+                .into());
             };
             println!(
                 "{what}: it refused writes {fenced_after:.2} s after the cut \
@@ -509,6 +515,53 @@ async fn an_isolated_primary_fences_a_replica_takes_over_and_it_rejoins() {
         },
     )
     .await;
+}
+
+/// What one local write on the isolated primary showed. Only PostgreSQL's
+/// own refusal (psql ran and said why) shows a fence: an exec that failed on
+/// the way (the kubelet restarting the container, a timeout) shows nothing
+/// either way.
+#[derive(Debug, PartialEq)]
+enum WriteProbe {
+    Accepted,
+    Refused(String),
+    Inconclusive(String),
+}
+
+impl WriteProbe {
+    fn of(answer: &Result<faults::Exec>) -> WriteProbe {
+        match answer {
+            Ok(a) if a.success => WriteProbe::Accepted,
+            Ok(a) if a.stderr.trim().is_empty() => {
+                WriteProbe::Inconclusive("psql failed without a word".to_owned())
+            }
+            Ok(a) => WriteProbe::Refused(a.stderr.trim().to_owned()),
+            Err(e) => WriteProbe::Inconclusive(format!("exec failed: {e}")),
+        }
+    }
+}
+
+#[test]
+fn only_a_refusal_by_postgres_counts_as_a_fence() {
+    let ran = |success: bool, stderr: &str| {
+        Ok(faults::Exec {
+            success,
+            stdout: String::new(),
+            stderr: stderr.to_owned(),
+        })
+    };
+    assert_eq!(WriteProbe::of(&ran(true, "")), WriteProbe::Accepted);
+    let refusal = "ERROR:  cannot execute INSERT in a read-only transaction";
+    assert_eq!(
+        WriteProbe::of(&ran(false, refusal)),
+        WriteProbe::Refused(refusal.to_owned())
+    );
+    assert!(matches!(
+        WriteProbe::of(&ran(false, " ")),
+        WriteProbe::Inconclusive(_)
+    ));
+    let lost = Err("exec in ns/pg-1 did not finish within 30 s".into());
+    assert!(matches!(WriteProbe::of(&lost), WriteProbe::Inconclusive(_)));
 }
 
 /// The operator pod holding the operator's leader lease.
@@ -642,13 +695,6 @@ async fn measures_loss(
 #[tokio::test]
 async fn an_asynchronous_failover_reports_the_writes_it_lost() {
     let client = tusk_e2e::client().await;
-    let node = match LocalNode::detect(&client).await {
-        Ok(node) => Some(node),
-        Err(why) => {
-            println!("(async) no abrupt kill, only the pod deletion: {why}");
-            None
-        }
-    };
     install_operator(&client).await;
     in_namespace(
         "e2e-failover-async",
@@ -666,20 +712,43 @@ async fn an_asynchronous_failover_reports_the_writes_it_lost() {
             pods.delete(&old, &force()).await?;
             let what = format!("(async) primary {old} force-deleted");
             measures_loss(&client, &ns, &what, fault, &old).await?;
+            println!("(async) took {:.0} s", began.elapsed().as_secs_f64());
+            Ok(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_asynchronous_primary_killed_abruptly_reports_the_writes_it_lost() {
+    let client = tusk_e2e::client().await;
+    let test = "an_asynchronous_primary_killed_abruptly_reports_the_writes_it_lost";
+    install_operator(&client).await;
+    in_namespace(
+        "e2e-failover-async-kill",
+        Duration::from_secs(900),
+        |client, ns| async move {
+            let Some(node) = local_node(&client, test).await? else {
+                return Ok(());
+            };
+            let began = Instant::now();
+            database_with_writer(&client, &ns, "async").await?;
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
 
             // Abruptly: the primary's manager (and with it PostgreSQL) killed
             // from the host, nothing flushed nor sent, then its pod deleted.
-            if let Some(node) = &node {
-                let old = current_primary(&client, &ns, DB).await?;
-                let (container, _) = faults::main_container(&client, &ns, &old).await?;
-                let pid = node.host_pid(&container).await?;
-                node.kill(pid).await?;
-                let fault = unix_now();
-                pods.delete(&old, &force()).await?;
-                let what = format!("(async) primary {old} killed from the host and force-deleted");
-                measures_loss(&client, &ns, &what, fault, &old).await?;
-            }
-            println!("(async) took {:.0} s", began.elapsed().as_secs_f64());
+            let old = current_primary(&client, &ns, DB).await?;
+            let (container, _) = faults::main_container(&client, &ns, &old).await?;
+            let pid = node.host_pid(&container).await?;
+            node.kill(pid).await?;
+            let fault = unix_now();
+            pods.delete(&old, &force()).await?;
+            let what = format!("(async) primary {old} killed from the host and force-deleted");
+            measures_loss(&client, &ns, &what, fault, &old).await?;
+            println!(
+                "(async, abrupt) took {:.0} s",
+                began.elapsed().as_secs_f64()
+            );
             Ok(())
         },
     )
@@ -710,6 +779,107 @@ async fn lease_transitions(client: &Client, ns: &str) -> Result<i32> {
         .spec
         .and_then(|s| s.lease_transitions)
         .unwrap_or(0))
+}
+
+/// Seconds since 1970 of a Kubernetes timestamp.
+fn unix_seconds(at: &MicroTime) -> f64 {
+    at.0.as_duration().as_secs_f64()
+}
+
+/// How long the checks after the API server's outage wait for their proof.
+const AFTERWARDS: Duration = Duration::from_secs(120);
+
+/// Waits until every node's kubelet has renewed its node lease after Unix
+/// time `since`.
+async fn kubelets_heard_after(client: &Client, since: f64) -> Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let deadline = Instant::now() + AFTERWARDS;
+    loop {
+        let mut silent = Vec::new();
+        for node in nodes.list(&Default::default()).await?.items {
+            let name = node.metadata.name.unwrap_or_default();
+            let renewed = leases
+                .get_opt(&name)
+                .await?
+                .and_then(|l| l.spec?.renew_time)
+                .is_some_and(|at| unix_seconds(&at) > since);
+            if !renewed {
+                silent.push(name);
+            }
+        }
+        if silent.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the kubelets of {silent:?} renewed no node lease within {AFTERWARDS:?} of the API \
+                 server continuing"
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Waits until the primary lease has been renewed after Unix time `since`.
+async fn lease_renewed_after(client: &Client, ns: &str, since: f64) -> Result<()> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let name = format!("{DB}-primary");
+    let deadline = Instant::now() + AFTERWARDS;
+    loop {
+        let spec = leases.get(&name).await?.spec;
+        let renewed = spec.as_ref().and_then(|s| s.renew_time.as_ref());
+        if renewed.is_some_and(|at| unix_seconds(at) > since) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "lease {name} was not renewed within {AFTERWARDS:?} of the API server \
+                 continuing: {spec:?}"
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Waits until the Database's status records `primary` at a WAL position at
+/// or past the one it has now: the operator made a pass after this call.
+async fn operator_passed_after(client: &Client, ns: &str, primary: &str) -> Result<()> {
+    let now = faults::psql_local(client, ns, primary, &["SELECT pg_current_wal_lsn()"]).await?;
+    if !now.success {
+        return Err(format!(
+            "{primary}: pg_current_wal_lsn() failed: {}",
+            now.stderr.trim()
+        )
+        .into());
+    }
+    let now: Lsn = now
+        .stdout
+        .trim()
+        .parse()
+        .map_err(|e| format!("{primary}: pg_current_wal_lsn() said {:?}: {e}", now.stdout))?;
+    let dbs: Api<Database> = Api::namespaced(client.clone(), ns);
+    let recorded = |d: &Database| {
+        d.status
+            .as_ref()?
+            .instances
+            .iter()
+            .find(|i| i.name == primary)?
+            .lsn
+            .as_deref()?
+            .parse::<Lsn>()
+            .ok()
+    };
+    wait_for(&dbs, DB, AFTERWARDS, |d| {
+        recorded(d).is_some_and(|lsn| lsn >= now)
+    })
+    .await
+    .map_err(|e| {
+        format!("the operator recorded no WAL position of {primary} at or past {now}: {e}")
+    })?;
+    Ok(())
 }
 
 /// A node's Ready condition, when it is Ready and not tainted unreachable.
@@ -759,15 +929,15 @@ async fn nodes_ready_again(client: &Client, since: f64) -> Result<Vec<(String, f
 async fn the_api_server_stopped_for_a_minute_neither_fails_over_nor_stops_writes() {
     let client = tusk_e2e::client().await;
     let test = "the_api_server_stopped_for_a_minute_neither_fails_over_nor_stops_writes";
-    let Some(node) = local_node(&client, test).await else {
-        return;
-    };
     install_operator(&client).await;
     // The API server is every test's: nothing else runs meanwhile.
     in_namespace_exclusive(
         "e2e-failover-api",
         Duration::from_secs(900),
         |client, ns| async move {
+            let Some(node) = local_node(&client, test).await? else {
+                return Ok(());
+            };
             let began = Instant::now();
             database_with_writer(&client, &ns, "sync").await?;
             let primary = current_primary(&client, &ns, DB).await?;
@@ -804,11 +974,24 @@ async fn the_api_server_stopped_for_a_minute_neither_fails_over_nor_stops_writes
                 )
                 .into());
             }
-            // After it: the node controller, which heard nothing from the
-            // kubelet for longer than its grace period, may mark the node
-            // unreachable and its pods not ready (taking them out of the
-            // Services) until the kubelet reports again; it looks every 5 s.
-            tokio::time::sleep(Duration::from_secs(15)).await;
+            // After it, before judging that nothing happened, proof that
+            // everyone who could have acted has looked since: the kubelets
+            // renewed their node leases (the node controller, which heard
+            // nothing for longer than its grace period, may have marked the
+            // node unreachable meanwhile, and hears it again from then on);
+            // the primary's lease was renewed (a replica could have taken it
+            // while it was expired); the operator recorded a WAL position
+            // written after the outage (it made a pass since).
+            kubelets_heard_after(&client, continued).await?;
+            let heard = unix_now() - continued;
+            lease_renewed_after(&client, &ns, continued).await?;
+            let renewed = unix_now() - continued;
+            operator_passed_after(&client, &ns, &primary).await?;
+            println!(
+                "{what}: seen after it continued: the node leases renewed by {heard:+.1} s, the \
+                 primary lease by {renewed:+.1} s, an operator pass by {:+.1} s",
+                unix_now() - continued
+            );
             let flipped = nodes_ready_again(&client, stopped).await?;
             let settled_primary = settled(&client, &ns, |_| true).await?;
             first_write_after(&client, &ns, unix_now()).await?;
