@@ -180,9 +180,9 @@ const NO_KUBE_RUNTIME: &[&str] = &[
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
+    // An unreadable folder must fail the checks, not give them nothing to check.
+    let entries = std::fs::read_dir(dir)
+        .unwrap_or_else(|error| panic!("cannot read {}: {error}", dir.display()));
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
