@@ -5,7 +5,9 @@
 //! untouched, with the cause in the Ready condition; a link that fails after
 //! the check passed (a view on a statistics column 17 removed, which only
 //! the schema restore finds) is rolled back: 15 serves again on its own data,
-//! every row there, the cause in the Ready condition.
+//! every row there, the cause in the Ready condition; a first start of 17
+//! that fails (a parameter 17 removed) is undone by setting `spec.version`
+//! back before 17 answered.
 //!
 //! Times are printed, never asserted: `bench/upgrade` measures them.
 //!   cargo test --manifest-path e2e/Cargo.toml --test major_upgrades -- --nocapture
@@ -425,6 +427,130 @@ async fn a_failing_link_is_rolled_back_to_fifteen_with_every_row_and_names_the_c
         )
         .await?;
         assert_eq!(left.stdout.trim(), "", "no new or old data directory is left beside PGDATA");
+        Ok(())
+    })
+    .await;
+}
+
+/// The link succeeds but PostgreSQL 17 does not start on the upgraded data:
+/// `spec.postgresql.parameters` sets `old_snapshot_threshold`, which 15 knows
+/// and 17 removed. Neither `pg_upgrade --check` nor the link starts the new
+/// major with the Database's parameters, so only the first start finds it.
+/// Until 17 answers, setting `spec.version` back undoes the upgrade: the
+/// rollback Job puts 15's data directory back and 15 serves with every row.
+#[tokio::test]
+async fn a_first_start_that_fails_is_undone_by_setting_the_version_back() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    in_namespace("upgrade-start", UPGRADE_TIMEOUT, |client, ns| async move {
+        let mut fifteen = spec("15", 1);
+        fifteen["postgresql"] = json!({"parameters": {"old_snapshot_threshold": "-1"}});
+        apply_value(
+            &client,
+            Some(&ns),
+            database(DB, fifteen),
+            &PatchParams::apply(tusk_e2e::MANAGER),
+        )
+        .await?;
+        wait_ready(&client, &ns, DB, 1).await?;
+        let name = format!("{DB}-1");
+        on(
+            &client,
+            &ns,
+            &name,
+            &["CREATE TABLE items AS SELECT g AS id, md5(g::text) AS label FROM generate_series(1, 5000) g"],
+        )
+        .await?;
+        let rows = "SELECT sum(id), count(*), max(label) FROM items";
+        let before = on(&client, &ns, &name, &[rows]).await?;
+
+        let started = Instant::now();
+        set_version(&client, &ns, "17").await?;
+        let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let mut steps: Vec<UpgradeStep> = Vec::new();
+        // Proof that 17 was started and refused: its own words in the pod's log.
+        let refused = loop {
+            let db = databases.get(DB).await?;
+            let status = db.status.clone().unwrap_or_default();
+            let step = status.upgrade.as_ref().map(|u| u.step);
+            if let Some(step) = step
+                && steps.last() != Some(&step)
+            {
+                println!("{:>6.1} s: {step:?} ({:?})", started.elapsed().as_secs_f64(), status.phase);
+                steps.push(step);
+            }
+            if step == Some(UpgradeStep::Starting)
+                && let Ok(pod) = pods.get(&name).await
+                && postgres_image(&pod) == "localhost/postgres:17"
+            {
+                let params = kube::api::LogParams {
+                    container: Some(POSTGRES_CONTAINER.to_owned()),
+                    ..Default::default()
+                };
+                let log = pods.logs(&name, &params).await.unwrap_or_default();
+                if let Some(line) = log
+                    .lines()
+                    .find(|l| l.contains("old_snapshot_threshold") && l.contains("unrecognized"))
+                {
+                    break line.to_owned();
+                }
+            }
+            assert_ne!(step, Some(UpgradeStep::Done), "17 answered with a parameter it removed");
+            if started.elapsed() > UPGRADE_TIMEOUT {
+                return Err(format!("17 never refused to start: steps {steps:?}").into());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        println!("{:>6.1} s: 17 refused: {refused}", started.elapsed().as_secs_f64());
+        let db = databases.get(DB).await?;
+        let (ready, _, message) = ready_condition(&db).expect("Ready");
+        println!("Ready while 17 does not start: {message}");
+        assert_eq!(ready, "False");
+        assert!(message.contains("setting spec.version back to 15 undoes the upgrade"), "{message}");
+
+        set_version(&client, &ns, "15").await?;
+        let back = loop {
+            let db = databases.get(DB).await?;
+            let status = db.status.clone().unwrap_or_default();
+            if let Some(step) = status.upgrade.as_ref().map(|u| u.step)
+                && steps.last() != Some(&step)
+            {
+                println!("{:>6.1} s: {step:?} ({:?})", started.elapsed().as_secs_f64(), status.phase);
+                steps.push(step);
+            }
+            if status.phase == Some(DatabasePhase::Ready)
+                && status.observed_generation == db.metadata.generation
+                && steps.last() == Some(&UpgradeStep::RolledBack)
+            {
+                break db;
+            }
+            if started.elapsed() > UPGRADE_TIMEOUT {
+                return Err(format!("not back on 15 after {UPGRADE_TIMEOUT:?}: steps {steps:?}, Ready {:?}", ready_condition(&db)).into());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        assert_seen_in_order(
+            &steps,
+            &[
+                UpgradeStep::Checking,
+                UpgradeStep::Upgrading,
+                UpgradeStep::Starting,
+                UpgradeStep::RollingBack,
+                UpgradeStep::RolledBack,
+            ],
+        );
+        let upgrade = back.status.as_ref().and_then(|s| s.upgrade.clone()).expect("upgrade");
+        let said = upgrade.message.clone().unwrap_or_default();
+        println!("upgrade: {said}");
+        assert!(said.contains("went back to 15 before PostgreSQL 17 answered"), "{said}");
+
+        // 15 serves again, on its own data, every row there, writable.
+        assert_eq!(postgres_image(&pods.get(&name).await?), "localhost/postgres:15");
+        assert!(on(&client, &ns, &name, &["SHOW server_version_num"]).await?.starts_with("15"));
+        assert_eq!(on(&client, &ns, &name, &[rows]).await?, before);
+        on(&client, &ns, &name, &["INSERT INTO items VALUES (5001, 'after')"]).await?;
+        assert_eq!(on(&client, &ns, &name, &["SELECT count(*) FROM items"]).await?, "5001");
         Ok(())
     })
     .await;
