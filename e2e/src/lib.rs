@@ -14,6 +14,7 @@
 //! `$TUSK_E2E_ALLOW_SKIP` names its group ([`skip`]).
 
 pub mod faults;
+pub mod loopback;
 pub mod skip;
 pub mod store;
 pub mod writer;
@@ -649,6 +650,27 @@ pub async fn install_operator(client: &Client) {
         .await;
 }
 
+/// Once every replica of the operator's Deployment runs its current template
+/// and is available (after a Helm install or upgrade changed it).
+pub async fn operator_rolled_out(client: &Client) -> Result<Deployment> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    wait_for(
+        &deployments,
+        "tusk-operator",
+        Duration::from_secs(240),
+        |d| {
+            let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            d.status.as_ref().is_some_and(|s| {
+                s.observed_generation == d.metadata.generation
+                    && s.updated_replicas == Some(want)
+                    && s.available_replicas == Some(want)
+                    && s.replicas == Some(want)
+            })
+        },
+    )
+    .await
+}
+
 async fn helm_install(client: &Client) {
     // The chart's namespace needs Pod Security "restricted", which Helm's
     // --create-namespace cannot label.
@@ -693,22 +715,7 @@ async fn helm_install(client: &Client) {
     })
     .await
     .expect("helm upgrade --install");
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
-    let ready = wait_for(
-        &deployments,
-        "tusk-operator",
-        Duration::from_secs(240),
-        |d| {
-            let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-            d.status.as_ref().is_some_and(|s| {
-                s.observed_generation == d.metadata.generation
-                    && s.updated_replicas == Some(want)
-                    && s.available_replicas == Some(want)
-                    && s.replicas == Some(want)
-            })
-        },
-    )
-    .await;
+    let ready = operator_rolled_out(client).await;
     if let Err(e) = ready {
         dump(client, OPERATOR_NAMESPACE).await;
         panic!("the operator did not become available: {e}");

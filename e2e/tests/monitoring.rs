@@ -22,8 +22,7 @@
 //! so, with one that lacks it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -422,7 +421,9 @@ impl Prometheus {
                 return Err(format!("Prometheus exited ({status}):\n{log}{hint}").into());
             }
             let port = self.port;
-            let answer = tokio::task::spawn_blocking(move || http_get(port, "/-/ready")).await?;
+            let answer =
+                tokio::task::spawn_blocking(move || tusk_e2e::loopback::get(port, "/-/ready"))
+                    .await?;
             if answer.is_ok() {
                 return Ok(());
             }
@@ -457,7 +458,8 @@ impl Prometheus {
     async fn api(&self, path: &str) -> Result<Value> {
         let port = self.port;
         let path = path.to_owned();
-        let body = tokio::task::spawn_blocking(move || http_get(port, &path)).await??;
+        let body =
+            tokio::task::spawn_blocking(move || tusk_e2e::loopback::get(port, &path)).await??;
         let answer: Value =
             serde_json::from_str(&body).map_err(|e| format!("not JSON ({e}): {body}"))?;
         if answer["status"] != "success" {
@@ -652,27 +654,6 @@ fn percent_encode(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
-}
-
-/// A plain HTTP/1.0 GET on loopback (no chunked answers, the server closes the
-/// connection after the body); the body of a 200.
-fn http_get(port: u16, path: &str) -> Result<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n"
-    )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .ok_or("an HTTP answer without a body")?;
-    let status = head.lines().next().unwrap_or_default();
-    if !status.contains(" 200 ") {
-        return Err(format!("GET {path}: {status}: {body}").into());
-    }
-    Ok(body.to_owned())
 }
 
 /// An RFC 3339 time (as the Prometheus API writes them) in seconds since the

@@ -15,13 +15,11 @@
 //! Jaeger is `$JAEGER`, else `scripts/install-tools --path jaeger`.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{IpAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -29,7 +27,7 @@ use serde_json::{Value, json};
 use tusk::api::v1::Database;
 use tusk_e2e::{
     OPERATOR_NAMESPACE, Result, apply_value, database, helm, in_namespace_exclusive,
-    install_operator, repo_path, wait_for, wait_ready,
+    install_operator, repo_path, wait_ready,
 };
 
 const OPERATOR_SERVICE: &str = "tusk-operator";
@@ -161,7 +159,8 @@ impl Jaeger {
 
     async fn get(&self, path: &str) -> Result<Value> {
         let (port, path) = (self.query_port, path.to_owned());
-        let body = tokio::task::spawn_blocking(move || http_get(port, &path)).await??;
+        let body =
+            tokio::task::spawn_blocking(move || tusk_e2e::loopback::get(port, &path)).await??;
         serde_json::from_str(&body).map_err(|e| format!("not JSON ({e}): {body}").into())
     }
 
@@ -189,26 +188,6 @@ impl Drop for Jaeger {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// A plain HTTP/1.0 GET on loopback; the body of a 200.
-fn http_get(port: u16, path: &str) -> Result<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n"
-    )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .ok_or("an HTTP answer without a body")?;
-    let status = head.lines().next().unwrap_or_default();
-    if !status.contains(" 200 ") {
-        return Err(format!("GET {path}: {status}: {body}").into());
-    }
-    Ok(body.to_owned())
 }
 
 /// One span of a trace in Jaeger's JSON model, flattened.
@@ -407,22 +386,7 @@ async fn set_tracing(client: &Client, endpoint: &str) -> Result<()> {
         "5m".into(),
     ])
     .await?;
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
-    wait_for(
-        &deployments,
-        "tusk-operator",
-        Duration::from_secs(240),
-        |d| {
-            let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-            d.status.as_ref().is_some_and(|s| {
-                s.observed_generation == d.metadata.generation
-                    && s.updated_replicas == Some(want)
-                    && s.available_replicas == Some(want)
-                    && s.replicas == Some(want)
-            })
-        },
-    )
-    .await?;
+    tusk_e2e::operator_rolled_out(client).await?;
     Ok(())
 }
 
