@@ -651,8 +651,9 @@ pub async fn install_operator(client: &Client) {
 }
 
 /// Once every replica of the operator's Deployment runs its current template
-/// and is available (after a Helm install or upgrade changed it).
-pub async fn operator_rolled_out(client: &Client) -> Result<Deployment> {
+/// and is available, and its validating webhook answers (after a Helm install
+/// or upgrade changed it).
+pub async fn operator_rolled_out(client: &Client) -> Result<()> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
     wait_for(
         &deployments,
@@ -668,7 +669,36 @@ pub async fn operator_rolled_out(client: &Client) -> Result<Deployment> {
             })
         },
     )
-    .await
+    .await?;
+    // An available pod is not yet a reachable webhook: the Service's endpoints
+    // and the node's proxy rules follow a moment later. A dry-run create passes
+    // through admission without storing anything.
+    let databases: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        OPERATOR_NAMESPACE,
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("tusk.dev", "v1", "Database"),
+            "databases",
+        ),
+    );
+    let probe: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "tusk.dev/v1", "kind": "Database",
+        "metadata": {"name": "webhook-probe"},
+        "spec": {"version": "17", "instances": 1, "storage": {"size": "1Gi"}}
+    }))?;
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let mut last = String::new();
+    for _ in 0..120 {
+        match databases.create(&dry_run, &probe).await {
+            Ok(_) => return Ok(()),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(format!("the validating webhook never answered: {last}").into())
 }
 
 async fn helm_install(client: &Client) {
@@ -715,42 +745,10 @@ async fn helm_install(client: &Client) {
     })
     .await
     .expect("helm upgrade --install");
-    let ready = operator_rolled_out(client).await;
-    if let Err(e) = ready {
+    if let Err(e) = operator_rolled_out(client).await {
         dump(client, OPERATOR_NAMESPACE).await;
-        panic!("the operator did not become available: {e}");
+        panic!("the operator did not come up: {e}");
     }
-    // An available pod is not yet a reachable webhook: the Service's endpoints
-    // and the node's proxy rules follow a moment later. A dry-run create passes
-    // through admission without storing anything.
-    let databases: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        OPERATOR_NAMESPACE,
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("tusk.dev", "v1", "Database"),
-            "databases",
-        ),
-    );
-    let probe: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "tusk.dev/v1", "kind": "Database",
-        "metadata": {"name": "webhook-probe"},
-        "spec": {"version": "17", "instances": 1, "storage": {"size": "1Gi"}}
-    }))
-    .expect("probe manifest");
-    let dry_run = PostParams {
-        dry_run: true,
-        ..PostParams::default()
-    };
-    let mut last = String::new();
-    for _ in 0..120 {
-        match databases.create(&dry_run, &probe).await {
-            Ok(_) => return,
-            Err(e) => last = e.to_string(),
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    dump(client, OPERATOR_NAMESPACE).await;
-    panic!("the validating webhook never answered: {last}");
 }
 
 #[cfg(test)]
