@@ -61,7 +61,7 @@ e2e:
 	scripts/install-tools helm opm olm prometheus jaeger >/dev/null
 	KUBECONFIG=$${KUBECONFIG:-$(KUBECONFIG_LOCAL)} \
 	TUSK_IMAGE_ID=$${TUSK_IMAGE_ID:-$$(tar -xOf $(TUSK_CACHE)/images/tusk.tar manifest.json 2>/dev/null | jq -r '.[0].Config' 2>/dev/null)} \
-		cargo test --locked --no-fail-fast --manifest-path e2e/Cargo.toml -- --test-threads=4
+		e2e/suite --test-threads=4
 
 demo:
 	e2e/demo
