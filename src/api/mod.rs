@@ -2,6 +2,7 @@
 //! converted losslessly.
 
 pub mod conversion;
+pub mod autogrow;
 pub mod crd;
 pub mod model;
 pub mod quantity;

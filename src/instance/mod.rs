@@ -27,6 +27,7 @@ mod rejoin;
 mod restore;
 mod sql;
 mod verify;
+mod volumes;
 
 pub use verify::{TERMINATION_LOG, verify_backup};
 

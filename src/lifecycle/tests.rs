@@ -19,6 +19,7 @@ pub(super) fn spec(instances: i32, mode: ReplicationMode, min_sync: i32) -> Data
         storage: StorageSpec {
             size: "1Gi".into(),
             storage_class_name: None,
+            auto_grow: None,
         },
         replication: ReplicationSpec {
             mode,
