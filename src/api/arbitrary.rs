@@ -115,6 +115,7 @@ fn database_status_base() -> impl Strategy<Value = DatabaseStatus> {
                     version: Some("17.6".into()),
                     system_identifier: Some("7441234567890123456".into()),
                     timeline: lag_bytes.map(|_| 1),
+                    volumes: Vec::new(),
                 },
             ),
             0..3,

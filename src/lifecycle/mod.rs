@@ -26,6 +26,7 @@ mod backups;
 mod configuration;
 mod context;
 mod deletion;
+pub mod growth;
 mod migrations;
 mod note;
 mod objects;
@@ -58,7 +59,7 @@ mod tests;
 #[cfg(test)]
 mod upgrade_tests;
 
-pub use action::{Action, BackupPurpose, Bootstrap, DeleteReason};
+pub use action::{Action, BackupPurpose, Bootstrap, DeleteReason, GrowReason};
 pub use alarm::{STARTUP_GRACE_SECONDS, SWITCHOVER_GRACE_SECONDS};
 pub use backups::{BACKUP_HEALTHY, PRUNE_EVERY};
 pub use context::restore_pending;

@@ -70,6 +70,7 @@ pub(super) fn running(role: InstanceRole, manager: Option<ManagerStatus>) -> Ins
             manager,
             ..Pod::default()
         }),
+        ..Instance::default()
     }
 }
 
@@ -90,6 +91,7 @@ fn survivor() -> Instance {
     Instance {
         pvc: Some(PvcState::Bound),
         pod: None,
+        ..Instance::default()
     }
 }
 
@@ -219,6 +221,7 @@ fn rows() -> Vec<Row> {
                 Instance {
                     pvc: Some(PvcState::Pending),
                     pod: None,
+                    ..Instance::default()
                 },
             )]),
             phase: P::InitializingPrimary,
@@ -253,6 +256,7 @@ fn rows() -> Vec<Row> {
                         manager: None,
                         ..Pod::default()
                     }),
+                    ..Instance::default()
                 },
             )]),
             phase: P::InitializingPrimary,
@@ -561,6 +565,7 @@ fn rows() -> Vec<Row> {
                             manager: None,
                             ..Pod::default()
                         }),
+                        ..Instance::default()
                     },
                 ),
             ]),
