@@ -292,7 +292,11 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
             0i32..30,
             option::of(small_string()),
         ),
-        (option::of(migrations()), any::<bool>(), option::of(auto_grow())),
+        (
+            option::of(migrations()),
+            any::<bool>(),
+            option::of(auto_grow()),
+        ),
     )
         .prop_map(
             |(

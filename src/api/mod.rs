@@ -1,8 +1,8 @@
 //! The Tusk API (group `tusk.dev`): `v1` is stored, `v1alpha1` is served and
 //! converted losslessly.
 
-pub mod conversion;
 pub mod autogrow;
+pub mod conversion;
 pub mod crd;
 pub mod model;
 pub mod quantity;

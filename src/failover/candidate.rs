@@ -248,7 +248,10 @@ mod tests {
             min: 1,
         };
         assert!(
-            matches!(choose(&candidates, Some(&sync), &Rules::ALL), Decision::Wait(_)),
+            matches!(
+                choose(&candidates, Some(&sync), &Rules::ALL),
+                Decision::Wait(_)
+            ),
             "synchronous standbys that are full are not promoted either"
         );
     }

@@ -65,7 +65,9 @@ impl Volume {
         let capacity_short = self.capacity.is_some_and(|c| c < self.requested);
         let filesystem_short = match (self.capacity, self.usage) {
             (Some(capacity), Some(usage)) => {
-                usage.total_bytes.saturating_add(capacity / 100 * FILESYSTEM_LAG_PERCENT)
+                usage
+                    .total_bytes
+                    .saturating_add(capacity / 100 * FILESYSTEM_LAG_PERCENT)
                     < capacity
             }
             _ => false,
@@ -198,7 +200,13 @@ pub(super) fn plan(ctx: &Context) -> Growth {
     }
     let wanted_data = wanted(ctx.spec, VolumeKind::Data).unwrap_or(0);
     let spec_growing = growth.actions.iter().any(|a| {
-        matches!(a, Action::GrowVolume { reason: GrowReason::Spec, .. })
+        matches!(
+            a,
+            Action::GrowVolume {
+                reason: GrowReason::Spec,
+                ..
+            }
+        )
     }) || waiting
         .iter()
         .any(|(v, _)| v.capacity.is_some_and(|c| c < wanted_data));
@@ -209,12 +217,14 @@ pub(super) fn plan(ctx: &Context) -> Growth {
         ));
     }
     if !full.is_empty() {
-        growth
-            .verdicts
-            .push(full_verdict(&full, auto.as_ref(), &growth.actions, &waiting));
+        growth.verdicts.push(full_verdict(
+            &full,
+            auto.as_ref(),
+            &growth.actions,
+            &waiting,
+        ));
     }
-    growth.poll_seconds = if !growth.actions.is_empty() || !waiting.is_empty() || !full.is_empty()
-    {
+    growth.poll_seconds = if !growth.actions.is_empty() || !waiting.is_empty() || !full.is_empty() {
         Some(RESIZE_POLL_SECONDS)
     } else {
         auto.map(|_| AUTO_GROW_POLL_SECONDS)
@@ -226,7 +236,9 @@ fn not_expandable_verdict(rows: &[(&Volume, u64)], auto: bool) -> Option<Verdict
     let (volume, to) = rows.first()?;
     let class = volume.class.as_deref().unwrap_or("(none)");
     let why = match &volume.class_unreadable {
-        Some(why) => format!("StorageClass {class} cannot be told to allow volume expansion: {why}"),
+        Some(why) => {
+            format!("StorageClass {class} cannot be told to allow volume expansion: {why}")
+        }
         None => format!(
             "StorageClass {class} does not allow volume expansion (allowVolumeExpansion is not true)"
         ),
@@ -251,7 +263,11 @@ fn progress_message(actions: &[Action], waiting: &[(&Volume, u64)]) -> String {
     let mut parts = Vec::new();
     for action in actions {
         if let Action::GrowVolume { pvc, from, to, .. } = action {
-            parts.push(format!("growing PVC {pvc} from {} to {}", bytes(*from), bytes(*to)));
+            parts.push(format!(
+                "growing PVC {pvc} from {} to {}",
+                bytes(*from),
+                bytes(*to)
+            ));
         }
     }
     for (volume, to) in waiting {
@@ -259,7 +275,11 @@ fn progress_message(actions: &[Action], waiting: &[(&Volume, u64)]) -> String {
             .resizing
             .clone()
             .unwrap_or_else(|| "waiting for the node to grow the filesystem".to_owned());
-        parts.push(format!("PVC {} on its way to {}: {stage}", volume.pvc, bytes(*to)));
+        parts.push(format!(
+            "PVC {} on its way to {}: {stage}",
+            volume.pvc,
+            bytes(*to)
+        ));
     }
     format!("spec.storage.size: {}", parts.join("; "))
 }
@@ -287,7 +307,9 @@ fn full_verdict(
             .any(|a| matches!(a, Action::GrowVolume { pvc, .. } if *pvc == volume.pvc))
             || waiting.iter().any(|(v, _)| v.pvc == volume.pvc);
         let advice = match auto {
-            _ if growing => "It is being grown; writes resume once the filesystem is larger.".to_owned(),
+            _ if growing => {
+                "It is being grown; writes resume once the filesystem is larger.".to_owned()
+            }
             Some(a) if volume.requested >= a.limit => format!(
                 "spec.storage.autoGrow.limit ({}) is reached: raise it, or grow spec.storage.size.",
                 bytes(a.limit)

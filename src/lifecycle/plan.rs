@@ -16,8 +16,8 @@ pub use super::note::Note;
 use super::observed::Observed;
 use super::verdict::{self, Desired, Verdict};
 use super::{
-    alarm, backups, configuration, deletion, growth, migrations, objects, primary, requests,
-    roles, rollout, serving, topology, upgrade,
+    alarm, backups, configuration, deletion, growth, migrations, objects, primary, requests, roles,
+    rollout, serving, topology, upgrade,
 };
 
 /// Requeue delay while something is under way or unclear: instance managers are

@@ -195,9 +195,9 @@ impl Applier<'_> {
             .await?;
         let why = match reason {
             GrowReason::Spec => "spec.storage.size".to_owned(),
-            GrowReason::AutoGrow { used_percent } => format!(
-                "spec.storage.autoGrow: the filesystem is {used_percent}% used"
-            ),
+            GrowReason::AutoGrow { used_percent } => {
+                format!("spec.storage.autoGrow: the filesystem is {used_percent}% used")
+            }
         };
         Ok(Some(Done {
             reason: match reason {

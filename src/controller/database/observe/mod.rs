@@ -383,8 +383,8 @@ async fn lease_access(client: &kube::Client, name: &str, namespace: &str) -> Res
 }
 
 mod reduce;
-mod volume_usage;
 mod views;
+mod volume_usage;
 mod volumes;
 
 pub use reduce::{reduce, reduce_deletion};

@@ -40,9 +40,7 @@ pub fn volumes(db: &str, snapshot: &Snapshot) -> BTreeMap<u32, Vec<Volume>> {
         };
         let instance = names::instance_name(db, serial);
         let class = pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone());
-        let expansion = class
-            .as_ref()
-            .and_then(|c| snapshot.storage_classes.get(c));
+        let expansion = class.as_ref().and_then(|c| snapshot.storage_classes.get(c));
         let usage = snapshot
             .volumes
             .get(&instance)
@@ -87,8 +85,7 @@ pub fn volume_statuses(db: &str, instance: &str, snapshot: &Snapshot) -> Vec<Vol
                 capacity: capacity(pvc),
                 resizing: resizing(pvc),
                 filesystem_bytes: seen.map(|s| i64::try_from(s.total_bytes).unwrap_or(i64::MAX)),
-                available_bytes: seen
-                    .map(|s| i64::try_from(s.available_bytes).unwrap_or(i64::MAX)),
+                available_bytes: seen.map(|s| i64::try_from(s.available_bytes).unwrap_or(i64::MAX)),
                 used_percent: seen.map(|s| i32::from(s.used_percent())),
             })
         })
@@ -128,9 +125,11 @@ fn capacity(pvc: &PersistentVolumeClaim) -> Option<String> {
 /// (`Resizing: …`), or the storage's allocated-resource status.
 fn resizing(pvc: &PersistentVolumeClaim) -> Option<String> {
     let status = pvc.status.as_ref()?;
-    let condition = status.conditions.iter().flatten().find(|c| {
-        c.status == "True" && RESIZE_CONDITIONS.contains(&c.type_.as_str())
-    });
+    let condition = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.status == "True" && RESIZE_CONDITIONS.contains(&c.type_.as_str()));
     if let Some(c) = condition {
         return Some(match c.message.as_deref().filter(|m| !m.is_empty()) {
             Some(message) => format!("{}: {message}", c.type_),
@@ -197,7 +196,11 @@ mod tests {
             available_bytes: 1 << 20,
         };
         let snapshot = Snapshot {
-            pvcs: vec![claim("orders-1", "1Gi", "1Gi"), pending, claim("other-1", "1Gi", "1Gi")],
+            pvcs: vec![
+                claim("orders-1", "1Gi", "1Gi"),
+                pending,
+                claim("other-1", "1Gi", "1Gi"),
+            ],
             volumes: BTreeMap::from([(
                 "orders-1".to_owned(),
                 Volumes {
@@ -223,7 +226,10 @@ mod tests {
         assert_eq!(statuses.len(), 1);
         assert_eq!(statuses[0].requested.as_deref(), Some("1536Mi"));
         assert_eq!(statuses[0].capacity.as_deref(), Some("1Gi"));
-        assert_eq!(statuses[0].filesystem_bytes, None, "orders-2 did not answer");
+        assert_eq!(
+            statuses[0].filesystem_bytes, None,
+            "orders-2 did not answer"
+        );
         assert_eq!(
             volume_statuses("orders", "orders-1", &snapshot)[0].used_percent,
             Some(100)
