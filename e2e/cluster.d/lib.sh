@@ -29,6 +29,13 @@ KUBECONFIG_ADMIN=$STATE/kubeconfig
 VOLUMES=$STATE/volumes
 # start order; stop order is the reverse
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
+# the CSI driver e2e/csi-loop and its sidecars (StorageClass tusk-expandable)
+CSI_COMPONENTS=(csi-loop csi-provisioner csi-resizer)
+CSI_DRIVER=csi-loop.tusk.dev
+CSI_DIR=$STATE/csi-loop
+CSI_SOCK=$CSI_DIR/csi.sock
+CSI_VOLUMES=$CSI_DIR/volumes
+CSI_BIN=$("$D/build-csi" --dir)
 
 # fd 3 = the caller's stderr, so messages survive wait_for's redirections
 exec 3>&2
@@ -42,6 +49,7 @@ comp_bin() {
   case $1 in
     etcd) echo /usr/bin/etcd ;;
     containerd) echo /usr/bin/containerd ;;
+    csi-*) echo "$CSI_BIN/$1" ;;
     *) echo "$BIN/$1" ;;
   esac
 }
@@ -122,6 +130,7 @@ ensure_parts() {
   "$D/install-deps"
   "$D/build-k8s"
   "$D/build-extras"
+  "$D/build-csi" >/dev/null
 }
 
 # --- PKI -------------------------------------------------------------------------
@@ -480,10 +489,71 @@ addons() {
     "$D/addons.yaml" | kc apply --server-side --force-conflicts -f - >/dev/null
 }
 
+# --- CSI driver ------------------------------------------------------------------
+# csi-loop (e2e/csi-loop) serves the CSI services on $CSI_SOCK and registers
+# with the kubelet through its plugins_registry; the upstream external-
+# provisioner and external-resizer drive it with the admin kubeconfig. All run
+# as host processes. Volumes are XFS files under $CSI_VOLUMES, loop-mounted.
+csi_registered() {
+  kc get csinode "$NODE_NAME" -o 'jsonpath={.spec.drivers[*].name}' | grep -qw "$CSI_DRIVER"
+}
+
+# A component still running an older build (the driver's source or a sidecar
+# pin changed) is stopped, so the current one starts.
+csi_stop_stale() {
+  local c pid exe
+  for c in "${CSI_COMPONENTS[@]}"; do
+    [[ -f $RUN/$c.pid ]] || continue
+    pid=$(<"$RUN/$c.pid")
+    exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
+    exe=${exe% (deleted)}
+    if [[ $exe == "$CACHE"/csi-loop/*/bin/"$c" && $exe != "$CSI_BIN/$c" ]]; then
+      log "stopping $c of an older build ($exe)"
+      kill -TERM "$pid" 2>/dev/null || true
+      wait_for "old $c to exit" 15 csi_gone "$pid"
+    fi
+  done
+}
+csi_gone() { [[ ! -d /proc/$1 ]]; }
+
+# (Re)start the driver and its sidecars; callable alone on a running cluster
+# (`e2e/cluster csi-up`): it touches nothing else.
+csi_up() {
+  [[ $(id -u) == 0 ]] || die "must run as root (loop devices, mounts)"
+  comp_pid kubelet >/dev/null || die "kubelet does not run; start the cluster with: e2e/cluster up"
+  CSI_BIN=$("$D/build-csi")
+  csi_stop_stale
+  mkdir -p "$CSI_VOLUMES"
+  log "starting the CSI driver $CSI_DRIVER (csi-loop, csi-provisioner, csi-resizer)"
+  start_comp csi-loop --endpoint "$CSI_SOCK" --state-dir "$CSI_VOLUMES" --node-id "$NODE_NAME" \
+    --registration-dir "$STATE/kubelet/plugins_registry"
+  wait_for "csi-loop socket" 30 test -S "$CSI_SOCK"
+  start_comp csi-provisioner --kubeconfig "$KUBECONFIG_ADMIN" --csi-address "$CSI_SOCK" \
+    --timeout 60s --retry-interval-max 30s --v 2
+  start_comp csi-resizer --kubeconfig "$KUBECONFIG_ADMIN" --csi-address "$CSI_SOCK" \
+    --timeout 60s --retry-interval-max 30s --v 2
+  kc apply --server-side --force-conflicts -f "$D/csi-loop.yaml" >/dev/null
+  wait_for "csi-loop registration with the kubelet (CSINode $NODE_NAME)" 60 csi_registered
+}
+
+# After the mounts are gone: detach the loop devices of our volume files
+# (a lazily unmounted one is flagged to detach once its last user goes).
+csi_detach_loops() {
+  local dev back
+  command -v losetup >/dev/null || return 0
+  while read -r dev back; do
+    if [[ $back == "$CSI_VOLUMES"/* ]]; then losetup -d "$dev" 2>/dev/null || true; fi
+  done < <(losetup -l -n -O NAME,BACK-FILE 2>/dev/null)
+}
+
+csi_loops() { # "dev file" per loop device of ours
+  losetup -l -n -O NAME,BACK-FILE 2>/dev/null | awk -v d="$CSI_VOLUMES/" 'index($2, d) == 1 {print $1, $2, $3}'
+}
+
 # --- verbs -------------------------------------------------------------------------------
 all_running() {
   local c
-  for c in "${COMPONENTS[@]}"; do comp_pid "$c" >/dev/null || return 1; done
+  for c in "${COMPONENTS[@]}" "${CSI_COMPONENTS[@]}"; do comp_pid "$c" >/dev/null || return 1; done
   node_ready
 }
 
@@ -526,6 +596,7 @@ cluster_up() {
   addons
   wait_for "CoreDNS rollout" 120 kc -n kube-system rollout status deploy/coredns --timeout=5s
   wait_for "local-path-provisioner rollout" 120 kc -n local-path-storage rollout status deploy/local-path-provisioner --timeout=5s
+  csi_up
 
   log "up in $((SECONDS - t0))s: Kubernetes $K8S_VERSION, node $NODE_NAME, containerd $SOCK"
   print_export
@@ -573,23 +644,25 @@ remove_cgroups() {
 
 cluster_down() {
   [[ $(id -u) == 0 ]] || die "must run as root"
+  stop_comps csi-resizer csi-provisioner csi-loop
   stop_comps kube-proxy kubelet
   remove_pods
   stop_comps containerd kube-scheduler kube-controller-manager kube-apiserver
   stop_comps etcd
   pgrep -f -- "containerd-shim-runc-v2 .*-address $SOCK( |$)" | xargs -r kill -KILL 2>/dev/null || true
   unmount_state
+  csi_detach_loops
   remove_cgroups
   [[ -x $BIN/kube-proxy ]] && "$BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
   net_down
   # cluster data goes; PKI, configs, logs and containerd's images stay
-  rm -rf "$STATE/etcd" "$STATE/kubelet" "$CTRD/state" "$STATE/cni/ipam" "$VOLUMES" "$RUN"
+  rm -rf "$STATE/etcd" "$STATE/kubelet" "$CTRD/state" "$STATE/cni/ipam" "$VOLUMES" "$CSI_DIR" "$RUN"
   log "down"
 }
 
 cluster_status() {
   local c pid rc=0
-  for c in "${COMPONENTS[@]}"; do
+  for c in "${COMPONENTS[@]}" "${CSI_COMPONENTS[@]}"; do
     if pid=$(comp_pid "$c"); then
       printf '%-24s running (pid %s)\n' "$c" "$pid"
     else
@@ -599,6 +672,9 @@ cluster_status() {
   done
   if comp_pid kube-apiserver >/dev/null; then
     kc get nodes -o wide || rc=1
+    kc get storageclass || rc=1
+    echo "csi-loop volumes in $CSI_VOLUMES, loop devices:"
+    csi_loops | sed 's/^/  /'
     echo "export KUBECONFIG=$KUBECONFIG_ADMIN"
   fi
   return $rc
@@ -607,11 +683,11 @@ cluster_status() {
 cluster_logs() {
   local c=${1:-}
   if [[ -z $c ]]; then
-    echo "components: ${COMPONENTS[*]}"
+    echo "components: ${COMPONENTS[*]} ${CSI_COMPONENTS[*]}"
     echo "logs in $LOGS"
     return 0
   fi
-  [[ -f $LOGS/$c.log ]] || die "no log for '$c' (components: ${COMPONENTS[*]})"
+  [[ -f $LOGS/$c.log ]] || die "no log for '$c' (components: ${COMPONENTS[*]} ${CSI_COMPONENTS[*]})"
   if [[ -t 1 ]]; then tail -n 200 -F "$LOGS/$c.log"; else tail -n "${TUSK_LOG_LINES:-200}" "$LOGS/$c.log"; fi
 }
 
