@@ -6,6 +6,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::api::autogrow::Step;
 use crate::api::v1::AutoGrowSpec;
+use crate::contract::VolumeUsage;
 use crate::lifecycle::observed::{InstanceState, Observed};
 use crate::lifecycle::tests::{async_spec, primary, routed};
 use crate::lifecycle::verdict::{DEGRADED, READY};

@@ -41,6 +41,7 @@ mod shape;
 mod topology;
 mod upgrade;
 mod verdict;
+mod volume;
 
 #[cfg(test)]
 mod alarm_tests;

@@ -264,7 +264,7 @@ pub struct Instance {
     pub pod: Option<Pod>,
     /// Its volumes (the data volume, and any other), with their PVCs' sizes
     /// and what its manager measured on them.
-    pub volumes: Vec<super::growth::Volume>,
+    pub volumes: Vec<super::volume::Volume>,
 }
 
 /// Binding state of a PVC.
