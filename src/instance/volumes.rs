@@ -30,6 +30,8 @@ pub fn usage(pgdata: &Path) -> Result<Volumes, String> {
     Ok(Volumes { volumes })
 }
 
+// `fsblkcnt_t` and `c_ulong` are u64 on x86_64 Linux but not everywhere.
+#[allow(clippy::useless_conversion)]
 fn measure(volume: VolumeKind, path: &Path) -> Result<VolumeUsage, String> {
     let stats = statvfs(path).map_err(|e| format!("statvfs {}: {e}", path.display()))?;
     let fragment = u64::from(stats.fragment_size());
