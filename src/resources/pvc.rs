@@ -73,8 +73,21 @@ pub fn grown(
         .as_mut()?
         .requests
         .get_or_insert_with(BTreeMap::new);
-    requests.insert("storage".to_owned(), Quantity(bytes.to_string()));
+    requests.insert("storage".to_owned(), Quantity(binary_quantity(bytes)));
     Some(claim)
+}
+
+/// `bytes` as a person would write it: the largest binary suffix that
+/// divides it (`1536Mi`, `2Gi`), else plain bytes.
+fn binary_quantity(bytes: u64) -> String {
+    const SUFFIXES: [(&str, u32); 4] = [("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)];
+    SUFFIXES
+        .iter()
+        .find(|(_, shift)| bytes != 0 && bytes % (1u64 << shift) == 0)
+        .map_or_else(
+            || bytes.to_string(),
+            |(suffix, shift)| format!("{}{suffix}", bytes >> shift),
+        )
 }
 
 #[cfg(test)]
@@ -120,6 +133,14 @@ mod tests {
     }
 
     #[test]
+    fn grown_sizes_read_as_quantities() {
+        assert_eq!(binary_quantity(2 << 30), "2Gi");
+        assert_eq!(binary_quantity(1536 << 20), "1536Mi");
+        assert_eq!(binary_quantity(1000), "1000");
+        assert_eq!(binary_quantity(0), "0");
+    }
+
+    #[test]
     fn a_grown_claim_differs_only_in_its_request() {
         let db = model(&sample_database());
         let built = pvc(&db, "orders-1");
@@ -131,7 +152,7 @@ mod tests {
                 .and_then(|s| s.resources.as_ref())
                 .and_then(|r| r.requests.as_ref())
                 .map(|r| r["storage"].clone()),
-            Some(Quantity("1610612736".into()))
+            Some(Quantity("1536Mi".into()))
         );
         let mut same = grown.clone();
         same.spec.as_mut().unwrap().resources = built.spec.as_ref().unwrap().resources.clone();
