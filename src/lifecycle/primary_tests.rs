@@ -394,6 +394,10 @@ fn a_replica_whose_volume_is_full_is_not_promoted() {
             ..Volume::default()
         }];
     }
-    let decided = plan(&async_spec(3), status(P::Ready, Some(1)).as_ref(), &observed);
+    let decided = plan(
+        &async_spec(3),
+        status(P::Ready, Some(1)).as_ref(),
+        &observed,
+    );
     assert_eq!(promotions(&decided.actions), [name(2)]);
 }
