@@ -486,6 +486,7 @@ impl FailoverModel {
                     received: position.lsn,
                     replayed: position.lsn,
                     healthy: true,
+                    full: false,
                 }
             })
             .collect();

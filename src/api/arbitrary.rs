@@ -115,6 +115,7 @@ fn database_status_base() -> impl Strategy<Value = DatabaseStatus> {
                     version: Some("17.6".into()),
                     system_identifier: Some("7441234567890123456".into()),
                     timeline: lag_bytes.map(|_| 1),
+                    volumes: Vec::new(),
                 },
             ),
             0..3,
@@ -291,13 +292,17 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
             0i32..30,
             option::of(small_string()),
         ),
-        (option::of(migrations()), any::<bool>()),
+        (
+            option::of(migrations()),
+            any::<bool>(),
+            option::of(auto_grow()),
+        ),
     )
         .prop_map(
             |(
                 (version, image, instances, size, storage_class_name),
                 (mode, min_sync_replicas, parameters, bootstrap, backup, delay_seconds, primary),
-                (migrations, backup_first),
+                (migrations, backup_first, auto_grow),
             )| {
                 v1::DatabaseSpec {
                     version,
@@ -306,6 +311,7 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
                     storage: v1::StorageSpec {
                         size,
                         storage_class_name,
+                        auto_grow,
                     },
                     replication: v1::ReplicationSpec {
                         mode,
@@ -387,6 +393,20 @@ pub fn backup_v1() -> impl Strategy<Value = v1::Backup> {
         })
 }
 
+/// `spec.storage.autoGrow`, with a step of either kind.
+fn auto_grow() -> impl Strategy<Value = v1::AutoGrowSpec> {
+    (
+        1i32..100,
+        prop_oneof![quantity(), (1u32..100).prop_map(|p| format!("{p}%"))],
+        quantity(),
+    )
+        .prop_map(|(threshold, step, limit)| v1::AutoGrowSpec {
+            threshold,
+            step,
+            limit,
+        })
+}
+
 /// A small, valid v1 Database for example-based tests.
 pub fn sample_database() -> v1::Database {
     let mut db = v1::Database::new(
@@ -398,6 +418,7 @@ pub fn sample_database() -> v1::Database {
             storage: v1::StorageSpec {
                 size: "1Gi".into(),
                 storage_class_name: None,
+                auto_grow: None,
             },
             replication: v1::ReplicationSpec::default(),
             postgresql: v1::PostgresqlSpec::default(),

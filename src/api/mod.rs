@@ -1,6 +1,7 @@
 //! The Tusk API (group `tusk.dev`): `v1` is stored, `v1alpha1` is served and
 //! converted losslessly.
 
+pub mod autogrow;
 pub mod conversion;
 pub mod crd;
 pub mod model;

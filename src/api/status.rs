@@ -274,6 +274,38 @@ pub struct InstanceStatus {
     /// Its WAL timeline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<u32>,
+    /// Its volumes: what each PVC asks for and has, and the filesystem the
+    /// instance sees on it (a grow is done when that is larger).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<VolumeStatus>,
+}
+
+/// One volume of an instance, and how far a resize of it has come.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeStatus {
+    /// `data` (or `wal`, a separate WAL volume).
+    pub volume: String,
+    /// The PersistentVolumeClaim.
+    pub pvc: String,
+    /// The size the PVC asks for (`spec.resources.requests.storage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested: Option<String>,
+    /// The size the PVC reports (`status.capacity.storage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<String>,
+    /// A resize under way, or one that failed, as the PVC's conditions say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resizing: Option<String>,
+    /// The size of the filesystem as the instance sees it, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filesystem_bytes: Option<i64>,
+    /// What PostgreSQL can still write on it, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_bytes: Option<i64>,
+    /// Percent of the filesystem in use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used_percent: Option<i32>,
 }
 
 /// Role of an instance: one type with the instance API's.

@@ -131,6 +131,52 @@ pub struct StorageSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub storage_class_name: Option<String>,
+
+    /// Grow each instance's volume before it fills: when the filesystem the
+    /// instance sees is `threshold` percent used, its PVC is expanded by
+    /// `step`, never past `limit`. Needs a StorageClass with
+    /// `allowVolumeExpansion: true`. Unset: volumes only grow when `size` does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_grow: Option<AutoGrowSpec>,
+}
+
+/// `spec.storage.autoGrow`: when and how far Tusk grows a volume on its own.
+/// A volume grown this way stays larger than `spec.storage.size`; raising
+/// `size` past it grows every volume to `size`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoGrowSpec {
+    /// Percent of the volume's filesystem in use (as the instance sees it)
+    /// at which the volume is grown. Default 80.
+    #[serde(default = "default_grow_threshold")]
+    #[schemars(range(min = 1, max = 99))]
+    pub threshold: i32,
+
+    /// How much to add each time: a quantity (`512Mi`, `1Gi`) or a percent of
+    /// the volume's current size (`20%`, at least 1Mi). Never zero. Default `20%`.
+    #[serde(default = "default_grow_step")]
+    #[schemars(
+        regex(pattern = r"^([0-9]+%|[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?)$"),
+        length(max = 32)
+    )]
+    pub step: String,
+
+    /// The largest size auto-grow may give a volume, as a quantity; at least
+    /// `spec.storage.size`. Once reached, a full volume is reported in the
+    /// `Degraded` condition and only a larger `size` or `limit` helps.
+    #[schemars(
+        regex(pattern = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"),
+        length(max = 32)
+    )]
+    pub limit: String,
+}
+
+fn default_grow_threshold() -> i32 {
+    80
+}
+
+fn default_grow_step() -> String {
+    "20%".to_owned()
 }
 
 /// How replicas follow the primary.

@@ -124,6 +124,13 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
         Ok(_) => {}
         Err(e) => errors.push(FieldError::new("spec.storage.size", e)),
     }
+    if let Err(refusals) = super::autogrow::resolve(&spec.storage) {
+        errors.extend(
+            refusals
+                .into_iter()
+                .map(|r| FieldError::new(r.path, r.message)),
+        );
+    }
     if spec.replication.mode == ReplicationMode::Sync
         && spec.replication.min_sync_replicas >= spec.instances
     {

@@ -70,6 +70,10 @@ pub mod path {
     /// [`super::SwitchoverResponse`] once it has shut down cleanly, the target
     /// holds all its WAL and the lease is the target's.
     pub const SWITCHOVER: &str = "/switchover";
+    /// `GET` → [`super::Volumes`]: how full the instance's volumes are, as
+    /// its filesystem says (`statvfs`). Never waits for PostgreSQL, so it
+    /// answers when a full disk has stopped it.
+    pub const VOLUMES: &str = "/volumes";
 }
 
 /// The header a peer call names its caller in (an instance name).
@@ -251,6 +255,65 @@ pub struct Status {
     /// without a lease (outside Kubernetes, or an older operator).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ha: Option<HaStatus>,
+}
+
+/// Which of an instance's volumes a [`VolumeUsage`] is about.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum VolumeKind {
+    /// The data volume (`PGDATA`'s filesystem).
+    Data,
+    /// A separate WAL volume (`pg_wal`), when the Database has one.
+    Wal,
+}
+
+impl VolumeKind {
+    /// As it reads in status and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VolumeKind::Data => "data",
+            VolumeKind::Wal => "wal",
+        }
+    }
+}
+
+/// One volume's filesystem as the instance sees it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VolumeUsage {
+    pub volume: VolumeKind,
+    /// Size of the filesystem (`f_blocks × f_frsize`): grows once an
+    /// expansion has reached the node.
+    pub total_bytes: u64,
+    /// What an unprivileged process such as PostgreSQL can still write
+    /// (`f_bavail × f_frsize`).
+    pub available_bytes: u64,
+}
+
+impl VolumeUsage {
+    /// Below this much room, PostgreSQL cannot count on writing one more
+    /// WAL segment (16 MiB) and a checkpoint: the volume is full.
+    pub const FULL_BELOW_BYTES: u64 = 32 << 20;
+
+    /// Percent of the filesystem in use (0 to 100), as `df` rounds it: up.
+    pub fn used_percent(&self) -> u8 {
+        if self.total_bytes == 0 {
+            return 100;
+        }
+        let used = u128::from(self.total_bytes.saturating_sub(self.available_bytes));
+        let percent = (used * 100).div_ceil(u128::from(self.total_bytes));
+        u8::try_from(percent.min(100)).unwrap_or(100)
+    }
+
+    /// PostgreSQL has run, or is about to run, out of room on it.
+    pub fn full(&self) -> bool {
+        self.available_bytes < Self::FULL_BELOW_BYTES
+    }
+}
+
+/// `GET /volumes`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Volumes {
+    pub volumes: Vec<VolumeUsage>,
 }
 
 /// What an instance manager knows of the primary lease and its peers.

@@ -17,6 +17,9 @@ pub struct Candidate {
     pub replayed: u64,
     /// Its manager answers and PostgreSQL runs as a replica.
     pub healthy: bool,
+    /// Its volume is full: promoted, it would stop at its first write just
+    /// as the primary did, so it is never chosen.
+    pub full: bool,
 }
 
 impl Candidate {
@@ -111,7 +114,7 @@ pub fn elect(situation: &Situation<'_>, timing: &Timing, rules: &Rules) -> Decis
 /// of them reported that the most advanced of them holds every commit that
 /// was acknowledged. Ties go to the first listed (the lowest serial).
 pub fn choose(candidates: &[Candidate], sync: Option<&SyncQuorum>, rules: &Rules) -> Decision {
-    let healthy = candidates.iter().filter(|c| c.healthy);
+    let healthy = candidates.iter().filter(|c| c.healthy && !c.full);
     let eligible: Vec<&Candidate> = match sync.filter(|_| rules.sync_quorum) {
         Some(sync) => {
             let reporting: Vec<&Candidate> = healthy
@@ -141,7 +144,21 @@ pub fn choose(candidates: &[Candidate], sync: Option<&SyncQuorum>, rules: &Rules
     };
     match best {
         Some(c) => Decision::Promote(c.name.clone()),
-        None => Decision::Wait("no healthy replica can be promoted".into()),
+        None => {
+            let full: Vec<&str> = candidates
+                .iter()
+                .filter(|c| c.full)
+                .map(|c| c.name.as_str())
+                .collect();
+            if full.is_empty() {
+                Decision::Wait("no healthy replica can be promoted".into())
+            } else {
+                Decision::Wait(format!(
+                    "no replica can be promoted: the volume of {} is full too",
+                    full.join(", ")
+                ))
+            }
+        }
     }
 }
 
@@ -156,6 +173,7 @@ mod tests {
             received,
             replayed: received,
             healthy: true,
+            full: false,
         }
     }
 
@@ -206,6 +224,35 @@ mod tests {
         assert_eq!(
             choose(&sick, None, &Rules::ALL),
             Decision::Promote("pg-4".into())
+        );
+    }
+
+    #[test]
+    fn a_replica_whose_volume_is_full_is_never_promoted() {
+        let mut candidates = [candidate("pg-2", 3, 500), candidate("pg-3", 3, 100)];
+        candidates[0].full = true;
+        assert_eq!(
+            choose(&candidates, None, &Rules::ALL),
+            Decision::Promote("pg-3".into()),
+            "the most advanced replica is as full as the primary"
+        );
+        candidates[1].full = true;
+        assert_eq!(
+            choose(&candidates, None, &Rules::ALL),
+            Decision::Wait(
+                "no replica can be promoted: the volume of pg-2, pg-3 is full too".into()
+            )
+        );
+        let sync = SyncQuorum {
+            standbys: vec!["pg-2".into(), "pg-3".into()],
+            min: 1,
+        };
+        assert!(
+            matches!(
+                choose(&candidates, Some(&sync), &Rules::ALL),
+                Decision::Wait(_)
+            ),
+            "synchronous standbys that are full are not promoted either"
         );
     }
 

@@ -27,6 +27,7 @@ mod rejoin;
 mod restore;
 mod sql;
 mod verify;
+mod volumes;
 
 pub use verify::{TERMINATION_LOG, verify_backup};
 
@@ -279,6 +280,11 @@ pub enum Error {
 }
 
 impl Error {
+    /// The error is a filesystem out of room (`ENOSPC`).
+    pub fn no_space(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.raw_os_error() == Some(nix::libc::ENOSPC))
+    }
+
     fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
         let path = path.to_owned();
         move |source| Error::Io {

@@ -1,5 +1,7 @@
 //! Supervising the postmaster: it starts (a primary's data only under the
-//! lease), restarts with backoff when it dies, stops for a fence, a rejoin
+//! lease), restarts with backoff when it dies (a full volume included: it
+//! PANICs on the WAL write that fails, and keeps failing crash recovery
+//! until the volume grows), stops for a fence, a rejoin
 //! or a switchover, and stops cleanly on shutdown. It is started with
 //! `std::process`, its exit collected by the [`super::reaper`].
 
@@ -47,10 +49,24 @@ pub async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> 
         }
         // Re-render before every start: a promotion or a crash may have changed
         // the role, and a restart is when postmaster-level settings apply.
-        {
+        let written = {
             let _guard = shared.config_lock.lock().await;
-            files::write_config(&shared)?;
+            files::write_config(&shared)
+        };
+        // A full volume is no reason to give up: once it grows, PostgreSQL
+        // starts (and recovers) again, so keep trying as after a crash.
+        if let Err(error) = &written
+            && error.no_space()
+        {
+            tracing::error!(%error, retry_in = ?backoff, "the data volume is full; PostgreSQL starts once it has room");
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = stop.wait_for(|stop| *stop) => return Ok(()),
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+            continue;
         }
+        written?;
         let pid = start(&shared)?;
         shared.running.store(true, Ordering::SeqCst);
         let started = Instant::now();

@@ -74,6 +74,17 @@ pub enum Action {
         updated: usize,
         total: usize,
     },
+    /// Expand instance `instance`'s `volume` (its PVC `pvc`) from `from` to
+    /// `to` bytes: the PVC's request is raised, and the storage driver and
+    /// kubelet grow the volume and its filesystem online.
+    GrowVolume {
+        instance: String,
+        volume: crate::contract::VolumeKind,
+        pvc: String,
+        from: u64,
+        to: u64,
+        reason: GrowReason,
+    },
     /// Delete a PVC, and with it the instance's data.
     DeletePvc { name: String },
     /// Set the pod's `tusk.dev/role` label, which the Services select on.
@@ -128,6 +139,15 @@ pub enum Action {
     /// Drop, on `primary`, the physical replication slot of an instance that no
     /// longer exists, so the primary stops keeping WAL for it.
     DropSlot { primary: String, slot: String },
+}
+
+/// Why a volume grows; goes into the Event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GrowReason {
+    /// `spec.storage.size` is larger than the PVC.
+    Spec,
+    /// `spec.storage.autoGrow`: the filesystem was `used_percent` full.
+    AutoGrow { used_percent: u8 },
 }
 
 /// Why a Backup is created: what it is owned by and marked with.
@@ -196,7 +216,8 @@ impl Action {
             | Self::DeletePvc { name }
             | Self::LabelRole { name, .. }
             | Self::Reload { name }
-            | Self::RestartInstance { name } => Some(name.clone()),
+            | Self::RestartInstance { name }
+            | Self::GrowVolume { instance: name, .. } => Some(name.clone()),
         }
     }
 

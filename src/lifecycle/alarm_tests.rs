@@ -186,6 +186,7 @@ fn rows() -> Vec<Row> {
                         created: Some(ago(30)),
                         ..Pod::default()
                     }),
+                    ..Instance::default()
                 },
             )])),
             phase: P::InitializingPrimary,

@@ -509,6 +509,7 @@ fn ready_plan(migrations: Option<(&str, MigrationsStatus, Vec<MigrationJob>)>) -
                     manager: Some(manager),
                     ..PodView::default()
                 }),
+                ..Instance::default()
             },
         )]
         .into_iter()

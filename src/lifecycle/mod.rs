@@ -14,7 +14,7 @@
 //! [`Verdict`]s; [`plan`] combines them. Every decision of a pass is one of
 //! them: instances and their roles, failover and switchover (`primary`),
 //! rolling updates and major upgrades, scheduled backups, retention and the
-//! final backup, schema migrations. Whether an instance that does not serve
+//! final backup, schema migrations, volumes that grow (`growth`). Whether an instance that does not serve
 //! is an alarm (`Degraded`) or progress (starting for the first time, a
 //! switchover under way) is decided once, in `alarm`. [`Observed`] carries
 //! everything they decide on, the pass's time included, so the same inputs
@@ -26,6 +26,7 @@ mod backups;
 mod configuration;
 mod context;
 mod deletion;
+pub mod growth;
 mod migrations;
 mod note;
 mod objects;
@@ -40,6 +41,7 @@ mod shape;
 mod topology;
 mod upgrade;
 mod verdict;
+mod volume;
 
 #[cfg(test)]
 mod alarm_tests;
@@ -58,7 +60,7 @@ mod tests;
 #[cfg(test)]
 mod upgrade_tests;
 
-pub use action::{Action, BackupPurpose, Bootstrap, DeleteReason};
+pub use action::{Action, BackupPurpose, Bootstrap, DeleteReason, GrowReason};
 pub use alarm::{STARTUP_GRACE_SECONDS, SWITCHOVER_GRACE_SECONDS};
 pub use backups::{BACKUP_HEALTHY, PRUNE_EVERY};
 pub use context::restore_pending;

@@ -36,8 +36,6 @@ pub struct Observed {
     /// The PostgreSQL image the spec asks for (`spec.image`, or derived from
     /// `spec.version`).
     pub desired_image: String,
-    /// PVCs whose requested size is below `spec.storage.size`.
-    pub short_volumes: Vec<String>,
     /// Every instance that has a PVC, a Pod or both, by serial. A map keyed by
     /// serial makes one entry per instance impossible to violate and keeps the
     /// iteration order (and so the plan) deterministic. An entry with a PVC and
@@ -200,7 +198,6 @@ impl Default for Observed {
             surplus_budgets: Vec::new(),
             routing: Routing::default(),
             desired_image: String::new(),
-            short_volumes: Vec::new(),
             instances: BTreeMap::new(),
             sync: SyncStandbys::default(),
             parameter_change: Change::Nothing,
@@ -265,6 +262,9 @@ pub struct Instance {
     pub pvc: Option<PvcState>,
     /// The Pod, when it exists.
     pub pod: Option<Pod>,
+    /// Its volumes (the data volume, and any other), with their PVCs' sizes
+    /// and what its manager measured on them.
+    pub volumes: Vec<super::volume::Volume>,
 }
 
 /// Binding state of a PVC.

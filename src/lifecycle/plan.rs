@@ -1,7 +1,7 @@
 //! The pure transition function: `(spec, previous status, observed) -> Plan`.
 //! Each concern is a sub-planner contributing actions and verdicts
-//! (`requests`, `objects`, `rollout`, `upgrade`, `topology`, `roles`,
-//! `configuration`, `serving`, `primary`, `backups`, `migrations`, and
+//! (`requests`, `growth`, `objects`, `rollout`, `upgrade`, `topology`,
+//! `roles`, `configuration`, `serving`, `primary`, `backups`, `migrations`, and
 //! `deletion` for a Database being deleted); this module puts their actions
 //! in a safe order and turns the verdicts into the phase and the conditions.
 //! Every decision of a pass is made here: the controller only carries the
@@ -16,7 +16,7 @@ pub use super::note::Note;
 use super::observed::Observed;
 use super::verdict::{self, Desired, Verdict};
 use super::{
-    alarm, backups, configuration, deletion, migrations, objects, primary, requests, roles,
+    alarm, backups, configuration, deletion, growth, migrations, objects, primary, requests, roles,
     rollout, serving, topology, upgrade,
 };
 
@@ -187,7 +187,11 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     objects::credentials(&ctx, &topology, &mut objects);
 
     // What the spec asks for and cannot have comes first: it names the field.
+    // A full volume next: it is why an instance stopped, which the topology
+    // only sees the effect of.
+    let growth = growth::plan(&ctx);
     let mut verdicts = requests.verdicts;
+    verdicts.extend(growth.verdicts);
     // A rolling update's word comes before the topology's: an instance it
     // took away is expected, and what it waits for is the news.
     let step = rollout::steps(&ctx, &topology, rollout.rolling);
@@ -231,6 +235,8 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         step.actions,
         upgrade.actions,
         backups.actions,
+        // Last: a storage driver that refuses must not hold up the rest.
+        growth.actions,
     ]
     .into_iter()
     .flatten()
@@ -252,7 +258,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     let mut plan = Plan {
         phase: topology.phase,
         actions,
-        requeue_after_seconds: Some(requeue),
+        requeue_after_seconds: Some(growth.poll_seconds.map_or(requeue, |p| p.min(requeue))),
         verdicts,
         conditions: Vec::new(),
         current_primary,

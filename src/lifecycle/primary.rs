@@ -219,17 +219,21 @@ fn electorate(ctx: &Context, primary: u32) -> (Vec<Report>, Vec<Candidate>) {
         .collect();
     let candidates: Vec<Candidate> = others
         .iter()
-        .filter_map(|s| match ctx.instance(*s)?.state() {
-            InstanceState::Known(status) if status.role == InstanceRole::Replica => {
-                Some(Candidate {
-                    name: ctx.name(*s),
-                    timeline: status.timeline,
-                    received: status.received_lsn,
-                    replayed: status.replayed_lsn,
-                    healthy: status.ready,
-                })
+        .filter_map(|s| {
+            let instance = ctx.instance(*s)?;
+            match instance.state() {
+                InstanceState::Known(status) if status.role == InstanceRole::Replica => {
+                    Some(Candidate {
+                        name: ctx.name(*s),
+                        timeline: status.timeline,
+                        received: status.received_lsn,
+                        replayed: status.replayed_lsn,
+                        healthy: status.ready,
+                        full: instance.volumes.iter().any(|v| v.full()),
+                    })
+                }
+                _ => None,
             }
-            _ => None,
         })
         .collect();
     (reports, candidates)

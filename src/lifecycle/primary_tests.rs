@@ -373,3 +373,31 @@ fn a_switchover_records_its_target_before_it_starts() {
         again.actions
     );
 }
+
+#[test]
+fn a_replica_whose_volume_is_full_is_not_promoted() {
+    use crate::contract::{VolumeKind, VolumeUsage};
+    use crate::lifecycle::volume::{Kind, Volume};
+    let mut observed = lost_primary(expired(), 5);
+    // orders-3 is the most advanced, and just as full as the primary was.
+    if let Some(instance) = observed.instances.get_mut(&3) {
+        instance.volumes = vec![Volume {
+            kind: Kind(VolumeKind::Data),
+            pvc: name(3),
+            requested: 1 << 30,
+            capacity: Some(1 << 30),
+            usage: Some(VolumeUsage {
+                volume: VolumeKind::Data,
+                total_bytes: 1 << 30,
+                available_bytes: 0,
+            }),
+            ..Volume::default()
+        }];
+    }
+    let decided = plan(
+        &async_spec(3),
+        status(P::Ready, Some(1)).as_ref(),
+        &observed,
+    );
+    assert_eq!(promotions(&decided.actions), [name(2)]);
+}

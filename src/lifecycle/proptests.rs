@@ -68,7 +68,11 @@ fn instance() -> impl Strategy<Value = Instance> {
         proptest::option::of(prop_oneof![Just(PvcState::Pending), Just(PvcState::Bound)]),
         proptest::option::weighted(0.8, pod()),
     )
-        .prop_map(|(pvc, pod)| Instance { pvc, pod })
+        .prop_map(|(pvc, pod)| Instance {
+            pvc,
+            pod,
+            ..Instance::default()
+        })
 }
 
 fn observed() -> impl Strategy<Value = Observed> {

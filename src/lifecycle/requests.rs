@@ -1,6 +1,7 @@
 //! Requests this build cannot carry out (yet). Each is a `Blocked` verdict that
 //! names the field; nothing is done for it, and the rest of the spec still is.
-//! A restore whose source cannot be resolved creates nothing at all.
+//! A restore whose source cannot be resolved creates nothing at all. (A
+//! larger `spec.storage.size` is carried out: see `growth`.)
 
 use super::context::Context;
 use super::verdict::Verdict;
@@ -13,23 +14,13 @@ pub(super) struct Requests {
 
 pub(super) fn plan(ctx: &Context) -> Requests {
     let spec = ctx.spec;
-    let mut verdicts = Vec::new();
+    let verdicts = Vec::new();
     // The topology says why (the message names the field) while it holds.
     let recovery = spec
         .bootstrap
         .as_ref()
         .is_some_and(|b| b.recovery.is_some());
     let unrestorable = recovery && ctx.observed.restore.unresolved.is_some();
-    if !ctx.observed.short_volumes.is_empty() {
-        verdicts.push(Verdict::blocked(
-            "VolumeExpansionNotSupported",
-            format!(
-                "spec.storage.size: {} asks for more than {} hold; growing volumes is not supported by this build",
-                spec.storage.size,
-                ctx.observed.short_volumes.join(", ")
-            ),
-        ));
-    }
     Requests {
         hold_bootstrap: unrestorable,
         verdicts,

@@ -19,6 +19,7 @@ pub(super) fn spec(instances: i32, mode: ReplicationMode, min_sync: i32) -> Data
         storage: StorageSpec {
             size: "1Gi".into(),
             storage_class_name: None,
+            auto_grow: None,
         },
         replication: ReplicationSpec {
             mode,
@@ -69,6 +70,7 @@ pub(super) fn running(role: InstanceRole, manager: Option<ManagerStatus>) -> Ins
             manager,
             ..Pod::default()
         }),
+        ..Instance::default()
     }
 }
 
@@ -89,6 +91,7 @@ fn survivor() -> Instance {
     Instance {
         pvc: Some(PvcState::Bound),
         pod: None,
+        ..Instance::default()
     }
 }
 
@@ -218,6 +221,7 @@ fn rows() -> Vec<Row> {
                 Instance {
                     pvc: Some(PvcState::Pending),
                     pod: None,
+                    ..Instance::default()
                 },
             )]),
             phase: P::InitializingPrimary,
@@ -252,6 +256,7 @@ fn rows() -> Vec<Row> {
                         manager: None,
                         ..Pod::default()
                     }),
+                    ..Instance::default()
                 },
             )]),
             phase: P::InitializingPrimary,
@@ -560,6 +565,7 @@ fn rows() -> Vec<Row> {
                             manager: None,
                             ..Pod::default()
                         }),
+                        ..Instance::default()
                     },
                 ),
             ]),

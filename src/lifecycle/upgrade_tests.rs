@@ -43,6 +43,7 @@ fn on(major: u32, role: InstanceRole, ready: bool) -> Instance {
             node: Some("node-a".into()),
             ..Pod::default()
         }),
+        ..Instance::default()
     }
 }
 
@@ -50,6 +51,7 @@ fn volume() -> Instance {
     Instance {
         pvc: Some(PvcState::Bound),
         pod: None,
+        ..Instance::default()
     }
 }
 
@@ -338,6 +340,7 @@ fn setting_the_version_back_before_the_new_server_answered_undoes_it() {
                 image: NEW.into(),
                 ..Pod::default()
             }),
+            ..Instance::default()
         },
     );
     observed

@@ -1,4 +1,5 @@
-//! The PersistentVolumeClaim of one instance.
+//! The PersistentVolumeClaims of one instance: its data volume, and the same
+//! claim at a larger size when the volume grows.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +10,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::{labels, names, object_meta};
 use crate::api::model::ValidatedDatabase;
+use crate::contract::VolumeKind;
 
 /// The volume of instance `instance_name` (from [`names::instance_name`]):
 /// ReadWriteOnce, `spec.storage.size`, and `spec.storage.storageClassName` when
@@ -39,6 +41,53 @@ pub fn pvc(db: &ValidatedDatabase, instance_name: &str) -> PersistentVolumeClaim
         }),
         status: None,
     }
+}
+
+/// Instance `instance_name`'s claim for `volume`, as built at creation;
+/// `None` when the Database has no such volume.
+pub fn volume_claim(
+    db: &ValidatedDatabase,
+    instance_name: &str,
+    volume: VolumeKind,
+) -> Option<PersistentVolumeClaim> {
+    match volume {
+        VolumeKind::Data => Some(pvc(db, instance_name)),
+        VolumeKind::Wal => None,
+    }
+}
+
+/// The claim of [`volume_claim`] asking for `bytes` of storage: applied over
+/// the existing PVC, it grows the volume. Only the request differs, so the
+/// apply changes nothing immutable.
+pub fn grown(
+    db: &ValidatedDatabase,
+    instance_name: &str,
+    volume: VolumeKind,
+    bytes: u64,
+) -> Option<PersistentVolumeClaim> {
+    let mut claim = volume_claim(db, instance_name, volume)?;
+    let requests = claim
+        .spec
+        .as_mut()?
+        .resources
+        .as_mut()?
+        .requests
+        .get_or_insert_with(BTreeMap::new);
+    requests.insert("storage".to_owned(), Quantity(binary_quantity(bytes)));
+    Some(claim)
+}
+
+/// `bytes` as a person would write it: the largest binary suffix that
+/// divides it (`1536Mi`, `2Gi`), else plain bytes.
+fn binary_quantity(bytes: u64) -> String {
+    const SUFFIXES: [(&str, u32); 4] = [("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)];
+    SUFFIXES
+        .iter()
+        .find(|(_, shift)| bytes != 0 && bytes % (1u64 << shift) == 0)
+        .map_or_else(
+            || bytes.to_string(),
+            |(suffix, shift)| format!("{}{suffix}", bytes >> shift),
+        )
 }
 
 #[cfg(test)]
@@ -80,6 +129,37 @@ mod tests {
         assert_eq!(
             spec.resources.and_then(|r| r.requests).unwrap_or_default()["storage"],
             Quantity("20Gi".into())
+        );
+    }
+
+    #[test]
+    fn grown_sizes_read_as_quantities() {
+        assert_eq!(binary_quantity(2 << 30), "2Gi");
+        assert_eq!(binary_quantity(1536 << 20), "1536Mi");
+        assert_eq!(binary_quantity(1000), "1000");
+        assert_eq!(binary_quantity(0), "0");
+    }
+
+    #[test]
+    fn a_grown_claim_differs_only_in_its_request() {
+        let db = model(&sample_database());
+        let built = pvc(&db, "orders-1");
+        let grown = grown(&db, "orders-1", VolumeKind::Data, 1_610_612_736).unwrap();
+        assert_eq!(
+            grown
+                .spec
+                .as_ref()
+                .and_then(|s| s.resources.as_ref())
+                .and_then(|r| r.requests.as_ref())
+                .map(|r| r["storage"].clone()),
+            Some(Quantity("1536Mi".into()))
+        );
+        let mut same = grown.clone();
+        same.spec.as_mut().unwrap().resources = built.spec.as_ref().unwrap().resources.clone();
+        assert_eq!(same, built);
+        assert!(
+            volume_claim(&db, "orders-1", VolumeKind::Wal).is_none(),
+            "no WAL volume in this spec"
         );
     }
 }

@@ -23,7 +23,7 @@ use crate::contract::{
     BackupRequest, BackupState, Backups, DropSlotRequest, DropSlotResponse, ErrorBody, Members,
     PORT, PasswordRequest, PasswordResponse, PromoteRequest, ReloadRequest, ReloadResponse,
     RestartResponse, RestoreProgress, RetentionReport, RetentionRequest, Status, SwitchoverRequest,
-    SwitchoverResponse, SyncResponse, SyncSettings, WalSwitchResponse, path,
+    SwitchoverResponse, SyncResponse, SyncSettings, Volumes, WalSwitchResponse, path,
 };
 use crate::error::Category;
 use crate::telemetry;
@@ -187,6 +187,9 @@ pub trait Instances: Send + Sync {
     /// `GET /restore`: where the restore bootstrap at `pod_ip` stands.
     fn restore<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<RestoreProgress, CallError>>;
 
+    /// `GET /volumes`: how full the volumes of the manager at `pod_ip` are.
+    fn volumes<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Volumes, CallError>>;
+
     /// A mutating `call` with the bearer `token`.
     fn call<'a>(
         &'a self,
@@ -239,6 +242,10 @@ impl Instances for HttpInstances {
 
     fn restore<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<RestoreProgress, CallError>> {
         Box::pin(self.read("restore", pod_ip, path::RESTORE))
+    }
+
+    fn volumes<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Volumes, CallError>> {
+        Box::pin(self.read("volumes", pod_ip, path::VOLUMES))
     }
 
     fn call<'a>(

@@ -68,6 +68,7 @@ fn router(shared: AppState) -> Router {
         .route(path::PEER, get(peer))
         .route(path::MEMBERS, post(members))
         .route(path::SWITCHOVER, post(switchover))
+        .route(path::VOLUMES, get(volumes))
         .with_state(shared)
 }
 
@@ -257,6 +258,11 @@ async fn start_backup(
 
 async fn backups(State(shared): State<AppState>) -> Response {
     Json(ops::backups(&shared)).into_response()
+}
+
+/// Polled by the operator every pass: no span of its own (a `statvfs`).
+async fn volumes(State(shared): State<AppState>) -> Response {
+    ops::volumes(&shared).map(Json).into_response()
 }
 
 async fn restore_progress(State(shared): State<AppState>) -> Response {

@@ -68,6 +68,11 @@ pub async fn status(shared: &Shared) -> Result<Status, ApiError> {
     })
 }
 
+/// `GET /volumes`: how full the instance's volumes are.
+pub fn volumes(shared: &Shared) -> Result<crate::contract::Volumes, ApiError> {
+    super::super::volumes::usage(&shared.config.pgdata).map_err(ApiError::internal)
+}
+
 /// `POST /reload`: re-render the configuration (optionally with new
 /// parameters) and `pg_reload_conf()`.
 pub async fn reload(shared: &Shared, request: ReloadRequest) -> Result<ReloadResponse, ApiError> {

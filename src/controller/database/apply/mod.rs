@@ -4,7 +4,8 @@
 //! target, so nothing here decides anything again. [`Applier::apply`] is a flat
 //! table from an action to its method; the methods live by concern:
 //!
-//! - [`objects`]: Secrets, Services, lease access, PodDisruptionBudgets, PVCs.
+//! - [`objects`]: Secrets, Services, lease access, PodDisruptionBudgets, PVCs
+//!   (created, and grown by applying the claim with a larger request).
 //!   Secrets are created only when absent (`POST`): their passwords are set in
 //!   PostgreSQL and must never change under it. A Secret that exists is the
 //!   source of truth; only its labels and owner are re-applied. Services, PDBs
@@ -73,6 +74,17 @@ impl Applier<'_> {
             Action::DeletePodDisruptionBudget { name } => self.delete_budget(name).await,
             Action::CreatePvc { serial } => self.create_pvc(*serial).await,
             Action::DeletePvc { name } => self.delete_pvc(name).await,
+            Action::GrowVolume {
+                instance,
+                volume,
+                pvc,
+                from,
+                to,
+                reason,
+            } => {
+                self.grow_volume(instance, *volume, pvc, (*from, *to), *reason)
+                    .await
+            }
             Action::CreatePod {
                 serial,
                 bootstrap,

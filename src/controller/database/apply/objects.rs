@@ -1,6 +1,7 @@
 //! The Database's objects that are not instances: the credential Secrets
 //! (created once, never overwritten), the Services, the primary Lease and
-//! the managers' access to it, the PodDisruptionBudgets and the PVCs.
+//! the managers' access to it, the PodDisruptionBudgets and the PVCs
+//! (created, and grown).
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Secret, Service, ServiceAccount};
@@ -13,10 +14,11 @@ use rand::distr::Alphanumeric;
 use serde_json::json;
 
 use super::{Applier, Done};
-use crate::contract::{Credential, PasswordRequest};
+use crate::contract::{Credential, PasswordRequest, VolumeKind};
 use crate::controller::database::instances::Call;
 use crate::controller::database::observe::PASSWORD_SYNCED_ANNOTATION;
 use crate::controller::{Error, FIELD_MANAGER};
+use crate::lifecycle::{GrowReason, growth};
 use crate::resources::{self, SecretKind, names};
 
 /// Length of generated passwords and tokens: 32 alphanumerics, about 190 bits.
@@ -174,6 +176,40 @@ impl Applier<'_> {
         Ok(Some(Done {
             reason: "CreatedVolume",
             note: format!("created PVC {}", pvc.name_any()),
+        }))
+    }
+
+    /// Raises PVC `pvc`'s request from `from` to `to` bytes (server-side
+    /// apply of the claim as built, at the new size).
+    pub(super) async fn grow_volume(
+        &self,
+        instance: &str,
+        volume: VolumeKind,
+        pvc: &str,
+        (from, to): (u64, u64),
+        reason: GrowReason,
+    ) -> Result<Option<Done>, Error> {
+        let claim = resources::grown_pvc(self.model, instance, volume, to)
+            .ok_or(Error::MissingField("a claim for this volume in the spec"))?;
+        self.server_side_apply::<PersistentVolumeClaim>(&claim, "growing a PVC")
+            .await?;
+        let why = match reason {
+            GrowReason::Spec => "spec.storage.size".to_owned(),
+            GrowReason::AutoGrow { used_percent } => {
+                format!("spec.storage.autoGrow: the filesystem is {used_percent}% used")
+            }
+        };
+        Ok(Some(Done {
+            reason: match reason {
+                GrowReason::Spec => "GrowingVolume",
+                GrowReason::AutoGrow { .. } => "AutoGrowingVolume",
+            },
+            note: format!(
+                "growing PVC {pvc} ({} volume of {instance}) from {} to {}: {why}",
+                volume.as_str(),
+                growth::bytes(from),
+                growth::bytes(to)
+            ),
         }))
     }
 

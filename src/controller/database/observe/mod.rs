@@ -22,7 +22,7 @@ use super::restore::{self, Resolved};
 use crate::api::v1::Backup;
 use crate::api::v1::{Database, ObjectStore};
 use crate::contract::env::BOOTSTRAP_ANNOTATION;
-use crate::contract::{API_VERSION, Bootstrap, RestoreProgress, Status};
+use crate::contract::{API_VERSION, Bootstrap, RestoreProgress, Status, Volumes};
 use crate::controller::{Context, Error, key_of};
 use crate::lifecycle::RetentionPass;
 use crate::resources::{self, SecretKind, labels, names};
@@ -60,6 +60,12 @@ pub struct Snapshot {
     pub endpoints: Vec<EndpointSlice>,
     /// `/status` of each pod's manager that answered, by pod name.
     pub managers: BTreeMap<String, Status>,
+    /// `/volumes` of each pod's manager that answered, by pod name (it
+    /// answers when PostgreSQL does not: a full disk stops PostgreSQL).
+    pub volumes: BTreeMap<String, Volumes>,
+    /// The StorageClasses the PVCs name: whether each allows volume
+    /// expansion, or why that could not be read.
+    pub storage_classes: BTreeMap<String, Result<bool, String>>,
     /// The primary Lease as the operator observes it.
     pub lease: crate::lifecycle::LeaseState,
     /// The Lease, ServiceAccount, Role and RoleBinding exist.
@@ -157,7 +163,8 @@ pub async fn snapshot(
         .await
         .map_err(Error::kube("listing the Services' EndpointSlices"))?
         .items;
-    let managers = poll_managers(api, &pods).await;
+    let (managers, volumes) =
+        futures::join!(poll_managers(api, &pods), volume_usage::poll(api, &pods));
     let restoring = poll_restoring(api, &pods, &managers).await;
     let lease_access = lease_access(client, &name, namespace).await?;
     let restore = if crate::lifecycle::restore_pending(&db.spec, db.status.as_ref()) {
@@ -166,13 +173,17 @@ pub async fn snapshot(
     } else {
         None
     };
+    let pvcs: Vec<PersistentVolumeClaim> = pvcs
+        .into_iter()
+        .filter(|p| owned(p.owner_references()))
+        .collect();
+    let storage_classes = volume_usage::storage_classes(client, &pvcs).await;
     Ok(Snapshot {
         restore,
         restoring,
-        pvcs: pvcs
-            .into_iter()
-            .filter(|p| owned(p.owner_references()))
-            .collect(),
+        volumes,
+        storage_classes,
+        pvcs,
         pods,
         jobs,
         job_pods,
@@ -373,6 +384,9 @@ async fn lease_access(client: &kube::Client, name: &str, namespace: &str) -> Res
 
 mod reduce;
 mod views;
+mod volume_usage;
+mod volumes;
 
 pub use reduce::{reduce, reduce_deletion};
 pub use views::{applied, instance_statuses};
+pub use volumes::volume_statuses;

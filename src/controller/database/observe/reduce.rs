@@ -5,13 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod as KubePod, Secret};
+use k8s_openapi::api::core::v1::{Pod as KubePod, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::{Resource, ResourceExt};
 
 use super::{JOB_NAME_LABEL, PASSWORD_SYNCED_ANNOTATION, SERVICE_NAME_LABEL, Snapshot};
 use crate::api::model::ValidatedDatabase;
-use crate::api::quantity;
 use crate::api::v1::Database;
 use crate::contract::{API_VERSION, Credential, Lsn, Role, Status};
 use crate::controller::database::backups;
@@ -59,7 +58,10 @@ pub fn reduce(
 ) -> Observed {
     let name = db.name_any();
     let mut instances: BTreeMap<u32, Instance> = BTreeMap::new();
-    let short_volumes = volumes(db, snapshot, &mut instances);
+    claims(db, snapshot, &mut instances);
+    for (serial, volumes) in super::volumes::volumes(&name, snapshot) {
+        instances.entry(serial).or_default().volumes = volumes;
+    }
     pods(model, snapshot, build, &mut instances);
     let primary = snapshot
         .understood()
@@ -106,7 +108,6 @@ pub fn reduce(
         surplus_budgets,
         routing: routing(&name, &snapshot.endpoints),
         desired_image: model.image.clone(),
-        short_volumes,
         instances,
         sync,
         parameter_change,
@@ -125,15 +126,9 @@ pub fn reduce(
     }
 }
 
-/// Each instance's PVC, and the PVCs smaller than `spec.storage.size`.
-fn volumes(
-    db: &Database,
-    snapshot: &Snapshot,
-    instances: &mut BTreeMap<u32, Instance>,
-) -> Vec<String> {
+/// Each instance's PVC and whether it is bound.
+fn claims(db: &Database, snapshot: &Snapshot, instances: &mut BTreeMap<u32, Instance>) {
     let name = db.name_any();
-    let wanted_bytes = quantity::parse_bytes(&db.spec.storage.size).ok();
-    let mut short_volumes = Vec::new();
     for pvc in &snapshot.pvcs {
         let Some(serial) = instance_of_pvc(&name, &pvc.name_any()) else {
             continue;
@@ -148,13 +143,7 @@ fn volumes(
         } else {
             PvcState::Pending
         });
-        if let (Some(wanted), Some(requested)) = (wanted_bytes, pvc_request(pvc))
-            && requested < wanted
-        {
-            short_volumes.push(pvc.name_any());
-        }
     }
-    short_volumes
 }
 
 /// Each instance's pod, with what its manager said.
@@ -354,18 +343,6 @@ pub(super) fn pod_ready(pod: &KubePod) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-fn pvc_request(pvc: &PersistentVolumeClaim) -> Option<u128> {
-    let requested = pvc
-        .spec
-        .as_ref()?
-        .resources
-        .as_ref()?
-        .requests
-        .as_ref()?
-        .get("storage")?;
-    quantity::parse_bytes(&requested.0).ok()
 }
 
 /// The pods behind each Service's ready endpoints.

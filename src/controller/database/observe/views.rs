@@ -6,6 +6,7 @@ use kube::ResourceExt;
 
 use super::Snapshot;
 use super::reduce::pod_ready;
+use super::volumes::volume_statuses;
 use crate::api::quantity;
 use crate::api::status::{AppliedSpec, InstanceStatus};
 use crate::api::v1::Database;
@@ -14,7 +15,8 @@ use crate::resources::{names, postgres_image};
 
 /// `status.instances`: each instance with a pod, in serial order, with what its
 /// manager reported and the image its pod runs. A replica's lag is the
-/// primary's WAL position minus what the replica has received.
+/// primary's WAL position minus what the replica has received. Each lists
+/// its volumes: requested, capacity and the filesystem it sees.
 pub fn instance_statuses(db: &Database, snapshot: &Snapshot) -> Vec<InstanceStatus> {
     let name = db.name_any();
     let primary_lsn = snapshot
@@ -38,6 +40,7 @@ pub fn instance_statuses(db: &Database, snapshot: &Snapshot) -> Vec<InstanceStat
                 .filter(|s| s.api_version == API_VERSION);
             match reported {
                 None => InstanceStatus {
+                    volumes: volume_statuses(&name, &pod_name, snapshot),
                     name: pod_name,
                     image,
                     ..InstanceStatus::default()
@@ -54,6 +57,7 @@ pub fn instance_statuses(db: &Database, snapshot: &Snapshot) -> Vec<InstanceStat
                         }
                     };
                     InstanceStatus {
+                        volumes: volume_statuses(&name, &pod_name, snapshot),
                         name: pod_name,
                         role: Some(pg.role),
                         // Ready as the Services see it: the manager and the kubelet agree.
@@ -106,11 +110,29 @@ pub fn applied(db: &Database, snapshot: &Snapshot) -> Option<AppliedSpec> {
                 .clone();
             Some((quantity::parse_bytes(&text).ok()?, text))
         })
-        .min_by_key(|(bytes, _)| *bytes)
-        .map(|(_, text)| text);
-    let storage_size = smallest
-        .or_else(|| before.map(|a| a.storage_size.clone()))
-        .unwrap_or_else(|| db.spec.storage.size.clone());
+        .min_by_key(|(bytes, _)| *bytes);
+    // Auto-grow makes volumes larger than spec.storage.size: what is in
+    // effect is the spec's size once every volume has it, and never less
+    // than what was in effect before (a shrink that slipped past the
+    // webhook must still be refused).
+    let spec_size = quantity::parse_bytes(&db.spec.storage.size)
+        .ok()
+        .map(|b| (b, db.spec.storage.size.clone()));
+    let in_effect = match (smallest, spec_size) {
+        (Some(pvcs), Some(spec)) => Some(if spec.0 < pvcs.0 { spec } else { pvcs }),
+        (pvcs, _) => pvcs,
+    };
+    let earlier = before.and_then(|a| {
+        quantity::parse_bytes(&a.storage_size)
+            .ok()
+            .map(|b| (b, a.storage_size.clone()))
+    });
+    let storage_size = match (in_effect, earlier) {
+        (Some(now), Some(then)) => Some(if then.0 > now.0 { then } else { now }),
+        (now, then) => now.or(then),
+    }
+    .map(|(_, text)| text)
+    .unwrap_or_else(|| db.spec.storage.size.clone());
     let image = primary
         .and_then(|(name, _)| snapshot.pods.iter().find(|p| p.name_any() == *name))
         .map(postgres_image)
