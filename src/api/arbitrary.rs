@@ -291,13 +291,13 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
             0i32..30,
             option::of(small_string()),
         ),
-        (option::of(migrations()), any::<bool>()),
+        (option::of(migrations()), any::<bool>(), option::of(wal_storage())),
     )
         .prop_map(
             |(
                 (version, image, instances, size, storage_class_name),
                 (mode, min_sync_replicas, parameters, bootstrap, backup, delay_seconds, primary),
-                (migrations, backup_first),
+                (migrations, backup_first, wal_storage),
             )| {
                 v1::DatabaseSpec {
                     version,
@@ -307,6 +307,7 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
                         size,
                         storage_class_name,
                     },
+                    wal_storage,
                     replication: v1::ReplicationSpec {
                         mode,
                         min_sync_replicas,
@@ -321,6 +322,15 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
                 }
             },
         )
+}
+
+fn wal_storage() -> impl Strategy<Value = v1::WalStorageSpec> {
+    (quantity(), option::of(small_string())).prop_map(|(size, storage_class_name)| {
+        v1::WalStorageSpec {
+            size,
+            storage_class_name,
+        }
+    })
 }
 
 pub fn database_v1() -> impl Strategy<Value = v1::Database> {
@@ -399,6 +409,7 @@ pub fn sample_database() -> v1::Database {
                 size: "1Gi".into(),
                 storage_class_name: None,
             },
+            wal_storage: None,
             replication: v1::ReplicationSpec::default(),
             postgresql: v1::PostgresqlSpec::default(),
             bootstrap: None,

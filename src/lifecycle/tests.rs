@@ -20,6 +20,7 @@ pub(super) fn spec(instances: i32, mode: ReplicationMode, min_sync: i32) -> Data
             size: "1Gi".into(),
             storage_class_name: None,
         },
+        wal_storage: None,
         replication: ReplicationSpec {
             mode,
             min_sync_replicas: min_sync,
