@@ -291,7 +291,11 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
             0i32..30,
             option::of(small_string()),
         ),
-        (option::of(migrations()), any::<bool>(), option::of(wal_storage())),
+        (
+            option::of(migrations()),
+            any::<bool>(),
+            option::of(wal_storage()),
+        ),
     )
         .prop_map(
             |(

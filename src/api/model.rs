@@ -10,9 +10,7 @@
 use std::collections::BTreeMap;
 
 use super::store;
-use super::v1::{
-    Database, InitdbSpec, ObjectStore, ReplicationSpec, StorageSpec, WalStorageSpec,
-};
+use super::v1::{Database, InitdbSpec, ObjectStore, ReplicationSpec, StorageSpec, WalStorageSpec};
 use super::version::PgVersion;
 
 /// The operator-wide settings validation resolves a Database against (from

@@ -182,7 +182,10 @@ mod tests {
 
     #[test]
     fn the_volume_holds_max_wal_size_and_a_quarter_and_64_mebibytes() {
-        assert_eq!(min_volume_bytes(1 << 30), (1 << 30) + (256 << 20) + (64 << 20));
+        assert_eq!(
+            min_volume_bytes(1 << 30),
+            (1 << 30) + (256 << 20) + (64 << 20)
+        );
         assert_eq!(min_volume_bytes(0), 64 << 20);
         // Never below max_wal_size itself, at any size.
         for gib in [1u128, 3, 100, 1 << 20] {
@@ -206,7 +209,10 @@ mod tests {
         let refused = errors(&with_wal("1Gi"));
         assert_eq!(paths(&refused), ["spec.walStorage.size"]);
         let message = &refused[0].message;
-        assert!(message.contains("1GB from PostgreSQL's default"), "{message}");
+        assert!(
+            message.contains("1GB from PostgreSQL's default"),
+            "{message}"
+        );
         assert!(message.contains("at least 1344Mi"), "{message}");
     }
 

@@ -176,7 +176,10 @@ mod tests {
         assert_eq!(pvc("orders-3"), "orders-3");
         assert_eq!(wal_pvc("orders-3"), "orders-3-wal");
         assert_eq!(instance_pvcs("orders-3", false), ["orders-3"]);
-        assert_eq!(instance_pvcs("orders-3", true), ["orders-3", "orders-3-wal"]);
+        assert_eq!(
+            instance_pvcs("orders-3", true),
+            ["orders-3", "orders-3-wal"]
+        );
         assert_eq!(rw_service("orders"), "orders-rw");
         assert_eq!(ro_service("orders"), "orders-ro");
         assert_eq!(r_service("orders"), "orders-r");
@@ -201,7 +204,10 @@ mod tests {
     #[test]
     fn a_wal_pvc_is_never_an_instance_s_data_pvc() {
         for serial in [1, 2, 10, u32::MAX] {
-            assert_eq!(serial_of("orders", &wal_pvc(&instance_name("orders", serial))), None);
+            assert_eq!(
+                serial_of("orders", &wal_pvc(&instance_name("orders", serial))),
+                None
+            );
         }
     }
 

@@ -135,7 +135,10 @@ mod tests {
         assert_eq!(wal.metadata.name.as_deref(), Some("orders-2-wal"));
         assert_eq!(wal.metadata.namespace, data.metadata.namespace);
         assert_eq!(wal.metadata.labels, data.metadata.labels);
-        assert_eq!(wal.metadata.owner_references, data.metadata.owner_references);
+        assert_eq!(
+            wal.metadata.owner_references,
+            data.metadata.owner_references
+        );
         assert!(wal.metadata.owner_references.is_some());
         let spec = wal.spec.unwrap_or_default();
         assert_eq!(spec.access_modes, Some(vec!["ReadWriteOnce".to_owned()]));

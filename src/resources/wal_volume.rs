@@ -17,7 +17,9 @@ use crate::contract::env;
 
 /// The pod volume of instance `instance`'s WAL PVC.
 pub(super) fn volume(db: &ValidatedDatabase, instance: &str) -> Option<Volume> {
-    db.wal_storage.as_ref().map(|_| claim_volume(instance, false))
+    db.wal_storage
+        .as_ref()
+        .map(|_| claim_volume(instance, false))
 }
 
 /// The WAL PVC of `instance` as a pod volume, read-only when asked.
@@ -41,7 +43,9 @@ pub(super) fn mount(db: &ValidatedDatabase) -> Option<VolumeMount> {
 
 /// `TUSK_WALDIR` for the instance manager (and `tusk upgrade`).
 pub(super) fn env(db: &ValidatedDatabase) -> Option<EnvVar> {
-    db.wal_storage.as_ref().map(|_| value_env(env::WALDIR, WALDIR))
+    db.wal_storage
+        .as_ref()
+        .map(|_| value_env(env::WALDIR, WALDIR))
 }
 
 /// Takes the WAL volume, its mounts and `TUSK_WALDIR` out of a pod built
@@ -72,7 +76,7 @@ mod tests {
     use crate::api::status::InstanceRole;
     use crate::api::v1::{Database, WalStorageSpec};
     use crate::resources::tests::{config, pod_of};
-    use crate::resources::{POSTGRES_CONTAINER, PGDATA};
+    use crate::resources::{PGDATA, POSTGRES_CONTAINER};
 
     fn with_wal() -> Database {
         let mut db = sample_database();
