@@ -254,8 +254,8 @@ mod tests {
 
     #[test]
     fn the_size_rule_takes_any_max_wal_size() {
-        assert_eq!(size_errors("10Gi", 8 << 30, "derived"), []);
-        let refused = size_errors("10Gi", 9 << 30, "derived");
+        assert_eq!(size_errors("11Gi", 8 << 30, "derived"), []);
+        let refused = size_errors("11Gi", 9 << 30, "derived");
         assert!(refused[0].message.contains("9GB from derived"));
     }
 
