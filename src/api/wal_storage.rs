@@ -270,6 +270,27 @@ mod tests {
     }
 
     #[test]
+    fn the_webhook_and_the_reconciler_apply_these_rules() {
+        let mut db = sample_database();
+        db.spec = with_wal("1Gi");
+        assert!(
+            paths(&crate::api::validate::database(&db)).contains(&"spec.walStorage.size"),
+            "{:?}",
+            crate::api::validate::database(&db)
+        );
+        let old = sample_database();
+        db.spec = with_wal("2Gi");
+        assert_eq!(
+            paths(&crate::api::validate::database(&db)),
+            Vec::<&str>::new()
+        );
+        assert_eq!(
+            paths(&crate::api::validate::database_update(&old, &db)),
+            ["spec.walStorage"]
+        );
+    }
+
+    #[test]
     fn the_wal_volume_may_grow_but_not_shrink_or_change_class() {
         let before = with_wal("2Gi");
         assert_eq!(update_errors(&before, &with_wal("3Gi")), []);

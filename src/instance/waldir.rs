@@ -42,10 +42,15 @@ pub(super) fn clear(shared: &Shared, fresh: bool) -> Result<(), Error> {
     Ok(())
 }
 
-/// The arguments that send a new cluster's WAL to the staging directory.
+/// The arguments that send a new cluster's WAL (initdb's, pg_basebackup's)
+/// to the staging directory.
 pub(super) fn waldir_args(shared: &Shared) -> Vec<std::ffi::OsString> {
-    staging(shared)
-        .map(|dir| vec!["--waldir".into(), dir.into_os_string()])
+    args_for(shared.config.waldir.as_deref())
+}
+
+fn args_for(waldir: Option<&Path>) -> Vec<std::ffi::OsString> {
+    waldir
+        .map(|waldir| vec!["--waldir".into(), dir::staging(waldir).into_os_string()])
         .unwrap_or_default()
 }
 
@@ -85,4 +90,22 @@ pub(super) fn set_aside(shared: &Shared, aside: &Path, suffix: &str) -> Result<(
         dir::move_to(aside, &dir::suffixed(waldir, suffix))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_cluster_s_wal_is_staged_beside_the_wal_directory() {
+        assert_eq!(
+            args_for(Some(Path::new("/var/lib/postgresql/wal/pg_wal"))),
+            ["--waldir", "/var/lib/postgresql/wal/pg_wal.tusk-bootstrap"]
+        );
+    }
+
+    #[test]
+    fn without_a_wal_volume_wal_stays_in_pgdata() {
+        assert!(args_for(None).is_empty());
+    }
 }

@@ -74,9 +74,13 @@ mod tests {
     use super::*;
     use crate::api::arbitrary::sample_database;
     use crate::api::status::InstanceRole;
+    use crate::api::v1::{Backup, BackupConfig, BackupSpec, ObjectStore};
     use crate::api::v1::{Database, WalStorageSpec};
-    use crate::resources::tests::{config, pod_of};
-    use crate::resources::{PGDATA, POSTGRES_CONTAINER};
+    use crate::contract::UpgradeJob;
+    use crate::resources::tests::{config, model_of, pod_of};
+    use crate::resources::upgrade::{self, UpgradeJobInput};
+    use crate::resources::verify::verify_job;
+    use crate::resources::{PGDATA, POSTGRES_CONTAINER, RestoreSource};
 
     fn with_wal() -> Database {
         let mut db = sample_database();
@@ -165,6 +169,121 @@ mod tests {
             crate::resources::spec_hash(&pod.spec.clone().unwrap_or_default())
         };
         assert_ne!(hash(&plain), hash(&wal));
+    }
+
+    fn upgrade_job(db: &Database, step: UpgradeJob) -> PodSpec {
+        let config = config();
+        let model = model_of(db, &config);
+        let input = UpgradeJobInput {
+            db: &model,
+            config: &config,
+            old_image: "postgres:15".into(),
+            new_image: "postgres:17".into(),
+            old_major: 15,
+            new_major: 17,
+            claim: "orders-1".into(),
+            node: None,
+            primary_host: None,
+        };
+        upgrade::job(&input, step)
+            .spec
+            .and_then(|s| s.template.spec)
+            .unwrap_or_default()
+    }
+
+    /// (the pod's WAL claim, the main container's WAL mount, its TUSK_WALDIR)
+    fn wal_parts(spec: &PodSpec) -> (Option<String>, Option<String>, Option<String>) {
+        let claim = spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == WAL_VOLUME)
+            .and_then(|v| v.persistent_volume_claim.as_ref())
+            .map(|c| c.claim_name.clone());
+        let main = &spec.containers[0];
+        let mount = main
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == WAL_VOLUME)
+            .filter(|m| m.read_only.is_none())
+            .map(|m| m.mount_path.clone());
+        let waldir = main
+            .env
+            .iter()
+            .flatten()
+            .find(|v| v.name == env::WALDIR)
+            .and_then(|v| v.value.clone());
+        (claim, mount, waldir)
+    }
+
+    #[test]
+    fn upgrade_jobs_mount_the_wal_volume_where_they_open_the_cluster() {
+        let claim = Some("orders-1-wal".to_owned());
+        let mount = Some(WAL_MOUNT.to_owned());
+        let waldir = Some(WALDIR.to_owned());
+        // The check reads a shadow of the data directory: no WAL volume.
+        assert_eq!(
+            wal_parts(&upgrade_job(&with_wal(), UpgradeJob::Check)),
+            (None, None, None)
+        );
+        // pg_upgrade opens the old cluster (its pg_wal links into the WAL
+        // volume) and puts the new cluster's WAL beside it.
+        assert_eq!(
+            wal_parts(&upgrade_job(&with_wal(), UpgradeJob::Upgrade)),
+            (claim.clone(), mount.clone(), waldir)
+        );
+        // A rollback removes the new cluster with its WAL.
+        assert_eq!(
+            wal_parts(&upgrade_job(&with_wal(), UpgradeJob::Rollback)),
+            (claim, mount, None)
+        );
+        for step in [UpgradeJob::Check, UpgradeJob::Upgrade, UpgradeJob::Rollback] {
+            assert_eq!(
+                wal_parts(&upgrade_job(&sample_database(), step)),
+                (None, None, None),
+                "{step:?} without spec.walStorage"
+            );
+        }
+    }
+
+    #[test]
+    fn the_verification_job_keeps_its_wal_in_its_own_empty_dir() {
+        let mut db = with_wal();
+        let store = ObjectStore {
+            bucket: "b".into(),
+            ..Default::default()
+        };
+        db.spec.backup = Some(BackupConfig {
+            object_store: Some(store.clone()),
+            ..Default::default()
+        });
+        let backup = Backup::new(
+            "orders-1",
+            BackupSpec {
+                database: "orders".into(),
+                target: Default::default(),
+            },
+        );
+        let source = RestoreSource {
+            store,
+            database: "orders".into(),
+            system: None,
+            backup: None,
+            target_time: None,
+            target_lsn: None,
+        };
+        let config = config();
+        let job = verify_job(&model_of(&db, &config), &backup, &source, &config);
+        let spec = job.spec.and_then(|s| s.template.spec).unwrap_or_default();
+        assert_eq!(wal_parts(&spec), (None, None, None));
+        // Its data volume is an emptyDir, as without a WAL volume.
+        assert!(
+            spec.volumes
+                .iter()
+                .flatten()
+                .all(|v| v.persistent_volume_claim.is_none())
+        );
     }
 
     #[test]
