@@ -98,14 +98,15 @@ pub fn size_errors(size: &str, max_wal_size: u128, source: &str) -> Vec<FieldErr
             "{size} cannot hold max_wal_size ({} from {source}) with its margin: \
              the WAL volume needs at least {}Mi (max_wal_size × 1.25 + 64Mi); \
              make spec.walStorage.size larger or lower max_wal_size",
-            mebibytes(max_wal_size),
+            postgres_size(max_wal_size),
             needed.div_ceil(MIB)
         ),
     )]
 }
 
-fn mebibytes(bytes: u128) -> String {
-    if bytes % (1 << 30) == 0 {
+/// `bytes` as PostgreSQL writes a size (its MB and GB are powers of 1024).
+fn postgres_size(bytes: u128) -> String {
+    if bytes.is_multiple_of(1 << 30) {
         format!("{}GB", bytes >> 30)
     } else {
         format!("{}MB", bytes.div_ceil(MIB))
@@ -181,7 +182,7 @@ mod tests {
     }
 
     #[test]
-    fn the_volume_holds_max_wal_size_and_a_quarter_and_64_mebibytes() {
+    fn the_volume_holds_max_wal_size_and_a_quarter_and_64_postgres_size() {
         assert_eq!(
             min_volume_bytes(1 << 30),
             (1 << 30) + (256 << 20) + (64 << 20)
@@ -203,7 +204,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_max_wal_size_needs_1344_mebibytes() {
+    fn the_default_max_wal_size_needs_1344_postgres_size() {
         assert_eq!(errors(&with_wal("1344Mi")), []);
         assert_eq!(errors(&with_wal("2Gi")), []);
         let refused = errors(&with_wal("1Gi"));
