@@ -24,6 +24,12 @@ pub const MARGIN_QUARTERS: u128 = 1;
 
 const MIB: u128 = 1 << 20;
 
+/// Whether a larger `spec.walStorage.size` is carried out (the WAL PVCs
+/// grown like the data PVCs). Until the volume growth of issue #26 is wired
+/// to the WAL PVCs ([`crate::resources::names::instance_pvcs`] lists them), a
+/// larger size is refused rather than accepted and silently not applied.
+pub const GROWS: bool = false;
+
 /// The smallest WAL volume that holds `max_wal_size` bytes of WAL with the
 /// margin: `max_wal_size` × 1.25 + 64Mi.
 pub fn min_volume_bytes(max_wal_size: u128) -> u128 {
@@ -114,7 +120,8 @@ fn postgres_size(bytes: u128) -> String {
 }
 
 /// Checks a change of `spec.walStorage`: never added or removed (also the
-/// schema's CEL), its class immutable, its size never smaller.
+/// schema's CEL), its class immutable, its size never smaller (nor larger
+/// while [`GROWS`] is false).
 pub fn update_errors(old: &DatabaseSpec, new: &DatabaseSpec) -> Vec<FieldError> {
     match (&old.wal_storage, &new.wal_storage) {
         (None, None) => Vec::new(),
@@ -135,15 +142,24 @@ pub fn update_errors(old: &DatabaseSpec, new: &DatabaseSpec) -> Vec<FieldError> 
             if let (Ok(was), Ok(is)) = (
                 quantity::parse_bytes(&before.size),
                 quantity::parse_bytes(&after.size),
-            ) && is < was
-            {
-                errors.push(FieldError::new(
-                    "spec.walStorage.size",
-                    format!(
-                        "cannot shrink from {} to {}: volumes may only grow",
-                        before.size, after.size
-                    ),
-                ));
+            ) {
+                if is < was {
+                    errors.push(FieldError::new(
+                        "spec.walStorage.size",
+                        format!(
+                            "cannot shrink from {} to {}: volumes may only grow",
+                            before.size, after.size
+                        ),
+                    ));
+                } else if is > was && !GROWS {
+                    errors.push(FieldError::new(
+                        "spec.walStorage.size",
+                        format!(
+                            "cannot grow from {} to {}: growing the WAL volumes is not supported by this build",
+                            before.size, after.size
+                        ),
+                    ));
+                }
             }
             errors
         }
@@ -294,7 +310,13 @@ mod tests {
     #[test]
     fn the_wal_volume_may_grow_but_not_shrink_or_change_class() {
         let before = with_wal("2Gi");
-        assert_eq!(update_errors(&before, &with_wal("3Gi")), []);
+        let grown = update_errors(&before, &with_wal("3Gi"));
+        if GROWS {
+            assert_eq!(grown, []);
+        } else {
+            assert_eq!(paths(&grown), ["spec.walStorage.size"]);
+            assert!(grown[0].message.contains("not supported by this build"));
+        }
         assert_eq!(
             paths(&update_errors(&before, &with_wal("1500Mi"))),
             ["spec.walStorage.size"]
