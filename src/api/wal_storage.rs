@@ -198,7 +198,7 @@ mod tests {
     }
 
     #[test]
-    fn the_volume_holds_max_wal_size_and_a_quarter_and_64_postgres_size() {
+    fn the_volume_holds_max_wal_size_and_a_quarter_and_64_mebibytes() {
         assert_eq!(
             min_volume_bytes(1 << 30),
             (1 << 30) + (256 << 20) + (64 << 20)
@@ -220,7 +220,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_max_wal_size_needs_1344_postgres_size() {
+    fn the_default_max_wal_size_needs_1344_mebibytes() {
         assert_eq!(errors(&with_wal("1344Mi")), []);
         assert_eq!(errors(&with_wal("2Gi")), []);
         let refused = errors(&with_wal("1Gi"));
