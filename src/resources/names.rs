@@ -2,7 +2,9 @@
 //!
 //! Database names are limited to [`crate::api::validate::MAX_NAME_LEN`] (50)
 //! characters so that the longest derived name, `<db>-replication` (62) or
-//! `<db>-<serial>` with a ten-digit serial (61), still fits in 63.
+//! `<db>-<serial>` with a ten-digit serial (61), still fits in 63. (A WAL
+//! PVC, `<db>-<serial>-wal`, may reach 65: it is never a label value, and
+//! PVC names may have 253.)
 
 /// Instance `serial` of database `db`: its Pod, its PVC and its
 /// `tusk.dev/instance` label value. Serials start at 1; a new instance takes the
