@@ -116,16 +116,23 @@ async fn wal_on_its_volume(client: &Client, ns: &str, pod: &str) -> Result<()> {
     Ok(())
 }
 
-/// The primary's current WAL file is a file on its WAL volume.
+/// The primary's current WAL file is a file on its WAL volume. A write
+/// first: on an idle server the insert position can sit on a segment
+/// boundary, where `pg_walfile_name` names the finished segment, which a
+/// checkpoint may already have recycled.
 async fn current_segment_on_wal_volume(client: &Client, ns: &str, primary: &str) -> Result<()> {
     let out = psql_local(
         client,
         ns,
         primary,
-        &["SELECT pg_walfile_name(pg_current_wal_lsn())"],
+        &[
+            "CREATE TABLE IF NOT EXISTS wal_probe (at timestamptz)",
+            "INSERT INTO wal_probe VALUES (now())",
+            "SELECT pg_walfile_name(pg_current_wal_insert_lsn())",
+        ],
     )
     .await?;
-    let segment = out.stdout.trim();
+    let segment = out.stdout.trim().lines().last().unwrap_or_default().trim();
     assert!(
         !segment.is_empty(),
         "{primary}: no current WAL file: {}",
@@ -161,6 +168,21 @@ async fn replicas_read(
                 );
             }
             _ => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+}
+
+/// Runs the idempotent `write` on `<db>-rw` until it succeeds: right after
+/// a switchover the Service may still lead to the old primary for a moment.
+async fn write_patiently(client: &Client, ns: &str, db: &str, write: &str) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match on(client, ns, db, "rw", write).await {
+            Ok(_) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() > deadline => {
+                return Err(format!("{db}-rw refuses {write:?}: {e}").into());
+            }
+            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
         }
     }
 }
@@ -284,12 +306,12 @@ async fn wal_lives_on_its_own_volume_through_replication_switchover_backup_and_r
             dbs.patch("pg", &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
             primary_is(&client, &ns, "pg", "pg-2", 2).await?;
-            on(
+            write_patiently(
                 &client,
                 &ns,
                 "pg",
-                "rw",
-                "INSERT INTO t SELECT generate_series(1001, 2000)",
+                "INSERT INTO t SELECT generate_series(1001, 2000) \
+                 WHERE NOT EXISTS (SELECT 1 FROM t WHERE i = 1001)",
             )
             .await?;
             replicas_read(&client, &ns, "pg", "SELECT count(*) FROM t", "2000").await?;
