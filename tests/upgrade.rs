@@ -66,7 +66,13 @@ struct Old {
 
 impl Old {
     fn create(name: &str) -> Old {
+        Old::create_with(name, None)
+    }
+
+    /// With `waldir` (a WAL volume's directory), initdb puts the WAL there.
+    fn create_with(name: &str, waldir: Option<&str>) -> Old {
         let dir = TestDir::new(name);
+        let waldir = waldir.map(|name| dir.subdir("wal-volume").join(name));
         let volume = dir.subdir("volume");
         let sockets = dir.subdir("sockets");
         let pgdata = volume.join("pgdata");
@@ -88,6 +94,10 @@ impl Old {
                 &format!("--wal-segsize={SEGMENT_MB}"),
                 "--encoding=UTF8",
                 "--locale=C.UTF-8",
+                &waldir
+                    .as_ref()
+                    .map(|w| format!("--waldir={}", w.display()))
+                    .unwrap_or_else(|| "--no-instructions".to_owned()),
             ],
             &[],
         );
@@ -699,4 +709,60 @@ async fn managers_finish_the_upgrade_and_reclone_replicas() {
             .trim(),
         NEW.to_string()
     );
+}
+
+/// With a WAL volume (`TUSK_WALDIR`, `spec.walStorage`): `run` gives the new
+/// cluster a WAL directory of its own beside the old one's, which stays for a
+/// rollback; a rollback removes the new cluster with its WAL; the upgraded
+/// server serves every row with its WAL on the volume; and the manager's
+/// first-start step removes the old cluster with its WAL.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_a_wal_volume_each_cluster_keeps_its_own_wal() {
+    let old = Old::create_with("upgrade-wal", Some("pg_wal"));
+    let wal = old.dir.path.join("wal-volume/pg_wal");
+    let new_wal = old.dir.path.join(format!("wal-volume/pg_wal.{NEW}"));
+    let link = |dir: &Path| std::fs::read_link(dir.join("pg_wal")).expect("pg_wal is a symlink");
+    assert_eq!(link(&old.pgdata), wal);
+    old.start(OLD);
+    old.fill().await;
+    old.stop(OLD);
+    let waldir = wal.display().to_string();
+    let env = [("TUSK_WALDIR", waldir.as_str())];
+
+    let (ok, outcome) = old.step("run", &bindir(OLD), &[], &env);
+    assert!(ok, "{outcome}");
+    assert_eq!(old.data_major(), NEW.to_string());
+    assert_eq!(link(&old.pgdata), new_wal);
+    assert_eq!(link(&old.old_dir()), wal, "the old cluster's WAL stays");
+
+    let (ok, outcome) = old.rollback();
+    assert!(ok, "{outcome}");
+    assert_eq!(link(&old.pgdata), wal);
+    assert!(!new_wal.exists(), "the rejected cluster's WAL went with it");
+    old.start(OLD);
+    old.assert_data(OLD).await;
+    old.stop(OLD);
+
+    let (ok, outcome) = old.step("run", &bindir(OLD), &[], &env);
+    assert!(ok, "{outcome}");
+    assert_eq!(link(&old.pgdata), new_wal);
+    old.start(NEW);
+    old.assert_data(NEW).await;
+    let segment: String = old
+        .client()
+        .await
+        .query_one("SELECT pg_walfile_name(pg_current_wal_insert_lsn())", &[])
+        .await
+        .expect("segment")
+        .get(0);
+    assert!(
+        new_wal.join(&segment).is_file(),
+        "{segment} in {}",
+        new_wal.display()
+    );
+    tusk::upgrade::state::finish_first_start(&old.pgdata).expect("first start");
+    assert!(!old.old_dir().exists());
+    assert!(!wal.exists(), "the old cluster's WAL went with it");
+    assert!(new_wal.join(&segment).is_file());
+    old.stop(NEW);
 }

@@ -279,7 +279,8 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
             1i32..8,
             quantity(),
             option::of(small_string()),
-        ),
+        )
+            .boxed(),
         (
             prop_oneof![
                 Just(v1::ReplicationMode::Async),
@@ -291,18 +292,23 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
             option::of(backup),
             0i32..30,
             option::of(small_string()),
-        ),
+        )
+            .boxed(),
+        // Boxed groups: the value trees of one flat tuple this wide overflow a
+        // test thread's stack in debug builds.
         (
             option::of(migrations()),
             any::<bool>(),
             option::of(auto_grow()),
-        ),
+            option::of(wal_storage()),
+        )
+            .boxed(),
     )
         .prop_map(
             |(
                 (version, image, instances, size, storage_class_name),
                 (mode, min_sync_replicas, parameters, bootstrap, backup, delay_seconds, primary),
-                (migrations, backup_first, auto_grow),
+                (migrations, backup_first, auto_grow, wal_storage),
             )| {
                 v1::DatabaseSpec {
                     version,
@@ -313,6 +319,7 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
                         storage_class_name,
                         auto_grow,
                     },
+                    wal_storage,
                     replication: v1::ReplicationSpec {
                         mode,
                         min_sync_replicas,
@@ -327,6 +334,15 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
                 }
             },
         )
+}
+
+fn wal_storage() -> impl Strategy<Value = v1::WalStorageSpec> {
+    (quantity(), option::of(small_string())).prop_map(|(size, storage_class_name)| {
+        v1::WalStorageSpec {
+            size,
+            storage_class_name,
+        }
+    })
 }
 
 pub fn database_v1() -> impl Strategy<Value = v1::Database> {
@@ -420,6 +436,7 @@ pub fn sample_database() -> v1::Database {
                 storage_class_name: None,
                 auto_grow: None,
             },
+            wal_storage: None,
             replication: v1::ReplicationSpec::default(),
             postgresql: v1::PostgresqlSpec::default(),
             bootstrap: None,

@@ -12,6 +12,7 @@ pub mod v1;
 pub mod v1alpha1;
 pub mod validate;
 pub mod version;
+pub mod wal_storage;
 
 #[cfg(test)]
 pub(crate) mod arbitrary;

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use super::store;
-use super::v1::{Database, InitdbSpec, ObjectStore, ReplicationSpec, StorageSpec};
+use super::v1::{Database, InitdbSpec, ObjectStore, ReplicationSpec, StorageSpec, WalStorageSpec};
 use super::version::PgVersion;
 
 /// The operator-wide settings validation resolves a Database against (from
@@ -41,6 +41,8 @@ pub struct ValidatedDatabase {
     pub instances: i32,
     /// `spec.storage`.
     pub storage: StorageSpec,
+    /// `spec.walStorage`: each instance's WAL on its own volume when set.
+    pub wal_storage: Option<WalStorageSpec>,
     /// `spec.replication`.
     pub replication: ReplicationSpec,
     /// `spec.postgresql.parameters`.
@@ -67,6 +69,7 @@ impl ValidatedDatabase {
             image: image(spec.image.as_deref(), version, defaults.postgres_repository),
             instances: spec.instances,
             storage: spec.storage.clone(),
+            wal_storage: spec.wal_storage.clone(),
             replication: spec.replication.clone(),
             parameters: spec.postgresql.parameters.clone(),
             initdb: spec

@@ -42,6 +42,7 @@ pub use super::status::{
     validation = Rule::new("size(self.metadata.name) <= 50").message("metadata.name must be at most 50 characters so that Tusk's suffixes (-rw, -superuser, -<serial>) fit in 63"),
 )]
 #[x_kube(validation = Rule::new("!has(oldSelf.bootstrap) && !has(self.bootstrap) || has(oldSelf.bootstrap) && has(self.bootstrap) && self.bootstrap == oldSelf.bootstrap").message("spec.bootstrap is immutable: it only applies when the database is first created").field_path(".bootstrap"))]
+#[x_kube(validation = Rule::new("has(self.walStorage) == has(oldSelf.walStorage)").message("spec.walStorage cannot be added to or removed from an existing Database: each instance's WAL volume is chosen when the Database is created (create a new Database, for example restored from a backup)").field_path(".walStorage"))]
 #[x_kube(validation = Rule::new("!has(self.replication) || self.replication.mode != 'sync' || self.replication.minSyncReplicas < self.instances").message("spec.replication.minSyncReplicas must be lower than spec.instances: sync replication needs that many standbys besides the primary").field_path(".replication.minSyncReplicas"))]
 #[serde(rename_all = "camelCase")]
 pub struct DatabaseSpec {
@@ -67,6 +68,14 @@ pub struct DatabaseSpec {
 
     /// The persistent volume of each instance.
     pub storage: StorageSpec,
+
+    /// A separate volume for each instance's write-ahead log (`pg_wal`), so
+    /// that WAL and data neither share I/O nor fill each other's disk. Set
+    /// only when the Database is created: it cannot be added or removed
+    /// later (create a new Database, for example restored from a backup).
+    /// Unset, WAL lives in the data volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal_storage: Option<WalStorageSpec>,
 
     /// How replicas follow the primary.
     #[serde(default, skip_serializing_if = "is_default")]
@@ -177,6 +186,27 @@ fn default_grow_threshold() -> i32 {
 
 fn default_grow_step() -> String {
     "20%".to_owned()
+}
+
+/// The WAL volume of each instance (`spec.walStorage`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WalStorageSpec {
+    /// Size of each instance's WAL volume, as a Kubernetes quantity (for
+    /// example `2Gi`). It must hold `max_wal_size` (PostgreSQL's default
+    /// 1GB when `spec.postgresql.parameters` does not set it) plus a margin:
+    /// at least `max_wal_size` × 1.25 + 64Mi. It may grow but never shrink.
+    #[schemars(
+        regex(pattern = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"),
+        length(max = 32)
+    )]
+    pub size: String,
+
+    /// StorageClass of the WAL volumes; the cluster default when unset.
+    /// Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub storage_class_name: Option<String>,
 }
 
 /// How replicas follow the primary.

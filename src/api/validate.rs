@@ -24,7 +24,7 @@ pub struct FieldError {
 }
 
 impl FieldError {
-    fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             path: path.into(),
             message: message.into(),
@@ -162,6 +162,7 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
     if let Some(primary) = &spec.primary {
         errors.extend(primary_error(name, primary));
     }
+    errors.extend(super::wal_storage::errors(spec));
     errors
 }
 
@@ -292,6 +293,7 @@ pub fn database_update(old: &v1::Database, new: &v1::Database) -> Vec<FieldError
             "is immutable: it only applies when the database is first created",
         ));
     }
+    errors.extend(super::wal_storage::update_errors(&old.spec, &new.spec));
     errors
 }
 

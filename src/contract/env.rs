@@ -14,6 +14,10 @@ pub const BOOTSTRAP_ANNOTATION: &str = "tusk.dev/bootstrap";
 pub const DATABASE: &str = "TUSK_DATABASE";
 pub const INSTANCE: &str = "TUSK_INSTANCE";
 pub const PGDATA: &str = "PGDATA";
+/// Set only with `spec.walStorage`: the directory on the WAL volume where a
+/// new cluster's WAL goes (initdb and pg_basebackup `--waldir`, a restore's
+/// `pg_wal` moved there); PGDATA's `pg_wal` is then a symlink to it.
+pub const WALDIR: &str = "TUSK_WALDIR";
 /// Host of the primary (the `<db>-rw` Service).
 pub const PRIMARY_SERVICE: &str = "TUSK_PRIMARY_SERVICE";
 pub const PRIMARY_PORT: &str = "TUSK_PRIMARY_PORT";

@@ -4,7 +4,9 @@
 //! `initdb` and `pg_basebackup` write into a sibling directory,
 //! `<PGDATA>.tusk-bootstrap`, which is renamed to PGDATA only when complete. A pod
 //! killed halfway leaves no half-made PGDATA that a restart would mistake for a
-//! cluster; the leftover is removed and the bootstrap starts over.
+//! cluster; the leftover is removed and the bootstrap starts over. With a WAL
+//! volume (`TUSK_WALDIR`) the new cluster's WAL is staged beside the WAL
+//! directory the same way and moved into place with it ([`super::waldir`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -20,7 +22,7 @@ use crate::postgres::identifiers::slot_name;
 use crate::postgres::{REPLICATION_USER, SUPERUSER};
 use crate::upgrade::child;
 
-use super::{BootstrapMode, Error, Shared, files, is_set, sql};
+use super::{BootstrapMode, Error, Shared, files, is_set, sql, waldir};
 
 /// Make sure PGDATA holds a cluster: keep an existing one, else create it the way
 /// the operator said.
@@ -31,7 +33,9 @@ pub async fn ensure_data_directory(shared: &Shared) -> Result<(), Error> {
         tracing::warn!(path = %staging.display(), "removing an interrupted bootstrap");
         std::fs::remove_dir_all(&staging).map_err(Error::io("remove", &staging))?;
     }
-    if pgdata.join("PG_VERSION").is_file() {
+    let fresh = !pgdata.join("PG_VERSION").is_file();
+    waldir::clear(shared, fresh)?;
+    if !fresh {
         if upgrade_gate(shared)? == Gate::Keep {
             tracing::info!(
                 standby = files::is_standby(pgdata),
@@ -54,7 +58,7 @@ pub async fn ensure_data_directory(shared: &Shared) -> Result<(), Error> {
     }
     // rename(2) replaces an empty directory, so an empty PGDATA (a fresh mount
     // point's subdirectory created by someone else) is fine too.
-    std::fs::rename(&staging, pgdata).map_err(Error::io("move the new cluster into", pgdata))?;
+    waldir::put_in_place(shared, &staging)?;
     tracing::info!(mode = ?shared.config.bootstrap, "bootstrap complete");
     Ok(())
 }
@@ -116,8 +120,8 @@ fn upgrade_gate(shared: &Shared) -> Result<Gate, Error> {
 async fn clone_into_place(shared: &Shared, staging: &Path) -> Result<(), Error> {
     let pgdata = &shared.config.pgdata;
     clone(shared, staging).await?;
-    std::fs::remove_dir_all(pgdata).map_err(Error::io("remove", pgdata))?;
-    std::fs::rename(staging, pgdata).map_err(Error::io("move the new cluster into", pgdata))?;
+    waldir::remove_cluster(pgdata)?;
+    waldir::put_in_place(shared, staging)?;
     tracing::info!("cloned the primary in place of data of another major");
     Ok(())
 }
@@ -205,6 +209,7 @@ async fn initdb(shared: &Shared, staging: &Path) -> Result<(), Error> {
             "--locale=C",
             "--no-instructions",
         ])
+        .args(waldir::waldir_args(shared))
         .arg("--pwfile")
         .arg(&pwfile);
     let result = run(command, "initdb").await;
@@ -257,6 +262,7 @@ pub(super) async fn basebackup_command(
             "--slot",
             &slot,
         ])
+        .args(waldir::waldir_args(shared))
         .env(
             "PGPASSWORD",
             shared

@@ -28,6 +28,7 @@ mod restore;
 mod sql;
 mod verify;
 mod volumes;
+mod waldir;
 
 pub use verify::{TERMINATION_LOG, verify_backup};
 
@@ -101,6 +102,11 @@ pub struct InstanceConfig {
     /// be renamed into place atomically.
     #[arg(long, env = env::PGDATA)]
     pub pgdata: PathBuf,
+
+    /// Where a new cluster's WAL goes, on its own volume (`spec.walStorage`):
+    /// PGDATA's `pg_wal` is then a symlink to it. Unset, WAL stays in PGDATA.
+    #[arg(long, env = env::WALDIR)]
+    pub waldir: Option<PathBuf>,
 
     /// Host of the primary (the `<db>-rw` Service) for cloning and streaming.
     #[arg(long, env = env::PRIMARY_SERVICE)]

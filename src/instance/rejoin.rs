@@ -4,7 +4,9 @@
 //! as a standby. When the rewind fails for any reason but an unreachable
 //! primary, it is cloned again: never left diverged. The diverged copy is
 //! kept beside PGDATA (`<PGDATA>.tusk-diverged`, the last one only) for a
-//! person to look at.
+//! person to look at; on a WAL volume its WAL is kept beside the WAL
+//! directory (`<TUSK_WALDIR>.tusk-diverged`). pg_rewind follows a symlinked
+//! `pg_wal` like PostgreSQL.
 //!
 //! These steps run while the supervisor's reaper collects every child, so
 //! their programs run through [`Reaped`], which takes exit statuses from it.
@@ -16,7 +18,7 @@ use crate::postgres::SUPERUSER;
 use crate::upgrade::child;
 
 use super::reaper::Reaped;
-use super::{Error, Shared, bootstrap, files, lockfile};
+use super::{Error, Shared, bootstrap, files, lockfile, waldir};
 
 /// Make PGDATA a standby of the current primary.
 pub async fn rejoin(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<(), Error> {
@@ -99,28 +101,30 @@ async fn archive_ready(shared: &Shared, reaped: &mut Reaped<'_>) {
     }
 }
 
+/// The suffix of the diverged copy (and of its WAL directory on a WAL volume).
+const DIVERGED: &str = ".tusk-diverged";
+
 fn diverged_dir(pgdata: &Path) -> PathBuf {
-    let mut name = pgdata.as_os_str().to_owned();
-    name.push(".tusk-diverged");
-    PathBuf::from(name)
+    crate::wal::dir::suffixed(pgdata, DIVERGED)
 }
 
 /// Set the diverged data aside and clone the primary afresh.
 async fn reclone(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<(), Error> {
     let pgdata = &shared.config.pgdata;
     let aside = diverged_dir(pgdata);
-    if aside.exists() {
-        std::fs::remove_dir_all(&aside).map_err(Error::io("remove", &aside))?;
-    }
+    waldir::remove_cluster(&aside)?;
     std::fs::rename(pgdata, &aside).map_err(Error::io("set aside", pgdata))?;
+    // The diverged copy keeps its WAL, beside the WAL directory the clone takes.
+    waldir::set_aside(shared, &aside, DIVERGED)?;
     let staging = bootstrap::staging_dir(pgdata);
     if staging.exists() {
         std::fs::remove_dir_all(&staging).map_err(Error::io("remove", &staging))?;
     }
+    waldir::clear(shared, false)?;
     let command = bootstrap::basebackup_command(shared, &staging).await?;
     reaped.run(command, "pg_basebackup").await?;
     files::mark_standby(&staging)?;
-    std::fs::rename(&staging, pgdata).map_err(Error::io("move the clone into", pgdata))?;
+    waldir::put_in_place(shared, &staging)?;
     tracing::info!(diverged = %aside.display(), "cloned the primary; the diverged data is kept aside");
     Ok(())
 }

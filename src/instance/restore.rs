@@ -11,7 +11,9 @@
 //! 4. Once it has promoted on a new timeline (archiving that timeline's first
 //!    WAL to this Database's own store, never the source's), stop it cleanly.
 //!
-//! The caller renames the staging directory into place; the next start renders
+//! With a WAL volume the unpacked `pg_wal` moves onto it before step 3
+//! ([`super::waldir`]). The caller renames the staging directory into place
+//! (its WAL with it); the next start renders
 //! the ordinary configuration, without the recovery settings. Progress is in
 //! [`Shared::restore`] for `GET /restore`.
 
@@ -162,6 +164,9 @@ pub async fn restore(shared: &Shared, source: &Source, staging: &Path) -> Result
         }
     };
     shared.update_restore(|p| p.downloaded_bytes = unpacked.stored_bytes);
+    // A base backup's pg_wal is a plain, empty directory: onto the WAL
+    // volume before replay fills it.
+    super::waldir::relocate_restored(shared, staging)?;
     tracing::info!(
         stored_bytes = unpacked.stored_bytes,
         raw_bytes = unpacked.raw_bytes,

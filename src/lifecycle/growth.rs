@@ -1,9 +1,8 @@
 //! Growing volumes, and a volume that filled: one plan row per volume of
-//! each instance (the data volume; a WAL volume is one more
-//! [`VolumeKind`] in [`wanted`]).
+//! each instance (the data volume, and the WAL volume of `spec.walStorage`).
 //!
-//! A volume grows to `spec.storage.size` when that is larger than its PVC's
-//! request, and by `autoGrow.step` (never past `autoGrow.limit`) when the
+//! A volume grows to `spec.storage.size` (`spec.walStorage.size`) when that
+//! is larger than its PVC's request, and the data volume by `autoGrow.step` (never past `autoGrow.limit`) when the
 //! filesystem the instance sees is `autoGrow.threshold` percent used. It
 //! never shrinks, never grows while a resize is under way, and never grows
 //! where its StorageClass does not allow expansion (that is `Blocked`,
@@ -42,7 +41,7 @@ pub enum Decision {
 pub fn wanted(spec: &DatabaseSpec, kind: VolumeKind) -> Option<u64> {
     let text = match kind {
         VolumeKind::Data => &spec.storage.size,
-        VolumeKind::Wal => return None,
+        VolumeKind::Wal => &spec.wal_storage.as_ref()?.size,
     };
     quantity::parse_bytes(text)
         .ok()
@@ -122,7 +121,9 @@ pub(super) fn plan(ctx: &Context) -> Growth {
             if volume.full() {
                 full.push((name.clone(), volume));
             }
-            match decide(volume, wanted, auto.as_ref()) {
+            // autoGrow is spec.storage's: it sizes the data volume only.
+            let auto = auto.as_ref().filter(|_| volume.kind.0 == VolumeKind::Data);
+            match decide(volume, wanted, auto) {
                 Decision::Steady | Decision::Unbound => {}
                 Decision::Grow { to, reason } => growth.actions.push(Action::GrowVolume {
                     instance: name.clone(),
@@ -185,7 +186,9 @@ fn not_expandable_verdict(rows: &[(&Volume, u64)], auto: bool) -> Option<Verdict
             "StorageClass {class} does not allow volume expansion (allowVolumeExpansion is not true)"
         ),
     };
-    let field = if auto {
+    let field = if volume.kind.0 == VolumeKind::Wal {
+        "spec.walStorage.size"
+    } else if auto {
         "spec.storage.size or spec.storage.autoGrow"
     } else {
         "spec.storage.size"
@@ -251,6 +254,10 @@ fn full_verdict(
         let advice = match auto {
             _ if growing => {
                 "It is being grown; writes resume once the filesystem is larger.".to_owned()
+            }
+            _ if volume.kind.0 == VolumeKind::Wal => {
+                "Grow spec.walStorage.size (or lower max_wal_size in spec.postgresql.parameters)."
+                    .to_owned()
             }
             Some(a) if volume.requested >= a.limit => format!(
                 "spec.storage.autoGrow.limit ({}) is reached: raise it, or grow spec.storage.size.",

@@ -21,6 +21,7 @@ pub(super) fn spec(instances: i32, mode: ReplicationMode, min_sync: i32) -> Data
             storage_class_name: None,
             auto_grow: None,
         },
+        wal_storage: None,
         replication: ReplicationSpec {
             mode,
             min_sync_replicas: min_sync,

@@ -21,6 +21,11 @@ pub const DATA_MOUNT: &str = "/var/lib/postgresql/data";
 /// The data directory: a subdirectory of the mount, because the root of many
 /// volumes holds `lost+found` and initdb refuses a non-empty directory.
 pub const PGDATA: &str = "/var/lib/postgresql/data/pgdata";
+/// Where an instance's WAL PVC (`spec.walStorage`) is mounted.
+pub const WAL_MOUNT: &str = "/var/lib/postgresql/wal";
+/// The WAL directory on the WAL volume: a subdirectory of the mount for the
+/// same reason as [`PGDATA`]; PGDATA's `pg_wal` is a symlink to it.
+pub const WALDIR: &str = "/var/lib/postgresql/wal/pg_wal";
 /// The emptyDir the init container copies `tusk` into.
 pub const TUSK_BIN: &str = "/tusk/bin";
 /// PostgreSQL's port (container port `postgresql`).
@@ -39,6 +44,7 @@ pub use crate::contract::env::{
 /// belong to it.
 pub(super) const POSTGRES_UID: i64 = 999;
 pub(super) const DATA_VOLUME: &str = "data";
+pub(super) const WAL_VOLUME: &str = "wal";
 pub(super) const TUSK_BIN_VOLUME: &str = "tusk-bin";
 pub(super) const RUN_VOLUME: &str = "run";
 pub(super) const TMP_VOLUME: &str = "tmp";

@@ -29,6 +29,7 @@ mod secret;
 mod service;
 pub mod upgrade;
 mod verify;
+mod wal_volume;
 
 #[cfg(test)]
 mod tests;
@@ -60,7 +61,7 @@ pub use pod::{
     BOOTSTRAP_ANNOTATION, PlannedInstance, SPEC_HASH_ANNOTATION, instance_pod, instance_spec_hash,
     postgres_image, spec_hash,
 };
-pub use pvc::{grown as grown_pvc, pvc};
+pub use pvc::{grown as grown_pvc, instance_pvcs, pvc, wal_pvc};
 pub use restore::{RestoreSource, with_restore};
 pub use secret::{
     APP_USERNAME_DEFAULT, INSTANCE_TOKEN_USERNAME, PASSWORD_KEY, REPLICATION_USERNAME,

@@ -2,7 +2,9 @@
 //!
 //! Database names are limited to [`crate::api::validate::MAX_NAME_LEN`] (50)
 //! characters so that the longest derived name, `<db>-replication` (62) or
-//! `<db>-<serial>` with a ten-digit serial (61), still fits in 63.
+//! `<db>-<serial>` with a ten-digit serial (61), still fits in 63. (A WAL
+//! PVC, `<db>-<serial>-wal`, may reach 65: it is never a label value, and
+//! PVC names may have 253.)
 
 /// Instance `serial` of database `db`: its Pod, its PVC and its
 /// `tusk.dev/instance` label value. Serials start at 1; a new instance takes the
@@ -30,6 +32,25 @@ pub fn serial_of(db: &str, instance: &str) -> Option<u32> {
 /// finds its data by name.
 pub fn pvc(instance: &str) -> String {
     instance.to_owned()
+}
+
+/// The WAL volume's PVC of an instance (`spec.walStorage`): the data PVC's
+/// name with `-wal`. Not a label value, so the 63-character limit does not
+/// apply (PVC names may have 253); it cannot be taken for another
+/// instance's data PVC, whose names end in digits.
+pub fn wal_pvc(instance: &str) -> String {
+    format!("{instance}-wal")
+}
+
+/// Every PVC of an instance: its data PVC, then its WAL PVC when the
+/// Database has a WAL volume. What is created with an instance, grown with
+/// it, and deleted with it (and only with it).
+pub fn instance_pvcs(instance: &str, wal_volume: bool) -> Vec<String> {
+    let mut claims = vec![pvc(instance)];
+    if wal_volume {
+        claims.push(wal_pvc(instance));
+    }
+    claims
 }
 
 /// Service that reaches the primary (read-write).
@@ -155,6 +176,12 @@ mod tests {
         assert_eq!(instance_name("orders", 1), "orders-1");
         assert_eq!(instance_name("orders", 12), "orders-12");
         assert_eq!(pvc("orders-3"), "orders-3");
+        assert_eq!(wal_pvc("orders-3"), "orders-3-wal");
+        assert_eq!(instance_pvcs("orders-3", false), ["orders-3"]);
+        assert_eq!(
+            instance_pvcs("orders-3", true),
+            ["orders-3", "orders-3-wal"]
+        );
         assert_eq!(rw_service("orders"), "orders-rw");
         assert_eq!(ro_service("orders"), "orders-ro");
         assert_eq!(r_service("orders"), "orders-r");
@@ -172,6 +199,16 @@ mod tests {
             assert_eq!(
                 serial_of("orders", &instance_name("orders", serial)),
                 Some(serial)
+            );
+        }
+    }
+
+    #[test]
+    fn a_wal_pvc_is_never_an_instance_s_data_pvc() {
+        for serial in [1, 2, 10, u32::MAX] {
+            assert_eq!(
+                serial_of("orders", &wal_pvc(&instance_name("orders", serial))),
+                None
             );
         }
     }

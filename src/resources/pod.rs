@@ -26,7 +26,7 @@ use super::container::{
     pod_security_context, store_credentials_volume, value_env,
 };
 use super::secret::{SecretKind, secret_env};
-use super::{BuildConfig, hash, labels, names, object_meta};
+use super::{BuildConfig, hash, labels, names, object_meta, wal_volume};
 use crate::api::model::ValidatedDatabase;
 use crate::api::status::InstanceRole;
 use crate::api::v1::ReplicationMode;
@@ -222,6 +222,7 @@ fn postgres_container(
                     .and_then(store_credentials_volume)
                     .map(|_| mount(STORE_CREDENTIALS_VOLUME, STORE_CREDENTIALS_MOUNT, true)),
             )
+            .chain(wal_volume::mount(db))
             .collect(),
         ),
         security_context: Some(container_security_context()),
@@ -269,6 +270,7 @@ fn env(db: &ValidatedDatabase, instance: &str) -> Vec<EnvVar> {
     if let Some(store) = &db.object_store {
         vars.extend(instance_objectstore_env(store));
     }
+    vars.extend(wal_volume::env(db));
     vars
 }
 
@@ -315,6 +317,7 @@ fn volumes(db: &ValidatedDatabase, instance: &str) -> Vec<Volume> {
     ]
     .into_iter()
     .chain(db.object_store.as_ref().and_then(store_credentials_volume))
+    .chain(wal_volume::volume(db, instance))
     .collect()
 }
 

@@ -1,5 +1,6 @@
-//! The PersistentVolumeClaims of one instance: its data volume, and the same
-//! claim at a larger size when the volume grows.
+//! The PersistentVolumeClaims of one instance: its data volume and, with
+//! `spec.walStorage`, its WAL volume; and the same claims at a larger size
+//! when a volume grows.
 
 use std::collections::BTreeMap;
 
@@ -20,23 +21,57 @@ use crate::contract::VolumeKind;
 /// the class allows expansion); the rest of a PVC spec is immutable, and validation
 /// refuses a class change for that reason.
 pub fn pvc(db: &ValidatedDatabase, instance_name: &str) -> PersistentVolumeClaim {
-    let db_name = db.name.clone();
+    claim(
+        db,
+        instance_name,
+        names::pvc(instance_name),
+        &db.storage.size,
+        db.storage.storage_class_name.as_deref(),
+    )
+}
+
+/// The WAL volume of instance `instance_name` (`spec.walStorage`), built
+/// like its data volume (same labels and owner, so it is listed, kept and
+/// deleted with it), named [`names::wal_pvc`]; `None` without a WAL volume.
+pub fn wal_pvc(db: &ValidatedDatabase, instance_name: &str) -> Option<PersistentVolumeClaim> {
+    let wal = db.wal_storage.as_ref()?;
+    Some(claim(
+        db,
+        instance_name,
+        names::wal_pvc(instance_name),
+        &wal.size,
+        wal.storage_class_name.as_deref(),
+    ))
+}
+
+/// Every PVC of instance `instance_name`, in the order of
+/// [`names::instance_pvcs`]: created together when the instance is added,
+/// grown together, deleted together when it is removed.
+pub fn instance_pvcs(db: &ValidatedDatabase, instance_name: &str) -> Vec<PersistentVolumeClaim> {
+    std::iter::once(pvc(db, instance_name))
+        .chain(wal_pvc(db, instance_name))
+        .collect()
+}
+
+fn claim(
+    db: &ValidatedDatabase,
+    instance_name: &str,
+    name: String,
+    size: &str,
+    class: Option<&str>,
+) -> PersistentVolumeClaim {
     PersistentVolumeClaim {
-        metadata: object_meta(
-            db,
-            names::pvc(instance_name),
-            labels::instance(&db_name, instance_name),
-        ),
+        metadata: object_meta(db, name, labels::instance(&db.name, instance_name)),
         spec: Some(PersistentVolumeClaimSpec {
             access_modes: Some(vec!["ReadWriteOnce".to_owned()]),
             resources: Some(VolumeResourceRequirements {
                 requests: Some(BTreeMap::from([(
                     "storage".to_owned(),
-                    Quantity(db.storage.size.clone()),
+                    Quantity(size.to_owned()),
                 )])),
                 limits: None,
             }),
-            storage_class_name: db.storage.storage_class_name.clone(),
+            storage_class_name: class.map(str::to_owned),
             ..PersistentVolumeClaimSpec::default()
         }),
         status: None,
@@ -52,7 +87,7 @@ pub fn volume_claim(
 ) -> Option<PersistentVolumeClaim> {
     match volume {
         VolumeKind::Data => Some(pvc(db, instance_name)),
-        VolumeKind::Wal => None,
+        VolumeKind::Wal => wal_pvc(db, instance_name),
     }
 }
 
@@ -116,6 +151,67 @@ mod tests {
             spec.resources.and_then(|r| r.requests).unwrap_or_default()["storage"],
             Quantity("1Gi".into())
         );
+        assert_eq!(spec.storage_class_name, None);
+    }
+
+    fn with_wal(class: Option<&str>) -> crate::api::v1::Database {
+        let mut db = sample_database();
+        db.spec.wal_storage = Some(crate::api::v1::WalStorageSpec {
+            size: "2Gi".into(),
+            storage_class_name: class.map(str::to_owned),
+        });
+        db
+    }
+
+    #[test]
+    fn no_wal_volume_without_wal_storage() {
+        let db = model(&sample_database());
+        assert_eq!(wal_pvc(&db, "orders-1"), None);
+        let names: Vec<_> = instance_pvcs(&db, "orders-1")
+            .into_iter()
+            .map(|c| c.metadata.name.unwrap_or_default())
+            .collect();
+        assert_eq!(names, ["orders-1"]);
+    }
+
+    #[test]
+    fn the_wal_volume_is_built_like_the_data_volume_with_its_own_size_and_class() {
+        let db = with_wal(Some("wal-class"));
+        let data = pvc(&model(&db), "orders-2");
+        let Some(wal) = wal_pvc(&model(&db), "orders-2") else {
+            panic!("a WAL PVC with spec.walStorage");
+        };
+        assert_eq!(wal.metadata.name.as_deref(), Some("orders-2-wal"));
+        assert_eq!(wal.metadata.namespace, data.metadata.namespace);
+        assert_eq!(wal.metadata.labels, data.metadata.labels);
+        assert_eq!(
+            wal.metadata.owner_references,
+            data.metadata.owner_references
+        );
+        assert!(wal.metadata.owner_references.is_some());
+        let spec = wal.spec.unwrap_or_default();
+        assert_eq!(spec.access_modes, Some(vec!["ReadWriteOnce".to_owned()]));
+        assert_eq!(
+            spec.resources.and_then(|r| r.requests).unwrap_or_default()["storage"],
+            Quantity("2Gi".into())
+        );
+        assert_eq!(spec.storage_class_name.as_deref(), Some("wal-class"));
+        // The data volume keeps spec.storage's size and class.
+        let data_spec = data.spec.unwrap_or_default();
+        assert_eq!(data_spec.storage_class_name, None);
+        let names: Vec<_> = instance_pvcs(&model(&db), "orders-2")
+            .into_iter()
+            .map(|c| c.metadata.name.unwrap_or_default())
+            .collect();
+        assert_eq!(names, names::instance_pvcs("orders-2", true));
+    }
+
+    #[test]
+    fn the_wal_volume_uses_the_default_class_when_unset() {
+        let db = with_wal(None);
+        let spec = wal_pvc(&model(&db), "orders-1")
+            .and_then(|c| c.spec)
+            .unwrap_or_default();
         assert_eq!(spec.storage_class_name, None);
     }
 

@@ -51,7 +51,7 @@ fn image(db: &Database, config: &BuildConfig) -> String {
     model_of(db, config).image
 }
 
-fn config() -> BuildConfig {
+pub(super) fn config() -> BuildConfig {
     BuildConfig {
         postgres_repository: "postgres".into(),
         tusk_image: "localhost/tusk:dev".into(),

@@ -22,7 +22,8 @@ use kube::ResourceExt;
 
 use super::container::{
     DATA_MOUNT, DATA_VOLUME, PGDATA, POSTGRES_PORT, RUN_VOLUME, TMP_VOLUME, TUSK_BIN,
-    TUSK_BIN_VOLUME, bootstrap_container, container_security_context, mount, pod_security_context,
+    TUSK_BIN_VOLUME, WAL_MOUNT, WAL_VOLUME, bootstrap_container, container_security_context, mount,
+    pod_security_context,
 };
 use super::secret::{SecretKind, secret_env};
 use super::{BuildConfig, hash, labels, object_meta};
@@ -149,20 +150,25 @@ fn pod_spec(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> PodSpec {
     PodSpec {
         init_containers: Some(init),
         containers: vec![main_container(input, step)],
-        volumes: Some(vec![
-            Volume {
-                name: DATA_VOLUME.to_owned(),
-                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                    claim_name: input.claim.clone(),
-                    read_only: (step == UpgradeJob::Check).then_some(true),
-                }),
-                ..Volume::default()
-            },
-            empty(TUSK_BIN_VOLUME),
-            empty(OLD_STAGE_VOLUME),
-            empty(RUN_VOLUME),
-            empty(TMP_VOLUME),
-        ]),
+        volumes: Some(
+            [
+                Volume {
+                    name: DATA_VOLUME.to_owned(),
+                    persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                        claim_name: input.claim.clone(),
+                        read_only: (step == UpgradeJob::Check).then_some(true),
+                    }),
+                    ..Volume::default()
+                },
+                empty(TUSK_BIN_VOLUME),
+                empty(OLD_STAGE_VOLUME),
+                empty(RUN_VOLUME),
+                empty(TMP_VOLUME),
+            ]
+            .into_iter()
+            .chain(wal_volume(input, step))
+            .collect(),
+        ),
         restart_policy: Some("Never".to_owned()),
         security_context: Some(pod_security_context()),
         affinity: input.node.as_deref().map(on_node),
@@ -170,6 +176,20 @@ fn pod_spec(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> PodSpec {
         automount_service_account_token: Some(false),
         ..PodSpec::default()
     }
+}
+
+/// The instance's WAL PVC when the Database has a WAL volume: PGDATA's
+/// `pg_wal` is a symlink into it, so every step that opens the cluster
+/// needs it; the check does not (it reads a shadow of the data directory,
+/// see `crate::upgrade::check`). The data PVC is named
+/// like its instance ([`super::names::pvc`]), so `claim` names the instance.
+fn wal_volume(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> Option<Volume> {
+    input
+        .db
+        .wal_storage
+        .as_ref()
+        .filter(|_| step != UpgradeJob::Check)
+        .map(|_| super::wal_volume::claim_volume(&input.claim, false))
 }
 
 /// Required to run on `node` (by name, as DaemonSets pin theirs), still
@@ -270,6 +290,13 @@ fn main_container(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> Container {
     ];
     if step != UpgradeJob::Rollback {
         mounts.push(mount(OLD_STAGE_VOLUME, OLD_STAGE, true));
+    }
+    if input.db.wal_storage.is_some() && step != UpgradeJob::Check {
+        mounts.push(mount(WAL_VOLUME, WAL_MOUNT, false));
+        if step == UpgradeJob::Upgrade {
+            // Where the new cluster's initdb puts its WAL (beside the old's).
+            vars.extend(super::wal_volume::env(input.db));
+        }
     }
     Container {
         name: UPGRADE_CONTAINER.to_owned(),

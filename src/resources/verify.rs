@@ -2,7 +2,8 @@
 //! built like an instance (same image, the `tusk` binary copied in, the same
 //! restricted security context) but with an emptyDir for data, bounded
 //! resources, no probes, no ports, no store of its own (nothing is archived)
-//! and the restore variables of the backup, replayed to its end LSN.
+//! and the restore variables of the backup, replayed to its end LSN. With
+//! `spec.walStorage` it still keeps its WAL inside the emptyDir.
 
 use std::collections::BTreeMap;
 
@@ -62,6 +63,9 @@ pub fn verify_job(
     spec.hostname = None;
     spec.affinity = None;
     spec.restart_policy = Some("Never".to_owned());
+    // The WAL stays inside the emptyDir: a throwaway restore needs no
+    // volume of the instance's.
+    super::wal_volume::remove_from(&mut spec);
     for volume in spec.volumes.iter_mut().flatten() {
         if volume.name == DATA_VOLUME {
             volume.persistent_volume_claim = None;

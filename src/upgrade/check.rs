@@ -103,7 +103,7 @@ pub async fn check(dirs: &Dirs, target: &Target, work: &Path) -> Result<String, 
     let settings = ClusterSettings { control, locale };
 
     let new = work.join("new");
-    settings::initdb(&new_bindir, &new, &settings, new_major).await?;
+    settings::initdb(&new_bindir, &new, None, &settings, new_major).await?;
 
     let new_port = if port == 50432 { 50433 } else { 50432 };
     let mut cmd = child::async_command(new_bindir.join("pg_upgrade"));

@@ -7,6 +7,8 @@
 //! started, so the old one is intact but for `pg_control`'s rename, which is
 //! undone); after, it completes the swap. A rerun after completion changes
 //! nothing. A failed pg_upgrade leaves the old cluster as it was, startable.
+//! With a WAL volume the new cluster's `initdb --waldir` puts its WAL in a
+//! directory of its own there (see [`new_waldir`]).
 
 use std::path::Path;
 
@@ -108,7 +110,8 @@ async fn upgrade(
     super::fresh_dir(work)?;
 
     let settings = read_settings(&dirs.old_bindir, pgdata, work, from).await?;
-    settings::initdb(new_bindir, &new, &settings, to).await?;
+    let new_wal = dirs.waldir.as_deref().map(|waldir| new_waldir(waldir, to));
+    settings::initdb(new_bindir, &new, new_wal.as_deref(), &settings, to).await?;
     let mut cmd = child::async_command(new_bindir.join("pg_upgrade"));
     cmd.arg("--link")
         .arg("--old-bindir")
@@ -150,6 +153,17 @@ async fn upgrade(
     let _ = std::fs::remove_dir_all(work);
     let message = swap(pgdata, from, to)?;
     Ok(format!("{message} ({})", settings::describe(&settings)))
+}
+
+/// The new cluster's WAL directory on the WAL volume: `<waldir>.<to>`, or
+/// the first free `<waldir>.<to>.<n>`. The old cluster's WAL stays where its
+/// `pg_wal` links (a rollback needs it); a half-made new cluster's WAL went
+/// with it ([`state::remove_new_cluster`]). pg_upgrade itself never touches
+/// either `pg_wal` (it resets the new cluster's WAL with pg_resetwal, which
+/// follows the link).
+fn new_waldir(waldir: &Path, to: u32) -> std::path::PathBuf {
+    let base = crate::wal::dir::suffixed(waldir, &format!(".{to}"));
+    crate::wal::dir::fresh(&base, |candidate| candidate.exists())
 }
 
 /// Configuration the new cluster keeps from the old: `ALTER SYSTEM`'s file

@@ -189,6 +189,11 @@ pub struct Dirs {
     /// The old cluster's data directory.
     #[arg(long, env = env::PGDATA)]
     pub pgdata: PathBuf,
+    /// The WAL directory on the instance's WAL volume (`spec.walStorage`):
+    /// `run` puts the new cluster's WAL beside it (`<waldir>.<major>`), so
+    /// the old cluster's stays as it was for a rollback.
+    #[arg(long, env = env::WALDIR)]
+    pub waldir: Option<PathBuf>,
 }
 
 /// The new major's programs: `--new-bindir`, else the image's.

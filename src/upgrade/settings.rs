@@ -197,6 +197,7 @@ pub fn describe(settings: &ClusterSettings) -> String {
 pub async fn initdb(
     bindir: &Path,
     dir: &Path,
+    waldir: Option<&Path>,
     settings: &ClusterSettings,
     major: u32,
 ) -> Result<(), Error> {
@@ -205,6 +206,9 @@ pub async fn initdb(
         .arg(dir)
         .args(initdb_args(settings, major)?)
         .env("LC_MESSAGES", "C");
+    if let Some(waldir) = waldir {
+        cmd.arg("--waldir").arg(waldir);
+    }
     command::run(cmd, "initdb").await?;
     Ok(())
 }

@@ -192,6 +192,12 @@ pub fn restore_pg_control(dir: &Path) -> Result<bool, Error> {
     Ok(true)
 }
 
+/// Removes data directory `dir` and, when its `pg_wal` links to a WAL
+/// volume, that WAL directory too (else it would stay there, unused).
+fn remove_with_wal(dir: &Path) -> Result<(), Error> {
+    crate::wal::dir::remove_cluster(dir).map_err(|e| Error::io(e.action, &e.path)(e.source))
+}
+
 /// Removes `dir` when it holds a new cluster of major `to` (or a partial
 /// one without PG_VERSION) — and refuses anything else, so that a mix-up of
 /// names can never remove an old cluster's data.
@@ -208,7 +214,7 @@ pub fn remove_new_cluster(dir: &Path, to: u32) -> Result<(), Error> {
         }
         _ => {}
     }
-    std::fs::remove_dir_all(dir).map_err(Error::io("remove", dir))?;
+    remove_with_wal(dir)?;
     sync_parent(dir)
 }
 
@@ -236,7 +242,7 @@ pub fn finish_first_start(pgdata: &Path) -> Result<Option<State>, Error> {
     if old.exists() {
         match version::data_major(&old)? {
             Some(major) if major == state.from => {
-                std::fs::remove_dir_all(&old).map_err(Error::io("remove", &old))?;
+                remove_with_wal(&old)?;
                 sync_parent(&old)?;
             }
             other => {

@@ -10,6 +10,11 @@
 //! marker for each in a spool directory so that PostgreSQL's later call for
 //! it succeeds at once. Restoring fetches the asked segment and, in
 //! parallel, the next ones into a spool, so replay rarely waits on the store.
+//!
+//! [`dir`] keeps a data directory's WAL with it when `pg_wal` lives on its
+//! own volume (`spec.walStorage`).
+
+pub mod dir;
 
 use std::io;
 use std::path::{Path, PathBuf};

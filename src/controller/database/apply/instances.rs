@@ -53,6 +53,7 @@ impl Applier<'_> {
             pod = resources::with_restore(pod, source);
         }
         let name = pod.name_any();
+        self.ensure_wal_pvc(&name).await?;
         if !self.create_once(&pod, "creating an instance Pod").await? {
             return Ok(None);
         }
@@ -64,6 +65,24 @@ impl Applier<'_> {
                 bootstrap.as_str()
             ),
         }))
+    }
+
+    /// The instance's WAL PVC (`spec.walStorage`) when this Database's
+    /// listing lacks it: a pass that failed between the data PVC and the
+    /// WAL PVC would otherwise leave the pod Pending on a missing claim.
+    async fn ensure_wal_pvc(&self, instance: &str) -> Result<(), Error> {
+        let Some(wal) = resources::wal_pvc(self.model, instance) else {
+            return Ok(());
+        };
+        let name = wal.name_any();
+        if self.snapshot.pvcs.iter().any(|p| p.name_any() == name) {
+            return Ok(());
+        }
+        self.server_side_apply::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(
+            &wal,
+            "applying a WAL PVC",
+        )
+        .await
     }
 
     pub(super) async fn delete_pod(

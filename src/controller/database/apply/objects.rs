@@ -168,14 +168,19 @@ impl Applier<'_> {
         Ok(None)
     }
 
+    /// The instance's PVCs: its data volume and, with `spec.walStorage`,
+    /// its WAL volume, created together.
     pub(super) async fn create_pvc(&self, serial: u32) -> Result<Option<Done>, Error> {
         let instance = names::instance_name(self.name(), serial);
-        let pvc = resources::pvc(self.model, &instance);
-        self.server_side_apply::<PersistentVolumeClaim>(&pvc, "applying a PVC")
-            .await?;
+        let claims = resources::instance_pvcs(self.model, &instance);
+        for pvc in &claims {
+            self.server_side_apply::<PersistentVolumeClaim>(pvc, "applying a PVC")
+                .await?;
+        }
+        let names: Vec<String> = claims.iter().map(ResourceExt::name_any).collect();
         Ok(Some(Done {
             reason: "CreatedVolume",
-            note: format!("created PVC {}", pvc.name_any()),
+            note: format!("created PVC {}", names.join(" and ")),
         }))
     }
 
@@ -194,6 +199,7 @@ impl Applier<'_> {
         self.server_side_apply::<PersistentVolumeClaim>(&claim, "growing a PVC")
             .await?;
         let why = match reason {
+            GrowReason::Spec if volume == VolumeKind::Wal => "spec.walStorage.size".to_owned(),
             GrowReason::Spec => "spec.storage.size".to_owned(),
             GrowReason::AutoGrow { used_percent } => {
                 format!("spec.storage.autoGrow: the filesystem is {used_percent}% used")
@@ -213,14 +219,22 @@ impl Applier<'_> {
         }))
     }
 
+    /// The PVCs of a removed instance: its data PVC, and its WAL PVC when
+    /// this Database's listing (by its label) holds one, so that a PVC a
+    /// user made with a similar name is never touched.
     pub(super) async fn delete_pvc(&self, name: &str) -> Result<Option<Done>, Error> {
-        self.delete::<PersistentVolumeClaim>(&names::pvc(name), "deleting a PVC")
-            .await?;
+        let wal = names::wal_pvc(name);
+        let has_wal = self.snapshot.pvcs.iter().any(|p| p.name_any() == wal);
+        let claims = names::instance_pvcs(name, has_wal);
+        for claim in &claims {
+            self.delete::<PersistentVolumeClaim>(claim, "deleting a PVC")
+                .await?;
+        }
         Ok(Some(Done {
             reason: "DeletedVolume",
             note: format!(
                 "deleted PVC {} of removed instance {name}",
-                names::pvc(name)
+                claims.join(" and ")
             ),
         }))
     }

@@ -25,9 +25,17 @@ const RESIZE_CONDITIONS: [&str; 4] = [
 
 /// The instance and volume PVC `claim` of Database `db` holds.
 fn volume_of(db: &str, claim: &str) -> Option<(u32, VolumeKind)> {
-    let serial = names::serial_of(db, claim)?;
+    let (instance_part, kind) = match claim.strip_suffix("-wal") {
+        Some(data) => (data, VolumeKind::Wal),
+        None => (claim, VolumeKind::Data),
+    };
+    let serial = names::serial_of(db, instance_part)?;
     let instance = names::instance_name(db, serial);
-    (names::pvc(&instance) == claim).then_some((serial, VolumeKind::Data))
+    let expected = match kind {
+        VolumeKind::Data => names::pvc(&instance),
+        VolumeKind::Wal => names::wal_pvc(&instance),
+    };
+    (expected == claim).then_some((serial, kind))
 }
 
 /// Every instance's volumes, by serial, in kind order.
