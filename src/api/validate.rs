@@ -24,7 +24,7 @@ pub struct FieldError {
 }
 
 impl FieldError {
-    fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(super) fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             path: path.into(),
             message: message.into(),
@@ -155,6 +155,7 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
     if let Some(primary) = &spec.primary {
         errors.extend(primary_error(name, primary));
     }
+    errors.extend(super::placement::errors(spec));
     errors
 }
 
