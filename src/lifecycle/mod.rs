@@ -35,6 +35,7 @@ mod primary;
 mod requests;
 mod roles;
 mod rollout;
+mod scheduling;
 mod serving;
 mod shape;
 mod topology;
@@ -53,6 +54,8 @@ mod primary_tests;
 mod proptests;
 #[cfg(test)]
 mod rollout_tests;
+#[cfg(test)]
+mod scheduling_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

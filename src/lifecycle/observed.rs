@@ -309,6 +309,9 @@ pub struct Pod {
     /// How often the kubelet restarted its `postgres` container: a pod that
     /// crashed is no longer merely starting.
     pub restarts: u32,
+    /// The scheduler's message while it cannot place the pod
+    /// (`PodScheduled=False`, reason `Unschedulable`).
+    pub unschedulable: Option<String>,
 }
 
 /// Pod phase, with deletion folded in (a pod with a deletionTimestamp is

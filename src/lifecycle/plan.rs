@@ -17,7 +17,7 @@ use super::observed::Observed;
 use super::verdict::{self, Desired, Verdict};
 use super::{
     alarm, backups, configuration, deletion, migrations, objects, primary, requests, roles,
-    rollout, serving, topology, upgrade,
+    rollout, scheduling, serving, topology, upgrade,
 };
 
 /// Requeue delay while something is under way or unclear: instance managers are
@@ -186,8 +186,10 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     let configuration = configuration::plan(&ctx, &topology);
     objects::credentials(&ctx, &topology, &mut objects);
 
-    // What the spec asks for and cannot have comes first: it names the field.
+    // What the spec asks for and cannot have comes first: it names the field;
+    // then instances the scheduler cannot place, named with the fields why.
     let mut verdicts = requests.verdicts;
+    verdicts.extend(scheduling::verdicts(&ctx));
     // A rolling update's word comes before the topology's: an instance it
     // took away is expected, and what it waits for is the news.
     let step = rollout::steps(&ctx, &topology, rollout.rolling);

@@ -196,6 +196,7 @@ fn pods(
                 .map(ha_view),
             created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
             restarts: postgres_restarts(pod),
+            unschedulable: unschedulable(pod),
         });
     }
 }
@@ -338,6 +339,21 @@ fn outdated(model: &ValidatedDatabase, serial: u32, pod: &KubePod, build: &Build
         .as_ref()
         .and_then(|a| a.get(SPEC_HASH_ANNOTATION));
     have != Some(&want)
+}
+
+/// The scheduler's message while it cannot place `pod`.
+fn unschedulable(pod: &KubePod) -> Option<String> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        })
+        .map(|c| c.message.clone().unwrap_or_default())
 }
 
 /// How often the kubelet restarted the `postgres` container.
