@@ -26,6 +26,7 @@ mod backups;
 mod configuration;
 mod context;
 mod deletion;
+mod metadata;
 mod migrations;
 mod note;
 mod objects;
@@ -68,9 +69,9 @@ pub use context::restore_pending;
 pub use deletion::SKIP_FINAL_BACKUP;
 pub use migrations::tail;
 pub use observed::{
-    BackupState, BackupView, Deletion, HaView, Instance, InstanceState, JobState, LeaseState,
-    ManagerStatus, MigrationJob, Observed, Pod, PodPhase, PvcState, RestoreView, RetentionPass,
-    Routing, SyncStandbys,
+    BackupState, BackupView, Deletion, HaView, InheritedDrift, Instance, InstanceState, JobState,
+    LeaseState, ManagerStatus, MigrationJob, Observed, Pod, PodPhase, PvcState, RestoreView,
+    RetentionPass, Routing, SyncStandbys,
 };
 pub use plan::{Note, Plan, REQUEUE_SOON_SECONDS, REQUEUE_STEADY_SECONDS, plan};
 pub use verdict::{DEGRADED, Desired, PROGRESSING, READY, Verdict};

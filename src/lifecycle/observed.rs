@@ -79,6 +79,16 @@ pub struct Observed {
     pub deletion: Deletion,
     /// The last retention pass this operator ran for the Database, if any.
     pub last_retention: Option<RetentionPass>,
+    /// Instance Pods and PVCs, by name, that lack a label or annotation of
+    /// `spec.inheritedMetadata` (removed or changed since they were made).
+    pub inherited_drift: InheritedDrift,
+}
+
+/// Objects whose inherited metadata drifted, by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InheritedDrift {
+    pub pods: Vec<String>,
+    pub pvcs: Vec<String>,
 }
 
 /// Where a Job is.
@@ -218,6 +228,7 @@ impl Default for Observed {
             created: None,
             deletion: Deletion::default(),
             last_retention: None,
+            inherited_drift: InheritedDrift::default(),
         }
     }
 }

@@ -16,8 +16,8 @@ pub use super::note::Note;
 use super::observed::Observed;
 use super::verdict::{self, Desired, Verdict};
 use super::{
-    alarm, backups, configuration, deletion, migrations, objects, primary, requests, roles,
-    rollout, scheduling, serving, topology, upgrade,
+    alarm, backups, configuration, deletion, metadata, migrations, objects, primary, requests,
+    roles, rollout, scheduling, serving, topology, upgrade,
 };
 
 /// Requeue delay while something is under way or unclear: instance managers are
@@ -217,6 +217,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     // configuration once the set is complete.
     let actions: Vec<Action> = [
         objects.first,
+        metadata::plan(&ctx),
         topology.first,
         roles.primary_label,
         topology.budgets,

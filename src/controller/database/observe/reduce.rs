@@ -17,13 +17,13 @@ use crate::contract::{API_VERSION, Credential, Lsn, Role, Status};
 use crate::controller::database::backups;
 use crate::controller::database::migration_jobs::migration_jobs;
 use crate::lifecycle::{
-    Deletion, Instance, JobState, ManagerStatus, Observed, Pod, PodPhase, PvcState, RestoreView,
-    Routing, SKIP_FINAL_BACKUP, SyncStandbys,
+    Deletion, InheritedDrift, Instance, JobState, ManagerStatus, Observed, Pod, PodPhase, PvcState,
+    RestoreView, Routing, SKIP_FINAL_BACKUP, SyncStandbys,
 };
 use crate::postgres::params::{self, Change};
 use crate::resources::{
-    self, BuildConfig, POSTGRES_CONTAINER, SPEC_HASH_ANNOTATION, SecretKind, compare, labels,
-    names, postgres_image,
+    self, BuildConfig, POSTGRES_CONTAINER, SPEC_HASH_ANNOTATION, SecretKind, compare, inherited,
+    labels, names, postgres_image,
 };
 
 fn ha_view(ha: &crate::contract::HaStatus) -> crate::lifecycle::HaView {
@@ -122,6 +122,47 @@ pub fn reduce(
         created: db.metadata.creation_timestamp.as_ref().map(|t| t.0),
         deletion: deletion(db, snapshot),
         last_retention: snapshot.last_retention.clone(),
+        inherited_drift: inherited_drift(model, snapshot),
+    }
+}
+
+/// The instance Pods and PVCs lacking an inherited label or annotation.
+fn inherited_drift(model: &ValidatedDatabase, snapshot: &Snapshot) -> InheritedDrift {
+    let drifted = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+                   own: &BTreeMap<String, String>| {
+        !inherited::drift(
+            &model.inherited,
+            own,
+            meta.labels.as_ref().unwrap_or(&BTreeMap::new()),
+            meta.annotations.as_ref().unwrap_or(&BTreeMap::new()),
+        )
+        .is_empty()
+    };
+    let name = &model.name;
+    InheritedDrift {
+        pods: snapshot
+            .pods
+            .iter()
+            .filter(|p| p.meta().deletion_timestamp.is_none())
+            .filter_map(|pod| {
+                let instance = pod.name_any();
+                names::serial_of(name, &instance)?;
+                // The role's value is not compared: only which keys are Tusk's.
+                let own = labels::pod(name, &instance, Role::Replica);
+                drifted(&pod.metadata, &own).then_some(instance)
+            })
+            .collect(),
+        pvcs: snapshot
+            .pvcs
+            .iter()
+            .filter(|p| p.meta().deletion_timestamp.is_none())
+            .filter_map(|pvc| {
+                let claim = pvc.name_any();
+                let serial = instance_of_pvc(name, &claim)?;
+                let own = labels::instance(name, &names::instance_name(name, serial));
+                drifted(&pvc.metadata, &own).then_some(claim)
+            })
+            .collect(),
     }
 }
 
