@@ -43,10 +43,13 @@ fn inherited_db() -> Database {
     db
 }
 
+/// One edit of a Database's spec.
+type Change = fn(&mut Database);
+
 #[test]
 fn a_placement_change_rolls_the_instances() {
     let plain = sample_database();
-    let changes: [(&str, fn(&mut Database)); 6] = [
+    let changes: [(&str, Change); 6] = [
         ("required anti-affinity", |db| {
             db.spec.affinity.pod_anti_affinity = PodAntiAffinityType::Required;
         }),
