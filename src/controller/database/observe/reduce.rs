@@ -495,4 +495,63 @@ mod tests {
         assert_eq!(postgres_restarts(&pod), 2);
         assert_eq!(postgres_restarts(&KubePod::default()), 0);
     }
+
+    #[test]
+    fn the_scheduler_s_unschedulable_message_is_kept() {
+        let pod: KubePod = serde_json::from_value(json!({
+            "metadata": {"name": "orders-2"},
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules."}
+            ]}
+        }))
+        .expect("a pod");
+        assert_eq!(
+            unschedulable(&pod).as_deref(),
+            Some("0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules.")
+        );
+        let scheduled: KubePod = serde_json::from_value(json!({
+            "metadata": {"name": "orders-2"},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}
+        }))
+        .expect("a pod");
+        assert_eq!(unschedulable(&scheduled), None);
+    }
+
+    #[test]
+    fn pods_and_volumes_lacking_inherited_metadata_are_found() {
+        let mut db = crate::api::arbitrary::sample_database();
+        db.spec
+            .inherited_metadata
+            .labels
+            .insert("team".into(), "payments".into());
+        db.spec
+            .inherited_metadata
+            .labels
+            .insert(labels::NAME.into(), "not-postgresql".into());
+        let model = crate::api::validate::validated(&db, &crate::api::model::Defaults::default())
+            .expect("a valid Database");
+        let object = |name: &str, team: Option<&str>| {
+            let mut labels = json!({ labels::NAME: labels::NAME_VALUE });
+            if let Some(team) = team {
+                labels["team"] = json!(team);
+            }
+            json!({"metadata": {"name": name, "labels": labels}})
+        };
+        let snapshot = Snapshot {
+            pods: vec![
+                serde_json::from_value(object("orders-1", Some("payments"))).expect("a pod"),
+                serde_json::from_value(object("orders-2", None)).expect("a pod"),
+                serde_json::from_value(object("orders-3", Some("other"))).expect("a pod"),
+            ],
+            pvcs: vec![
+                serde_json::from_value(object("orders-1", None)).expect("a pvc"),
+                serde_json::from_value(object("orders-2", Some("payments"))).expect("a pvc"),
+            ],
+            ..Snapshot::default()
+        };
+        let drift = inherited_drift(&model, &snapshot);
+        assert_eq!(drift.pods, ["orders-2", "orders-3"]);
+        assert_eq!(drift.pvcs, ["orders-1"]);
+    }
 }
