@@ -88,7 +88,7 @@ fn causes(spec: &DatabaseSpec, message: &str) -> Vec<String> {
             "spec.affinity.tolerations tolerate no node's taints".to_owned()
         });
     }
-    if message.contains("topology spread constraints") {
+    if message.contains("topology spread constraints") || message.contains("PodTopologySpread") {
         causes.push("spec.topologySpreadConstraints cannot be met".to_owned());
     }
     if message.contains("Insufficient") {
