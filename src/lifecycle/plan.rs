@@ -1,8 +1,8 @@
 //! The pure transition function: `(spec, previous status, observed) -> Plan`.
 //! Each concern is a sub-planner contributing actions and verdicts
-//! (`requests`, `objects`, `rollout`, `upgrade`, `topology`, `roles`,
-//! `configuration`, `serving`, `primary`, `backups`, `migrations`, and
-//! `deletion` for a Database being deleted); this module puts their actions
+//! (`requests`, `objects`, `metadata`, `scheduling`, `rollout`, `upgrade`,
+//! `topology`, `roles`, `configuration`, `serving`, `primary`, `backups`,
+//! `migrations`, and `deletion` for a Database being deleted); this module puts their actions
 //! in a safe order and turns the verdicts into the phase and the conditions.
 //! Every decision of a pass is made here: the controller only carries the
 //! plan out and writes the status it names.
