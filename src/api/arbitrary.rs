@@ -231,6 +231,35 @@ fn migrations() -> impl Strategy<Value = v1::MigrationsSpec> {
         })
 }
 
+/// `spec.affinity` and `spec.priorityClassName`. Boxed: its value tree
+/// inline in `spec_v1`'s made the debug build's stack overflow.
+fn placement() -> BoxedStrategy<(v1::AffinitySpec, Option<String>)> {
+    (
+        prop_oneof![
+            Just(v1::PodAntiAffinityType::Preferred),
+            Just(v1::PodAntiAffinityType::Required)
+        ],
+        option::of("[a-z]{1,8}(\\.io/[a-z]{1,8})?"),
+        btree_map("[a-z]{1,8}", "[a-z]{1,8}", 0..2),
+        option::of("[a-z]{1,12}"),
+    )
+        .prop_map(
+            |(pod_anti_affinity, topology_key, node_selector, priority)| {
+                (
+                    v1::AffinitySpec {
+                        pod_anti_affinity,
+                        topology_key,
+                        node_selector,
+                        node_affinity: None,
+                        tolerations: Vec::new(),
+                    },
+                    priority,
+                )
+            },
+        )
+        .boxed()
+}
+
 fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
     let backup = (
         option::of("[0-9] [0-9] \\* \\* \\*"),
@@ -303,12 +332,19 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
             option::of(wal_storage()),
         )
             .boxed(),
+        (
+            placement(),
+            btree_map("[a-z]{1,8}", "[a-z0-9]{0,8}", 0..2),
+            btree_map("[a-z]{1,8}(\\.io/[a-z]{1,8})?", small_string(), 0..2),
+        )
+            .boxed(),
     )
         .prop_map(
             |(
                 (version, image, instances, size, storage_class_name),
                 (mode, min_sync_replicas, parameters, bootstrap, backup, delay_seconds, primary),
                 (migrations, backup_first, auto_grow, wal_storage),
+                ((affinity, priority_class_name), labels, annotations),
             )| {
                 v1::DatabaseSpec {
                     version,
@@ -331,6 +367,13 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
                     primary,
                     migrations,
                     upgrade: v1::UpgradeSpec { backup_first },
+                    affinity,
+                    topology_spread_constraints: Vec::new(),
+                    priority_class_name,
+                    inherited_metadata: v1::InheritedMetadata {
+                        labels,
+                        annotations,
+                    },
                 }
             },
         )
@@ -445,6 +488,10 @@ pub fn sample_database() -> v1::Database {
             primary: None,
             migrations: None,
             upgrade: v1::UpgradeSpec::default(),
+            affinity: v1::AffinitySpec::default(),
+            topology_spread_constraints: Vec::new(),
+            priority_class_name: None,
+            inherited_metadata: v1::InheritedMetadata::default(),
         },
     );
     db.metadata.namespace = Some("shop".into());

@@ -5,6 +5,7 @@ pub mod autogrow;
 pub mod conversion;
 pub mod crd;
 pub mod model;
+pub mod placement;
 pub mod quantity;
 pub mod status;
 pub mod store;

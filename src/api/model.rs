@@ -9,8 +9,12 @@
 
 use std::collections::BTreeMap;
 
+use super::placement::Placement;
 use super::store;
-use super::v1::{Database, InitdbSpec, ObjectStore, ReplicationSpec, StorageSpec, WalStorageSpec};
+use super::v1::{
+    Database, InheritedMetadata, InitdbSpec, ObjectStore, ReplicationSpec, StorageSpec,
+    WalStorageSpec,
+};
 use super::version::PgVersion;
 
 /// The operator-wide settings validation resolves a Database against (from
@@ -54,6 +58,11 @@ pub struct ValidatedDatabase {
     /// The object store in effect: the spec's, or the operator's default
     /// when the spec asks for backups without naming one.
     pub object_store: Option<ObjectStore>,
+    /// `spec.affinity`, `spec.topologySpreadConstraints` and
+    /// `spec.priorityClassName`, resolved.
+    pub placement: Placement,
+    /// `spec.inheritedMetadata`.
+    pub inherited: InheritedMetadata,
 }
 
 impl ValidatedDatabase {
@@ -78,6 +87,8 @@ impl ValidatedDatabase {
                 .and_then(|b| b.initdb.clone())
                 .unwrap_or_default(),
             object_store: store::effective(db, defaults.store),
+            placement: Placement::of(spec),
+            inherited: spec.inherited_metadata.clone(),
         }
     }
 }

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::EnvVar;
+use k8s_openapi::api::core::v1::{EnvVar, NodeAffinity, Toleration, TopologySpreadConstraint};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
@@ -114,6 +114,38 @@ pub struct DatabaseSpec {
     /// How version changes are carried out.
     #[serde(default, skip_serializing_if = "is_default")]
     pub upgrade: UpgradeSpec,
+
+    /// Where the instance pods may run: pod anti-affinity between the
+    /// instances, node selection and tolerations. A change rolls the
+    /// instances like any pod-spec change (replicas, a switchover, then the
+    /// old primary).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub affinity: AffinitySpec,
+
+    /// Topology spread constraints of the instance pods, as in a PodSpec. A
+    /// constraint without a `labelSelector` counts this Database's instances
+    /// (`tusk.dev/database=<name>,app.kubernetes.io/component=database`). A
+    /// change rolls the instances.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+
+    /// PriorityClass of the instance pods (and of the Jobs that run on an
+    /// instance's volume: upgrades, verifications). A change rolls the
+    /// instances.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub priority_class_name: Option<String>,
+
+    /// Labels and annotations copied onto every object Tusk creates for the
+    /// Database (Pods, PVCs, Services, Jobs and their pods, Secrets,
+    /// PodDisruptionBudgets, the instances' ServiceAccount, Role,
+    /// RoleBinding and Lease), for cost allocation, backup tools or service
+    /// meshes. Tusk's own labels and annotations win over these; keys under
+    /// `tusk.dev/` are refused. A removed or changed key on a Pod or PVC is
+    /// put back by the next reconcile; a change never recreates a pod.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub inherited_metadata: InheritedMetadata,
 }
 
 fn default_instances() -> i32 {
@@ -491,6 +523,70 @@ pub struct MigrationsSpec {
     /// here replaces them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
+}
+
+/// Where the instance pods may run.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AffinitySpec {
+    /// Pod anti-affinity between the instances of this Database:
+    /// `preferred` (default) spreads them over `topologyKey` where the
+    /// scheduler can, `required` never puts two on the same `topologyKey`
+    /// value (an instance that cannot be placed stays Pending, and the
+    /// Ready condition names it and this field).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub pod_anti_affinity: PodAntiAffinityType,
+
+    /// The node label the anti-affinity spreads over; defaults to
+    /// `kubernetes.io/hostname` (one instance per node).
+    /// `topology.kubernetes.io/zone` spreads over zones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 316))]
+    pub topology_key: Option<String>,
+
+    /// Node labels an instance's node must have, as a PodSpec's
+    /// `nodeSelector`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+
+    /// Node affinity of the instance pods, as a PodSpec's
+    /// `affinity.nodeAffinity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_affinity: Option<NodeAffinity>,
+
+    /// Tolerations of the instance pods (and of the Jobs that run on an
+    /// instance's volume), as a PodSpec's `tolerations`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub tolerations: Vec<Toleration>,
+}
+
+/// How strictly the instances of one Database keep apart.
+#[derive(
+    schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum PodAntiAffinityType {
+    /// Spread where the scheduler can; a small cluster still runs every
+    /// instance.
+    #[default]
+    Preferred,
+    /// Never two instances on the same topology value; an instance with no
+    /// such node left is not scheduled.
+    Required,
+}
+
+/// Labels and annotations Tusk copies onto the objects it creates.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct InheritedMetadata {
+    /// Labels for every object; keys under `tusk.dev/` are refused.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+
+    /// Annotations for every object; keys under `tusk.dev/` are refused.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// How version changes are carried out.

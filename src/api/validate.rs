@@ -163,6 +163,7 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
         errors.extend(primary_error(name, primary));
     }
     errors.extend(super::wal_storage::errors(spec));
+    errors.extend(super::placement::errors(spec));
     errors
 }
 

@@ -139,6 +139,13 @@ pub enum Action {
     /// Drop, on `primary`, the physical replication slot of an instance that no
     /// longer exists, so the primary stops keeping WAL for it.
     DropSlot { primary: String, slot: String },
+    /// Put the labels and annotations of `spec.inheritedMetadata` back on
+    /// these instance Pods and PVCs, in place (metadata only: no pod is
+    /// recreated, and no key Tusk sets itself is touched).
+    RestoreInheritedMetadata {
+        pods: Vec<String>,
+        pvcs: Vec<String>,
+    },
 }
 
 /// Why a volume grows; goes into the Event.
@@ -204,7 +211,8 @@ impl Action {
             | Self::RunMigration { .. }
             | Self::RecordTargetPrimary { .. }
             | Self::DeleteJob { .. }
-            | Self::DropSlot { .. } => None,
+            | Self::DropSlot { .. }
+            | Self::RestoreInheritedMetadata { .. } => None,
             Self::RunUpgradeJob { instance, .. } => Some(instance.clone()),
             Self::RunRetention { primary, .. } => Some(primary.clone()),
             Self::CreatePvc { serial } | Self::CreatePod { serial, .. } => Some(name_of(*serial)),

@@ -14,7 +14,9 @@
 //! - It is an alarm when the kubelet reports a failure: its pod failed, or
 //!   its `postgres` container restarted.
 //! - It is an alarm when its pod is older than [`STARTUP_GRACE_SECONDS`]: a
-//!   new instance that never manages to serve is not hidden for ever.
+//!   new instance that never manages to serve is not hidden for ever —
+//!   unless the scheduler cannot place its pod: that is reported as such
+//!   (reason `Unschedulable`, see `scheduling`), not as a failure.
 //! - Otherwise it is *starting*: progress. An instance without a pod is
 //!   starting only on the way to the first `Ready`.
 //!
@@ -58,6 +60,11 @@ pub(super) fn starting(ctx: &Context, serial: u32) -> bool {
     };
     if pod.phase == PodPhase::Failed || pod.restarts > 0 || served_as_primary(ctx, serial) {
         return false;
+    }
+    // Waiting for a node is not failing: the Unschedulable verdict says
+    // why (see `scheduling`), for as long as it lasts.
+    if pod.unschedulable.is_some() {
+        return true;
     }
     pod.created
         .is_none_or(|created| seconds_since(ctx, created) < STARTUP_GRACE_SECONDS)

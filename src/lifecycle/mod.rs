@@ -27,6 +27,7 @@ mod configuration;
 mod context;
 mod deletion;
 pub mod growth;
+mod metadata;
 mod migrations;
 mod note;
 mod objects;
@@ -36,6 +37,7 @@ mod primary;
 mod requests;
 mod roles;
 mod rollout;
+mod scheduling;
 mod serving;
 mod shape;
 mod topology;
@@ -56,6 +58,8 @@ mod proptests;
 #[cfg(test)]
 mod rollout_tests;
 #[cfg(test)]
+mod scheduling_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod upgrade_tests;
@@ -67,9 +71,9 @@ pub use context::restore_pending;
 pub use deletion::SKIP_FINAL_BACKUP;
 pub use migrations::tail;
 pub use observed::{
-    BackupState, BackupView, Deletion, HaView, Instance, InstanceState, JobState, LeaseState,
-    ManagerStatus, MigrationJob, Observed, Pod, PodPhase, PvcState, RestoreView, RetentionPass,
-    Routing, SyncStandbys,
+    BackupState, BackupView, Deletion, HaView, InheritedDrift, Instance, InstanceState, JobState,
+    LeaseState, ManagerStatus, MigrationJob, Observed, Pod, PodPhase, PvcState, RestoreView,
+    RetentionPass, Routing, SyncStandbys,
 };
 pub use plan::{Note, Plan, REQUEUE_SOON_SECONDS, REQUEUE_STEADY_SECONDS, plan};
 pub use verdict::{DEGRADED, Desired, PROGRESSING, READY, Verdict};

@@ -77,6 +77,16 @@ pub struct Observed {
     pub deletion: Deletion,
     /// The last retention pass this operator ran for the Database, if any.
     pub last_retention: Option<RetentionPass>,
+    /// Instance Pods and PVCs, by name, that lack a label or annotation of
+    /// `spec.inheritedMetadata` (removed or changed since they were made).
+    pub inherited_drift: InheritedDrift,
+}
+
+/// Objects whose inherited metadata drifted, by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InheritedDrift {
+    pub pods: Vec<String>,
+    pub pvcs: Vec<String>,
 }
 
 /// Where a Job is.
@@ -215,6 +225,7 @@ impl Default for Observed {
             created: None,
             deletion: Deletion::default(),
             last_retention: None,
+            inherited_drift: InheritedDrift::default(),
         }
     }
 }
@@ -309,6 +320,9 @@ pub struct Pod {
     /// How often the kubelet restarted its `postgres` container: a pod that
     /// crashed is no longer merely starting.
     pub restarts: u32,
+    /// The scheduler's message while it cannot place the pod
+    /// (`PodScheduled=False`, reason `Unschedulable`).
+    pub unschedulable: Option<String>,
 }
 
 /// Pod phase, with deletion folded in (a pod with a deletionTimestamp is

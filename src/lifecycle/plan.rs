@@ -1,8 +1,9 @@
 //! The pure transition function: `(spec, previous status, observed) -> Plan`.
 //! Each concern is a sub-planner contributing actions and verdicts
-//! (`requests`, `growth`, `objects`, `rollout`, `upgrade`, `topology`,
-//! `roles`, `configuration`, `serving`, `primary`, `backups`, `migrations`, and
-//! `deletion` for a Database being deleted); this module puts their actions
+//! (`requests`, `growth`, `objects`, `metadata`, `scheduling`, `rollout`,
+//! `upgrade`, `topology`, `roles`, `configuration`, `serving`, `primary`,
+//! `backups`, `migrations`, and `deletion` for a Database being deleted); this
+//! module puts their actions
 //! in a safe order and turns the verdicts into the phase and the conditions.
 //! Every decision of a pass is made here: the controller only carries the
 //! plan out and writes the status it names.
@@ -16,8 +17,8 @@ pub use super::note::Note;
 use super::observed::Observed;
 use super::verdict::{self, Desired, Verdict};
 use super::{
-    alarm, backups, configuration, deletion, growth, migrations, objects, primary, requests, roles,
-    rollout, serving, topology, upgrade,
+    alarm, backups, configuration, deletion, growth, metadata, migrations, objects, primary,
+    requests, roles, rollout, scheduling, serving, topology, upgrade,
 };
 
 /// Requeue delay while something is under way or unclear: instance managers are
@@ -188,10 +189,12 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
 
     // What the spec asks for and cannot have comes first: it names the field.
     // A full volume next: it is why an instance stopped, which the topology
-    // only sees the effect of.
+    // only sees the effect of; then instances the scheduler cannot place,
+    // named with the fields why.
     let growth = growth::plan(&ctx);
     let mut verdicts = requests.verdicts;
     verdicts.extend(growth.verdicts);
+    verdicts.extend(scheduling::verdicts(&ctx));
     // A rolling update's word comes before the topology's: an instance it
     // took away is expected, and what it waits for is the news.
     let step = rollout::steps(&ctx, &topology, rollout.rolling);
@@ -219,6 +222,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     // configuration once the set is complete.
     let actions: Vec<Action> = [
         objects.first,
+        metadata::plan(&ctx),
         topology.first,
         roles.primary_label,
         topology.budgets,

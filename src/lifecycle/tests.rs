@@ -33,6 +33,10 @@ pub(super) fn spec(instances: i32, mode: ReplicationMode, min_sync: i32) -> Data
         primary: None,
         migrations: None,
         upgrade: Default::default(),
+        affinity: Default::default(),
+        topology_spread_constraints: Vec::new(),
+        priority_class_name: None,
+        inherited_metadata: Default::default(),
     }
 }
 

@@ -10,11 +10,10 @@ use k8s_openapi::api::core::v1::{
     Capabilities, Container, EnvVar, EnvVarSource, PodSecurityContext, PodSpec, PodTemplateSpec,
     SeccompProfile, SecretKeySelector, SecurityContext,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::hash::fnv1a64_hex;
 use super::secret::{PASSWORD_KEY, USERNAME_KEY};
-use super::{BuildConfig, labels, names, object_meta};
+use super::{BuildConfig, inherited, labels, names, object_meta, template_meta};
 use crate::api::model::ValidatedDatabase;
 use crate::api::v1::MigrationsSpec;
 
@@ -84,10 +83,13 @@ pub fn migration_job(
     let name = migration_job_name(&db_name, &migrations.version);
     let labels = migration_labels(&db_name);
     let mut metadata = object_meta(db, name, labels.clone());
-    metadata.annotations = Some(BTreeMap::from([(
-        MIGRATION_VERSION_ANNOTATION.to_owned(),
-        migrations.version.clone(),
-    )]));
+    inherited::annotate(
+        &mut metadata.annotations,
+        [(
+            MIGRATION_VERSION_ANNOTATION.to_owned(),
+            migrations.version.clone(),
+        )],
+    );
     let container = Container {
         name: MIGRATION_CONTAINER.to_owned(),
         image: Some(migrations.image.clone()),
@@ -117,10 +119,7 @@ pub fn migration_job(
             backoff_limit: Some(MIGRATION_BACKOFF_LIMIT),
             active_deadline_seconds: Some(MIGRATION_DEADLINE_SECONDS),
             template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..ObjectMeta::default()
-                }),
+                metadata: Some(template_meta(db, labels)),
                 spec: Some(PodSpec {
                     containers: vec![container],
                     restart_policy: Some("Never".to_owned()),

@@ -10,18 +10,21 @@
 //!
 //! Every object gets the Database's namespace, the [`labels::common`] labels and a
 //! controller [`owner_reference`] to the Database, so garbage collection removes
-//! them with it and orphans can be found by label.
+//! them with it and orphans can be found by label; and the labels and
+//! annotations of `spec.inheritedMetadata` under Tusk's own ([`inherited`]).
 
 mod access;
 mod backup;
 pub mod compare;
 mod container;
 mod hash;
+pub mod inherited;
 mod job;
 pub mod labels;
 mod migration;
 pub mod names;
 mod pdb;
+mod placement;
 mod pod;
 mod pvc;
 mod restore;
@@ -31,6 +34,8 @@ pub mod upgrade;
 mod verify;
 mod wal_volume;
 
+#[cfg(test)]
+mod placement_tests;
 #[cfg(test)]
 mod tests;
 
@@ -137,8 +142,10 @@ fn controller_reference(name: &str, uid: &str) -> OwnerReference {
     }
 }
 
-/// Metadata shared by every child: `name`, the Database's namespace, `labels`,
-/// and the owner reference.
+/// Metadata shared by every child: `name`, the Database's namespace,
+/// `labels` over the inherited ones (`spec.inheritedMetadata`), the inherited
+/// annotations (a builder adds its own with [`inherited::annotate`]) and the
+/// owner reference.
 fn object_meta(
     db: &ValidatedDatabase,
     name: String,
@@ -147,8 +154,19 @@ fn object_meta(
     ObjectMeta {
         name: Some(name),
         namespace: db.namespace.clone(),
-        labels: Some(labels),
+        labels: Some(inherited::merged(&db.inherited.labels, labels)),
+        annotations: inherited::annotations(&db.inherited),
         owner_references: model_owner(db).map(|owner| vec![owner]),
+        ..ObjectMeta::default()
+    }
+}
+
+/// Metadata of a Job's pod template: `labels` over the inherited ones and
+/// the inherited annotations, so the Job's pods carry them too.
+fn template_meta(db: &ValidatedDatabase, labels: BTreeMap<String, String>) -> ObjectMeta {
+    ObjectMeta {
+        labels: Some(inherited::merged(&db.inherited.labels, labels)),
+        annotations: inherited::annotations(&db.inherited),
         ..ObjectMeta::default()
     }
 }

@@ -7,16 +7,12 @@
 //! shares with the Jobs (layout, init container, security) is in
 //! [`super::container`].
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::{
-    Affinity, ConfigMapProjection, Container, ContainerPort, DownwardAPIProjection,
-    DownwardAPIVolumeFile, EmptyDirVolumeSource, EnvVar, HTTPGetAction, KeyToPath,
-    ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity,
-    PodSpec, Probe, ProjectedVolumeSource, ServiceAccountTokenProjection, Volume, VolumeProjection,
-    WeightedPodAffinityTerm,
+    ConfigMapProjection, Container, ContainerPort, DownwardAPIProjection, DownwardAPIVolumeFile,
+    EmptyDirVolumeSource, EnvVar, HTTPGetAction, KeyToPath, ObjectFieldSelector,
+    PersistentVolumeClaimVolumeSource, Pod, PodSpec, Probe, ProjectedVolumeSource,
+    ServiceAccountTokenProjection, Volume, VolumeProjection,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::container::{
@@ -26,7 +22,7 @@ use super::container::{
     pod_security_context, store_credentials_volume, value_env,
 };
 use super::secret::{SecretKind, secret_env};
-use super::{BuildConfig, hash, labels, names, object_meta, wal_volume};
+use super::{BuildConfig, hash, inherited, labels, names, object_meta, placement, wal_volume};
 use crate::api::model::ValidatedDatabase;
 use crate::api::status::InstanceRole;
 use crate::api::v1::ReplicationMode;
@@ -94,13 +90,16 @@ pub fn instance_pod(
         name.clone(),
         labels::pod(&db.name, &name, instance.role),
     );
-    metadata.annotations = Some(BTreeMap::from([
-        (SPEC_HASH_ANNOTATION.to_owned(), spec_hash(&spec)),
-        (
-            BOOTSTRAP_ANNOTATION.to_owned(),
-            instance.bootstrap.as_str().to_owned(),
-        ),
-    ]));
+    inherited::annotate(
+        &mut metadata.annotations,
+        [
+            (SPEC_HASH_ANNOTATION.to_owned(), spec_hash(&spec)),
+            (
+                BOOTSTRAP_ANNOTATION.to_owned(),
+                instance.bootstrap.as_str().to_owned(),
+            ),
+        ],
+    );
     Pod {
         metadata,
         spec: Some(spec),
@@ -157,7 +156,11 @@ fn pod_spec(db: &ValidatedDatabase, instance: &str, image: &str, config: &BuildC
         volumes: Some(volumes(db, instance)),
         security_context: Some(pod_security_context()),
         termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
-        affinity: Some(anti_affinity(&db.name)),
+        affinity: Some(placement::affinity(&db.name, &db.placement)),
+        node_selector: placement::node_selector(&db.placement),
+        tolerations: placement::tolerations(&db.placement),
+        topology_spread_constraints: placement::topology_spread(&db.name, &db.placement),
+        priority_class_name: db.placement.priority_class_name.clone(),
         // Service links would inject host/port variables for every Service in the
         // namespace; a Service named `tusk` would even add `TUSK_*` variables next
         // to the ones the instance manager reads.
@@ -369,32 +372,10 @@ fn api_access_volume() -> Volume {
     }
 }
 
-/// Prefer spreading the instances of one database over nodes; soft, so a small
-/// cluster still runs every instance.
-fn anti_affinity(db_name: &str) -> Affinity {
-    Affinity {
-        pod_anti_affinity: Some(PodAntiAffinity {
-            preferred_during_scheduling_ignored_during_execution: Some(vec![
-                WeightedPodAffinityTerm {
-                    weight: 100,
-                    pod_affinity_term: PodAffinityTerm {
-                        label_selector: Some(LabelSelector {
-                            match_labels: Some(labels::any_instance_selector(db_name)),
-                            match_expressions: None,
-                        }),
-                        topology_key: "kubernetes.io/hostname".to_owned(),
-                        ..PodAffinityTerm::default()
-                    },
-                },
-            ]),
-            required_during_scheduling_ignored_during_execution: None,
-        }),
-        ..Affinity::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use kube::ResourceExt;
 
     use super::*;
@@ -815,36 +796,6 @@ mod tests {
                 c.name
             );
         }
-    }
-
-    #[test]
-    fn spreads_over_nodes_softly() {
-        let spec = spec_of(&pod_of(
-            &sample_database(),
-            1,
-            InstanceRole::Primary,
-            &config(),
-        ));
-        let anti = spec
-            .affinity
-            .and_then(|a| a.pod_anti_affinity)
-            .unwrap_or_default();
-        assert_eq!(
-            anti.required_during_scheduling_ignored_during_execution,
-            None
-        );
-        let preferred = anti
-            .preferred_during_scheduling_ignored_during_execution
-            .unwrap_or_default();
-        assert_eq!(preferred.len(), 1);
-        let term = &preferred[0].pod_affinity_term;
-        assert_eq!(term.topology_key, "kubernetes.io/hostname");
-        assert_eq!(
-            term.label_selector
-                .as_ref()
-                .and_then(|s| s.match_labels.clone()),
-            Some(labels::any_instance_selector("orders"))
-        );
     }
 
     #[test]

@@ -26,7 +26,7 @@ use super::container::{
     pod_security_context,
 };
 use super::secret::{SecretKind, secret_env};
-use super::{BuildConfig, hash, labels, object_meta};
+use super::{BuildConfig, hash, labels, object_meta, placement, template_meta};
 use crate::api::model::ValidatedDatabase;
 use crate::contract::{UpgradeJob, UpgradeOutcome, env};
 
@@ -125,10 +125,7 @@ pub fn job(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> Job {
             backoff_limit: Some(0),
             active_deadline_seconds: Some(deadline_seconds(step)),
             template: PodTemplateSpec {
-                metadata: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                    labels: Some(job_labels),
-                    ..Default::default()
-                }),
+                metadata: Some(template_meta(input.db, job_labels)),
                 spec: Some(pod_spec(input, step)),
             },
             ..JobSpec::default()
@@ -147,7 +144,7 @@ fn pod_spec(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> PodSpec {
         empty_dir: Some(EmptyDirVolumeSource::default()),
         ..Volume::default()
     };
-    PodSpec {
+    let mut spec = PodSpec {
         init_containers: Some(init),
         containers: vec![main_container(input, step)],
         volumes: Some(
@@ -175,7 +172,10 @@ fn pod_spec(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> PodSpec {
         enable_service_links: Some(false),
         automount_service_account_token: Some(false),
         ..PodSpec::default()
-    }
+    };
+    // On the instance's node, which may be tainted for databases.
+    placement::place_volume_job(&mut spec, &input.db.placement);
+    spec
 }
 
 /// The instance's WAL PVC when the Database has a WAL volume: PGDATA's

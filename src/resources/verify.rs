@@ -16,7 +16,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
 use super::container::{DATA_VOLUME, POSTGRES_CONTAINER, TUSK_BIN};
-use super::{BuildConfig, PlannedInstance, RestoreSource, instance_pod, with_restore};
+use super::{
+    BuildConfig, PlannedInstance, RestoreSource, inherited, instance_pod, template_meta,
+    with_restore,
+};
 use crate::api::model::ValidatedDatabase;
 use crate::api::status::InstanceRole;
 use crate::api::v1::Backup;
@@ -61,7 +64,10 @@ pub fn verify_job(
     );
     let mut spec = pod.spec.unwrap_or_default();
     spec.hostname = None;
+    // Not an instance: it neither keeps apart from them nor counts in
+    // their spread; node selection, tolerations and priority stay.
     spec.affinity = None;
+    spec.topology_spread_constraints = None;
     spec.restart_policy = Some("Never".to_owned());
     // The WAL stays inside the emptyDir: a throwaway restore needs no
     // volume of the instance's.
@@ -91,7 +97,8 @@ pub fn verify_job(
         metadata: ObjectMeta {
             name: Some(name),
             namespace: backup.namespace(),
-            labels: Some(labels.clone()),
+            labels: Some(inherited::merged(&db.inherited.labels, labels.clone())),
+            annotations: inherited::annotations(&db.inherited),
             owner_references: backup.controller_owner_ref(&()).map(|o| vec![o]),
             ..ObjectMeta::default()
         },
@@ -99,10 +106,7 @@ pub fn verify_job(
             backoff_limit: Some(0),
             active_deadline_seconds: Some(DEADLINE_SECONDS),
             template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..ObjectMeta::default()
-                }),
+                metadata: Some(template_meta(db, labels)),
                 spec: Some(spec),
             },
             ..JobSpec::default()

@@ -14,10 +14,13 @@
 //!   applied: their role label belongs to switchover and failover once they
 //!   exist, and pod specs are immutable anyway.
 //! - [`jobs`]: the upgrade Jobs and the Backup taken before an upgrade.
+//! - [`metadata`]: `spec.inheritedMetadata` put back on instance Pods and
+//!   PVCs in place (a merge patch of those keys alone).
 
 mod backups;
 mod instances;
 mod jobs;
+mod metadata;
 mod objects;
 
 pub use backups::take_backup;
@@ -153,6 +156,9 @@ impl Applier<'_> {
                     .await
             }
             Action::RunMigration { version } => self.run_migration(version).await,
+            Action::RestoreInheritedMetadata { pods, pvcs } => {
+                self.restore_inherited_metadata(pods, pvcs).await
+            }
             // A status write: the pass carries it out, with the status it is
             // about to write.
             Action::RecordTargetPrimary { .. } => Ok(None),

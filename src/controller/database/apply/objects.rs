@@ -55,8 +55,8 @@ impl Applier<'_> {
         }))
     }
 
-    /// Re-applies the labels and owner of existing Secret `name`, leaving its
-    /// data alone.
+    /// Re-applies the labels, inherited annotations and owner of existing
+    /// Secret `name`, leaving its data alone.
     async fn reapply_secret_metadata(&self, kind: SecretKind, name: &str) -> Result<(), Error> {
         let built = resources::secret(self.model, kind, "");
         let metadata = json!({
@@ -65,6 +65,7 @@ impl Applier<'_> {
             "metadata": {
                 "name": name,
                 "labels": built.metadata.labels,
+                "annotations": built.metadata.annotations,
                 "ownerReferences": built.metadata.owner_references,
             },
         });

@@ -16,13 +16,13 @@ use crate::contract::{API_VERSION, Credential, Lsn, Role, Status};
 use crate::controller::database::backups;
 use crate::controller::database::migration_jobs::migration_jobs;
 use crate::lifecycle::{
-    Deletion, Instance, JobState, ManagerStatus, Observed, Pod, PodPhase, PvcState, RestoreView,
-    Routing, SKIP_FINAL_BACKUP, SyncStandbys,
+    Deletion, InheritedDrift, Instance, JobState, ManagerStatus, Observed, Pod, PodPhase, PvcState,
+    RestoreView, Routing, SKIP_FINAL_BACKUP, SyncStandbys,
 };
 use crate::postgres::params::{self, Change};
 use crate::resources::{
-    self, BuildConfig, POSTGRES_CONTAINER, SPEC_HASH_ANNOTATION, SecretKind, compare, labels,
-    names, postgres_image,
+    self, BuildConfig, POSTGRES_CONTAINER, SPEC_HASH_ANNOTATION, SecretKind, compare, inherited,
+    labels, names, postgres_image,
 };
 
 fn ha_view(ha: &crate::contract::HaStatus) -> crate::lifecycle::HaView {
@@ -123,6 +123,47 @@ pub fn reduce(
         created: db.metadata.creation_timestamp.as_ref().map(|t| t.0),
         deletion: deletion(db, snapshot),
         last_retention: snapshot.last_retention.clone(),
+        inherited_drift: inherited_drift(model, snapshot),
+    }
+}
+
+/// The instance Pods and PVCs lacking an inherited label or annotation.
+fn inherited_drift(model: &ValidatedDatabase, snapshot: &Snapshot) -> InheritedDrift {
+    let drifted = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+                   own: &BTreeMap<String, String>| {
+        !inherited::drift(
+            &model.inherited,
+            own,
+            meta.labels.as_ref().unwrap_or(&BTreeMap::new()),
+            meta.annotations.as_ref().unwrap_or(&BTreeMap::new()),
+        )
+        .is_empty()
+    };
+    let name = &model.name;
+    InheritedDrift {
+        pods: snapshot
+            .pods
+            .iter()
+            .filter(|p| p.meta().deletion_timestamp.is_none())
+            .filter_map(|pod| {
+                let instance = pod.name_any();
+                names::serial_of(name, &instance)?;
+                // The role's value is not compared: only which keys are Tusk's.
+                let own = labels::pod(name, &instance, Role::Replica);
+                drifted(&pod.metadata, &own).then_some(instance)
+            })
+            .collect(),
+        pvcs: snapshot
+            .pvcs
+            .iter()
+            .filter(|p| p.meta().deletion_timestamp.is_none())
+            .filter_map(|pvc| {
+                let claim = pvc.name_any();
+                let serial = instance_of_pvc(name, &claim)?;
+                let own = labels::instance(name, &names::instance_name(name, serial));
+                drifted(&pvc.metadata, &own).then_some(claim)
+            })
+            .collect(),
     }
 }
 
@@ -185,6 +226,7 @@ fn pods(
                 .map(ha_view),
             created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
             restarts: postgres_restarts(pod),
+            unschedulable: unschedulable(pod),
         });
     }
 }
@@ -329,6 +371,21 @@ fn outdated(model: &ValidatedDatabase, serial: u32, pod: &KubePod, build: &Build
     have != Some(&want)
 }
 
+/// The scheduler's message while it cannot place `pod`.
+fn unschedulable(pod: &KubePod) -> Option<String> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        })
+        .map(|c| c.message.clone().unwrap_or_default())
+}
+
 /// How often the kubelet restarted the `postgres` container.
 fn postgres_restarts(pod: &KubePod) -> u32 {
     pod.status
@@ -414,5 +471,64 @@ mod tests {
         .expect("a pod");
         assert_eq!(postgres_restarts(&pod), 2);
         assert_eq!(postgres_restarts(&KubePod::default()), 0);
+    }
+
+    #[test]
+    fn the_scheduler_s_unschedulable_message_is_kept() {
+        let pod: KubePod = serde_json::from_value(json!({
+            "metadata": {"name": "orders-2"},
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules."}
+            ]}
+        }))
+        .expect("a pod");
+        assert_eq!(
+            unschedulable(&pod).as_deref(),
+            Some("0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules.")
+        );
+        let scheduled: KubePod = serde_json::from_value(json!({
+            "metadata": {"name": "orders-2"},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}
+        }))
+        .expect("a pod");
+        assert_eq!(unschedulable(&scheduled), None);
+    }
+
+    #[test]
+    fn pods_and_volumes_lacking_inherited_metadata_are_found() {
+        let mut db = crate::api::arbitrary::sample_database();
+        db.spec
+            .inherited_metadata
+            .labels
+            .insert("team".into(), "payments".into());
+        db.spec
+            .inherited_metadata
+            .labels
+            .insert(labels::NAME.into(), "not-postgresql".into());
+        let model = crate::api::validate::validated(&db, &crate::api::model::Defaults::default())
+            .expect("a valid Database");
+        let object = |name: &str, team: Option<&str>| {
+            let mut labels = json!({ labels::NAME: labels::NAME_VALUE });
+            if let Some(team) = team {
+                labels["team"] = json!(team);
+            }
+            json!({"metadata": {"name": name, "labels": labels}})
+        };
+        let snapshot = Snapshot {
+            pods: vec![
+                serde_json::from_value(object("orders-1", Some("payments"))).expect("a pod"),
+                serde_json::from_value(object("orders-2", None)).expect("a pod"),
+                serde_json::from_value(object("orders-3", Some("other"))).expect("a pod"),
+            ],
+            pvcs: vec![
+                serde_json::from_value(object("orders-1", None)).expect("a pvc"),
+                serde_json::from_value(object("orders-2", Some("payments"))).expect("a pvc"),
+            ],
+            ..Snapshot::default()
+        };
+        let drift = inherited_drift(&model, &snapshot);
+        assert_eq!(drift.pods, ["orders-2", "orders-3"]);
+        assert_eq!(drift.pvcs, ["orders-1"]);
     }
 }
