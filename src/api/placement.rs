@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{NodeAffinity, Toleration, TopologySpreadConstraint};
 
+use super::field::FieldError;
 use super::v1::{self, PodAntiAffinityType};
-use super::validate::FieldError;
 
 /// Topology of the instances' anti-affinity when `spec.affinity.topologyKey`
 /// is unset: one instance per node.

@@ -3,8 +3,6 @@
 //! make Tusk do something unsafe. A Database that passes becomes the model the
 //! builders take ([`validated`], [`super::model`]).
 
-use std::fmt;
-
 use super::model::{Defaults, ValidatedDatabase};
 use super::quantity;
 use super::status::AppliedSpec;
@@ -16,27 +14,7 @@ use crate::postgres::params;
 /// and `-<serial>` and names must stay within 63.
 pub const MAX_NAME_LEN: usize = 50;
 
-/// One problem with a spec, naming the field.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldError {
-    pub path: String,
-    pub message: String,
-}
-
-impl FieldError {
-    pub(crate) fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            path: path.into(),
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
-    }
-}
+pub use super::field::FieldError;
 
 /// All problems, joined for a Condition message or an admission response.
 pub fn summary(errors: &[FieldError]) -> String {
@@ -162,7 +140,7 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
     if let Some(primary) = &spec.primary {
         errors.extend(primary_error(name, primary));
     }
-    errors.extend(super::wal_storage::errors(spec));
+    errors.extend(wal_storage_errors(super::wal_storage::errors(spec)));
     errors.extend(super::placement::errors(spec));
     errors
 }
@@ -294,8 +272,18 @@ pub fn database_update(old: &v1::Database, new: &v1::Database) -> Vec<FieldError
             "is immutable: it only applies when the database is first created",
         ));
     }
-    errors.extend(super::wal_storage::update_errors(&old.spec, &new.spec));
+    errors.extend(wal_storage_errors(super::wal_storage::update_errors(
+        &old.spec, &new.spec,
+    )));
     errors
+}
+
+/// `spec.walStorage`'s problems ([`super::wal_storage`]) as field errors.
+fn wal_storage_errors(problems: Vec<super::wal_storage::Problem>) -> Vec<FieldError> {
+    problems
+        .into_iter()
+        .map(|p| FieldError::new(p.path, p.message))
+        .collect()
 }
 
 /// Checks `spec` against what Tusk last accepted (recorded in status): the same
@@ -860,5 +848,26 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(backup(&bk, Some(&with_store)), []);
+    }
+
+    #[test]
+    fn wal_storage_rules_run_on_create_and_update_naming_the_field() {
+        let mut db = sample_database();
+        db.spec.wal_storage = Some(v1::WalStorageSpec {
+            size: "1Gi".into(),
+            storage_class_name: None,
+        });
+        let paths = |errors: Vec<FieldError>| -> Vec<String> {
+            errors.into_iter().map(|e| e.path).collect()
+        };
+        assert_eq!(paths(database(&db)), ["spec.walStorage.size"]);
+        if let Some(wal) = &mut db.spec.wal_storage {
+            wal.size = "2Gi".into();
+        }
+        assert_eq!(paths(database(&db)), Vec::<String>::new());
+        assert_eq!(
+            paths(database_update(&sample_database(), &db)),
+            ["spec.walStorage"]
+        );
     }
 }
