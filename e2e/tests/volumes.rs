@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use tusk::api::v1::Database;
 use tusk_e2e::faults::exec;
 use tusk_e2e::storage::{EXPANDABLE_CLASS, expandable_class, fs_size, min_fs_size};
+use tusk_e2e::store::sql_on;
 use tusk_e2e::writer::{
     WRITER, first_write_after, instance_pods, nothing_lost, start_writing, unix_now,
 };
@@ -383,6 +384,18 @@ async fn a_full_volume_says_what_to_do_and_a_manual_grow_resumes_writes() {
             start_writing(&client, &ns, name).await?;
 
             let full = fill(&client, &ns, "full-1").await?;
+            // XFS hands growing files speculative room beyond their end, so
+            // the writer's small rows still fit: a large insert uses that room
+            // up and needs new WAL segments, as a real full disk does.
+            let big = sql_on(
+                &client,
+                &ns,
+                name,
+                "rw",
+                "CREATE TABLE ballast AS SELECT repeat('x', 2000) AS pad FROM generate_series(1, 200000)",
+            )
+            .await;
+            assert!(big.is_err(), "400 MB fit on a full volume: {big:?}");
             wait_write_failure(&client, &ns, full).await?;
             let databases: Api<Database> = Api::namespaced(client.clone(), &ns);
             let db = wait_for(&databases, name, Duration::from_secs(120), |db| {

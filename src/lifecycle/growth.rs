@@ -241,7 +241,7 @@ fn full_verdict(
         let total = volume.usage.map_or(0, |u| u.total_bytes);
         let _ = write!(
             message,
-            "instance {instance}: its {} volume (PVC {}) is full ({} free of {}); PostgreSQL cannot write. ",
+            "instance {instance}: its {} volume (PVC {}) is full ({} free of {}); PostgreSQL fails every write that needs more room. ",
             volume.kind.0.as_str(),
             volume.pvc,
             bytes(free),

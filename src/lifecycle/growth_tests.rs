@@ -285,7 +285,7 @@ fn a_full_volume_is_degraded_with_what_to_do() {
     assert_eq!(degraded.reason, "VolumeFull");
     assert_eq!(
         degraded.message,
-        "instance orders-1: its data volume (PVC orders-1) is full (1 MiB free of 1 GiB); PostgreSQL cannot write. Grow spec.storage.size (or set spec.storage.autoGrow)."
+        "instance orders-1: its data volume (PVC orders-1) is full (1 MiB free of 1 GiB); PostgreSQL fails every write that needs more room. Grow spec.storage.size (or set spec.storage.autoGrow)."
     );
 
     let limited = one_instance(

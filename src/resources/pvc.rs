@@ -118,7 +118,7 @@ fn binary_quantity(bytes: u64) -> String {
     const SUFFIXES: [(&str, u32); 4] = [("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)];
     SUFFIXES
         .iter()
-        .find(|(_, shift)| bytes != 0 && bytes % (1u64 << shift) == 0)
+        .find(|(_, shift)| bytes != 0 && bytes.is_multiple_of(1u64 << shift))
         .map_or_else(
             || bytes.to_string(),
             |(suffix, shift)| format!("{}{suffix}", bytes >> shift),
