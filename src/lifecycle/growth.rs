@@ -141,7 +141,6 @@ pub(super) fn plan(ctx: &Context) -> Growth {
     if let Some(verdict) = not_expandable_verdict(&not_expandable, auto.is_some()) {
         growth.verdicts.push(verdict);
     }
-    let wanted_data = wanted(ctx.spec, VolumeKind::Data).unwrap_or(0);
     let spec_growing = growth.actions.iter().any(|a| {
         matches!(
             a,
@@ -152,7 +151,10 @@ pub(super) fn plan(ctx: &Context) -> Growth {
         )
     }) || waiting
         .iter()
-        .any(|(v, _)| v.capacity.is_some_and(|c| c < wanted_data));
+        .any(|(v, _)| {
+            let asked = wanted(ctx.spec, v.kind.0).unwrap_or(0);
+            v.capacity.is_some_and(|c| c < asked)
+        });
     if spec_growing {
         growth.verdicts.push(Verdict::progress(
             "ExpandingVolumes",
@@ -226,7 +228,20 @@ fn progress_message(actions: &[Action], waiting: &[(&Volume, u64)]) -> String {
             bytes(*to)
         ));
     }
-    format!("spec.storage.size: {}", parts.join("; "))
+    let wal = actions
+        .iter()
+        .any(|a| matches!(a, Action::GrowVolume { volume: VolumeKind::Wal, .. }))
+        || waiting.iter().any(|(v, _)| v.kind.0 == VolumeKind::Wal);
+    let data = actions
+        .iter()
+        .any(|a| matches!(a, Action::GrowVolume { volume: VolumeKind::Data, .. }))
+        || waiting.iter().any(|(v, _)| v.kind.0 == VolumeKind::Data);
+    let fields = match (data, wal) {
+        (true, true) => "spec.storage.size and spec.walStorage.size",
+        (false, true) => "spec.walStorage.size",
+        _ => "spec.storage.size",
+    };
+    format!("{fields}: {}", parts.join("; "))
 }
 
 fn full_verdict(

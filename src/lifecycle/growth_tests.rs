@@ -251,6 +251,53 @@ fn the_plan_grows_a_volume_and_is_not_ready_until_it_has() {
 }
 
 #[test]
+fn a_larger_wal_storage_size_grows_the_wal_volume_alone() {
+    let mut spec = one_instance("1Gi", None);
+    spec.wal_storage = Some(crate::api::v1::WalStorageSpec {
+        size: "3Gi".into(),
+        storage_class_name: None,
+    });
+    spec.storage.auto_grow = Some(AutoGrowSpec {
+        threshold: 50,
+        step: "1Gi".into(),
+        limit: "10Gi".into(),
+    });
+    let mut observed = observed_with(GI, 0, true);
+    let mut wal = volume(2 * GI, 2 * GI - 10 * MI);
+    wal.kind = Kind(VolumeKind::Wal);
+    wal.pvc = "orders-1-wal".into();
+    if let Some(usage) = &mut wal.usage {
+        usage.volume = VolumeKind::Wal;
+    }
+    if let Some((_, instance)) = observed.instances.iter_mut().next() {
+        instance.volumes.push(wal);
+    }
+    let ctx = Context::new(&spec, None, &observed);
+    let growth = plan(&ctx);
+    assert_eq!(
+        growth.actions,
+        vec![Action::GrowVolume {
+            instance: "orders-1".into(),
+            volume: VolumeKind::Wal,
+            pvc: "orders-1-wal".into(),
+            from: 2 * GI,
+            to: 3 * GI,
+            reason: GrowReason::Spec,
+        }],
+        "the WAL volume grows to spec.walStorage.size; spec.storage.autoGrow sizes the data volume only"
+    );
+    assert!(
+        growth.verdicts.iter().any(|v| matches!(
+            v,
+            Verdict::Progress { reason: "ExpandingVolumes", message }
+                if message.starts_with("spec.walStorage.size: growing PVC orders-1-wal from 2 GiB to 3 GiB")
+        )),
+        "{:?}",
+        growth.verdicts
+    );
+}
+
+#[test]
 fn a_class_that_cannot_expand_is_named_with_the_field() {
     let spec = one_instance("1536Mi", None);
     let observed = observed_with(GI, 0, false);
