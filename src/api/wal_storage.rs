@@ -154,16 +154,15 @@ pub fn update_errors(old: &DatabaseSpec, new: &DatabaseSpec) -> Vec<Problem> {
             if let (Ok(was), Ok(is)) = (
                 quantity::parse_bytes(&before.size),
                 quantity::parse_bytes(&after.size),
-            ) {
-                if is < was {
-                    errors.push(Problem::new(
-                        "spec.walStorage.size",
-                        format!(
-                            "cannot shrink from {} to {}: volumes may only grow",
-                            before.size, after.size
-                        ),
-                    ));
-                }
+            ) && is < was
+            {
+                errors.push(Problem::new(
+                    "spec.walStorage.size",
+                    format!(
+                        "cannot shrink from {} to {}: volumes may only grow",
+                        before.size, after.size
+                    ),
+                ));
             }
             errors
         }

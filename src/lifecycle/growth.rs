@@ -149,12 +149,10 @@ pub(super) fn plan(ctx: &Context) -> Growth {
                 ..
             }
         )
-    }) || waiting
-        .iter()
-        .any(|(v, _)| {
-            let asked = wanted(ctx.spec, v.kind.0).unwrap_or(0);
-            v.capacity.is_some_and(|c| c < asked)
-        });
+    }) || waiting.iter().any(|(v, _)| {
+        let asked = wanted(ctx.spec, v.kind.0).unwrap_or(0);
+        v.capacity.is_some_and(|c| c < asked)
+    });
     if spec_growing {
         growth.verdicts.push(Verdict::progress(
             "ExpandingVolumes",
@@ -228,14 +226,24 @@ fn progress_message(actions: &[Action], waiting: &[(&Volume, u64)]) -> String {
             bytes(*to)
         ));
     }
-    let wal = actions
-        .iter()
-        .any(|a| matches!(a, Action::GrowVolume { volume: VolumeKind::Wal, .. }))
-        || waiting.iter().any(|(v, _)| v.kind.0 == VolumeKind::Wal);
-    let data = actions
-        .iter()
-        .any(|a| matches!(a, Action::GrowVolume { volume: VolumeKind::Data, .. }))
-        || waiting.iter().any(|(v, _)| v.kind.0 == VolumeKind::Data);
+    let wal = actions.iter().any(|a| {
+        matches!(
+            a,
+            Action::GrowVolume {
+                volume: VolumeKind::Wal,
+                ..
+            }
+        )
+    }) || waiting.iter().any(|(v, _)| v.kind.0 == VolumeKind::Wal);
+    let data = actions.iter().any(|a| {
+        matches!(
+            a,
+            Action::GrowVolume {
+                volume: VolumeKind::Data,
+                ..
+            }
+        )
+    }) || waiting.iter().any(|(v, _)| v.kind.0 == VolumeKind::Data);
     let fields = match (data, wal) {
         (true, true) => "spec.storage.size and spec.walStorage.size",
         (false, true) => "spec.walStorage.size",
