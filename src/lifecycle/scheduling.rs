@@ -61,7 +61,13 @@ pub(super) fn explain(spec: &DatabaseSpec, message: &str) -> String {
 fn causes(spec: &DatabaseSpec, message: &str) -> Vec<String> {
     let affinity = &spec.affinity;
     let mut causes = Vec::new();
-    if message.contains("anti-affinity")
+    if message.contains("existing pods anti-affinity") {
+        // The running instances' own rule, symmetric: they were made under a
+        // `required` spec.affinity.podAntiAffinity (now or before a change).
+        causes.push(
+            "running instances made with spec.affinity.podAntiAffinity required keep it off every node they share a topology with".to_owned(),
+        );
+    } else if message.contains("anti-affinity")
         && affinity.pod_anti_affinity == PodAntiAffinityType::Required
     {
         let key = affinity
@@ -130,6 +136,21 @@ mod tests {
         assert!(
             explain(&spec, TAINT)
                 .starts_with("the nodes have taints and spec.affinity.tolerations is empty")
+        );
+    }
+
+    #[test]
+    fn the_running_instances_required_rule_is_named_after_a_change_to_preferred() {
+        // Seen on a one-node cluster: back to `preferred`, the replaced
+        // replica is still kept off by the primary made under `required`.
+        const EXISTING: &str = "0/1 nodes are available: 1 node(s) didn't satisfy existing pods anti-affinity rules. no new claims to deallocate, preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.";
+        let spec = sample_database().spec;
+        assert!(
+            explain(&spec, EXISTING).starts_with(
+                "running instances made with spec.affinity.podAntiAffinity required keep it off"
+            ),
+            "{}",
+            explain(&spec, EXISTING)
         );
     }
 
