@@ -230,6 +230,16 @@ fn migrations() -> impl Strategy<Value = v1::MigrationsSpec> {
         })
 }
 
+fn resources() -> impl Strategy<Value = v1::ResourcesSpec> {
+    let compute = (
+        option::of("[1-9][0-9]{0,2}m"),
+        option::of("[1-9][0-9]{0,2}Mi"),
+    )
+        .prop_map(|(cpu, memory)| v1::ComputeResources { cpu, memory });
+    (option::of(compute.clone()), option::of(compute))
+        .prop_map(|(requests, limits)| v1::ResourcesSpec { requests, limits })
+}
+
 fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
     let backup = (
         option::of("[0-9] [0-9] \\* \\* \\*"),
@@ -291,13 +301,17 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
             0i32..30,
             option::of(small_string()),
         ),
-        (option::of(migrations()), any::<bool>()),
+        (
+            option::of(migrations()),
+            any::<bool>(),
+            option::of(resources()),
+        ),
     )
         .prop_map(
             |(
                 (version, image, instances, size, storage_class_name),
                 (mode, min_sync_replicas, parameters, bootstrap, backup, delay_seconds, primary),
-                (migrations, backup_first),
+                (migrations, backup_first, resources),
             )| {
                 v1::DatabaseSpec {
                     version,
@@ -318,6 +332,7 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
                     primary,
                     migrations,
                     upgrade: v1::UpgradeSpec { backup_first },
+                    resources,
                 }
             },
         )
@@ -407,6 +422,7 @@ pub fn sample_database() -> v1::Database {
             primary: None,
             migrations: None,
             upgrade: v1::UpgradeSpec::default(),
+            resources: None,
         },
     );
     db.metadata.namespace = Some("shop".into());

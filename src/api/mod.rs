@@ -5,6 +5,7 @@ pub mod conversion;
 pub mod crd;
 pub mod model;
 pub mod quantity;
+pub mod resources;
 pub mod status;
 pub mod store;
 pub mod v1;

@@ -9,9 +9,11 @@
 
 use std::collections::BTreeMap;
 
+use super::resources::InstanceResources;
 use super::store;
 use super::v1::{Database, InitdbSpec, ObjectStore, ReplicationSpec, StorageSpec};
 use super::version::PgVersion;
+use crate::postgres::memory;
 
 /// The operator-wide settings validation resolves a Database against (from
 /// the operator's command line or environment).
@@ -52,13 +54,25 @@ pub struct ValidatedDatabase {
     /// The object store in effect: the spec's, or the operator's default
     /// when the spec asks for backups without naming one.
     pub object_store: Option<ObjectStore>,
+    /// `spec.resources`, defaults folded in.
+    pub resources: InstanceResources,
+    /// The memory and WAL settings derived from `resources` and the volume
+    /// (see [`crate::postgres::memory`]), whether or not the user overrides them.
+    pub derived: memory::Derived,
 }
 
 impl ValidatedDatabase {
-    /// The model of `db`, whose version parsed as `version` and whose spec
+    /// The model of `db`, whose version parsed as `version`, whose
+    /// `spec.resources` resolved as `resources`, and whose spec
     /// passed every rule (only [`super::validate::validated`] calls this).
-    pub(super) fn new(db: &Database, version: PgVersion, defaults: &Defaults<'_>) -> Self {
+    pub(super) fn new(
+        db: &Database,
+        version: PgVersion,
+        resources: InstanceResources,
+        defaults: &Defaults<'_>,
+    ) -> Self {
         let spec = &db.spec;
+        let derived = derive(&resources, &spec.storage, &spec.postgresql.parameters);
         Self {
             name: db.metadata.name.clone().unwrap_or_default(),
             namespace: db.metadata.namespace.clone(),
@@ -75,8 +89,34 @@ impl ValidatedDatabase {
                 .and_then(|b| b.initdb.clone())
                 .unwrap_or_default(),
             object_store: store::effective(db, defaults.store),
+            resources,
+            derived,
         }
     }
+
+    /// The parameters PostgreSQL is given: the derived settings the user
+    /// does not set, then `spec.postgresql.parameters`.
+    pub fn effective_parameters(&self) -> BTreeMap<String, String> {
+        memory::effective(&self.derived, &self.parameters)
+    }
+}
+
+/// The settings derived for `resources` and the volume holding `pg_wal`
+/// (today the data volume, `spec.storage.size`).
+fn derive(
+    resources: &InstanceResources,
+    storage: &StorageSpec,
+    parameters: &BTreeMap<String, String>,
+) -> memory::Derived {
+    let clamp = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
+    memory::derive(&memory::Inputs {
+        memory_bytes: clamp(resources.memory_bytes()),
+        wal_volume: memory::WalVolume {
+            bytes: clamp(super::quantity::parse_bytes(&storage.size).unwrap_or(0)),
+            dedicated: false,
+        },
+        max_connections: memory::max_connections(parameters),
+    })
 }
 
 /// The PostgreSQL image: `custom` (`spec.image`) when set, else

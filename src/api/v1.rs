@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::EnvVar;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+pub use super::resources::{ComputeResources, ResourcesSpec};
 pub use super::status::{
     BackupPhase, BackupStatus, DatabasePhase, DatabaseStatus, InstanceRole, InstanceStatus,
     LastBackup, MigrationsStatus,
@@ -105,6 +106,11 @@ pub struct DatabaseSpec {
     /// How version changes are carried out.
     #[serde(default, skip_serializing_if = "is_default")]
     pub upgrade: UpgradeSpec,
+
+    /// CPU and memory of each instance's container (PostgreSQL and Tusk's
+    /// instance manager share it). See [`ResourcesSpec`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourcesSpec>,
 }
 
 fn default_instances() -> i32 {

@@ -93,7 +93,14 @@ pub fn validated(
         .version
         .parse::<PgVersion>()
         .map_err(|e| vec![FieldError::new("spec.version", e)])?;
-    Ok(ValidatedDatabase::new(&db, version, defaults))
+    // [`database`] refused quantities that do not parse.
+    let resources = super::resources::resolve(db.spec.resources.as_ref()).ok_or_else(|| {
+        vec![FieldError::new(
+            "spec.resources",
+            "has a quantity that does not parse",
+        )]
+    })?;
+    Ok(ValidatedDatabase::new(&db, version, resources, defaults))
 }
 
 /// Checks a Database on its own (create, and every reconcile).
@@ -155,6 +162,11 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
     if let Some(primary) = &spec.primary {
         errors.extend(primary_error(name, primary));
     }
+    errors.extend(
+        super::resources::errors(spec.resources.as_ref())
+            .into_iter()
+            .map(|(path, message)| FieldError::new(path, message)),
+    );
     errors
 }
 

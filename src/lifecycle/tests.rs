@@ -31,6 +31,7 @@ pub(super) fn spec(instances: i32, mode: ReplicationMode, min_sync: i32) -> Data
         primary: None,
         migrations: None,
         upgrade: Default::default(),
+        resources: None,
     }
 }
 
