@@ -175,6 +175,15 @@ fn database_status_base() -> impl Strategy<Value = DatabaseStatus> {
                 }),
                 last_backup,
                 migrations: None,
+                // Derived from other drawn values: the tuple is at its size limit.
+                resources: ready_instances.map(|n| crate::api::resources::ResourcesStatus {
+                    qos_class: (n % 2 == 0).then(|| "Guaranteed".to_owned()),
+                    memory: Some(format!("{}Mi", 128 + n)),
+                    derived: std::collections::BTreeMap::from([(
+                        "shared_buffers".to_owned(),
+                        format!("{}MB", 16 + n),
+                    )]),
+                }),
             },
         )
 }

@@ -94,6 +94,14 @@ impl ValidatedDatabase {
         }
     }
 
+    /// `status.resources` for this model.
+    pub fn resources_status(&self) -> super::resources::ResourcesStatus {
+        super::resources::status(
+            &self.resources,
+            memory::not_overridden(&self.derived, &self.parameters),
+        )
+    }
+
     /// The parameters PostgreSQL is given: the derived settings the user
     /// does not set, then `spec.postgresql.parameters`.
     pub fn effective_parameters(&self) -> BTreeMap<String, String> {

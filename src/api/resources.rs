@@ -140,6 +140,42 @@ impl InstanceResources {
     }
 }
 
+/// `status.resources`: what each instance is given and what Tusk derived
+/// from it.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourcesStatus {
+    /// The QoS class the instance pods get: `Guaranteed` (requests equal
+    /// limits) or `Burstable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qos_class: Option<String>,
+    /// The memory the settings are sized for: the limit, else the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// The PostgreSQL settings derived from the memory and the volume that
+    /// `spec.postgresql.parameters` does not set, as given to PostgreSQL.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub derived: std::collections::BTreeMap<String, String>,
+}
+
+/// `status.resources` for resources `resources`, whose derived settings
+/// not set by the user are `derived`.
+pub fn status(
+    resources: &InstanceResources,
+    derived: std::collections::BTreeMap<String, String>,
+) -> ResourcesStatus {
+    let memory = resources
+        .limits
+        .memory
+        .as_ref()
+        .unwrap_or(&resources.requests.memory);
+    ResourcesStatus {
+        qos_class: Some(resources.qos_class().as_str().to_owned()),
+        memory: Some(memory.text.clone()),
+        derived,
+    }
+}
+
 /// `spec.resources` resolved; `None` when it does not pass [`errors`].
 pub fn resolve(spec: Option<&ResourcesSpec>) -> Option<InstanceResources> {
     let requests = spec.and_then(|s| s.requests.clone()).unwrap_or_default();

@@ -33,6 +33,7 @@ mod observed;
 mod plan;
 mod primary;
 mod requests;
+pub mod resize;
 mod roles;
 mod rollout;
 mod serving;

@@ -309,6 +309,8 @@ pub struct Pod {
     /// How often the kubelet restarted its `postgres` container: a pod that
     /// crashed is no longer merely starting.
     pub restarts: u32,
+    /// The CPU of its `postgres` container: asked, running, being resized.
+    pub cpu: super::resize::PodCpu,
 }
 
 /// Pod phase, with deletion folded in (a pod with a deletionTimestamp is

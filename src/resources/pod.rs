@@ -26,7 +26,7 @@ use super::container::{
     pod_security_context, store_credentials_volume, value_env,
 };
 use super::secret::{SecretKind, secret_env};
-use super::{BuildConfig, hash, labels, names, object_meta};
+use super::{BuildConfig, compute, hash, labels, names, object_meta};
 use crate::api::model::ValidatedDatabase;
 use crate::api::status::InstanceRole;
 use crate::api::v1::ReplicationMode;
@@ -134,10 +134,13 @@ pub fn postgres_image(pod: &Pod) -> String {
 /// A stable hash (FNV-1a over the JSON form) of what a pod must be recreated
 /// for: the pod spec without the environment that only seeds the manager at
 /// start ([`env::START_ONLY`]: parameters and synchronous replication, which
-/// the operator changes through the instance API). The same for the same spec
+/// the operator changes through the instance API), and without CPU, which
+/// is resized in place (see [`super::compute`]; the planner rolls a pod
+/// whose CPU cannot be). The same for the same spec
 /// in every process and every operator version that serialises it alike.
 pub fn spec_hash(spec: &PodSpec) -> String {
     let mut spec = spec.clone();
+    compute::without_cpu(&mut spec);
     for container in &mut spec.containers {
         if let Some(vars) = &mut container.env {
             vars.retain(|var| !env::START_ONLY.contains(&var.name.as_str()));
@@ -152,7 +155,10 @@ pub fn spec_hash(spec: &PodSpec) -> String {
 fn pod_spec(db: &ValidatedDatabase, instance: &str, image: &str, config: &BuildConfig) -> PodSpec {
     PodSpec {
         hostname: Some(instance.to_owned()),
-        init_containers: Some(vec![bootstrap_container(config)]),
+        init_containers: Some(vec![Container {
+            resources: Some(compute::instance(&db.resources)),
+            ..bootstrap_container(config)
+        }]),
         containers: vec![postgres_container(db, instance, image, config)],
         volumes: Some(volumes(db, instance)),
         security_context: Some(pod_security_context()),
@@ -224,6 +230,7 @@ fn postgres_container(
             )
             .collect(),
         ),
+        resources: Some(compute::instance(&db.resources)),
         security_context: Some(container_security_context()),
         ..Container::default()
     }
@@ -238,7 +245,7 @@ fn env(db: &ValidatedDatabase, instance: &str) -> Vec<EnvVar> {
     // Built through `Value` because its Display cannot fail, unlike `to_string`;
     // a BTreeMap keeps the keys sorted so the spec hash is stable.
     let parameters = serde_json::Value::Object(
-        db.parameters
+        db.effective_parameters()
             .iter()
             .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
             .collect(),

@@ -72,10 +72,12 @@ pub fn reduce(
             min: i32::try_from(s.min).unwrap_or(i32::MAX),
         })
         .unwrap_or_default();
-    // Parameters differ when any answering manager runs other ones than the spec.
+    // Parameters differ when any answering manager runs other ones than the
+    // spec's, with the settings derived from its resources.
+    let wanted = model.effective_parameters();
     let parameter_change = snapshot
         .understood()
-        .map(|(_, s)| params::classify(&s.parameters, &db.spec.postgresql.parameters))
+        .map(|(_, s)| params::classify(&s.parameters, &wanted))
         .max()
         .unwrap_or(Change::Nothing);
     let secrets = secrets_as_built(model, snapshot);
@@ -177,6 +179,9 @@ fn pods(
         let manager = reported
             .filter(|_| api_mismatch.is_none())
             .map(manager_status);
+        let cpu = super::cpu::pod_cpu(pod);
+        let outdated =
+            outdated(model, serial, pod, build) || super::cpu::must_roll(model, &cpu);
         instances.entry(serial).or_default().pod = Some(Pod {
             phase: phase_of(pod),
             role_label: pod
@@ -186,7 +191,7 @@ fn pods(
             manager,
             ready: pod_ready(pod),
             image: postgres_image(pod),
-            outdated: outdated(model, serial, pod, build),
+            outdated,
             api_mismatch,
             address: pod.status.as_ref().and_then(|s| s.pod_ip.clone()),
             node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
@@ -196,6 +201,7 @@ fn pods(
                 .map(ha_view),
             created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
             restarts: postgres_restarts(pod),
+            cpu,
         });
     }
 }
