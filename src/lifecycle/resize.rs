@@ -84,6 +84,13 @@ pub fn decide(want: Cpu, qos: QosClass, pod: &PodCpu) -> CpuDecision {
             ResizeCondition::None => CpuDecision::InSync,
         };
     }
+    if pod.spec == Cpu::default() {
+        // Built before `spec.resources` (its spec hash marks it outdated
+        // too): a resize cannot add a request to a BestEffort pod.
+        return CpuDecision::Roll(
+            "its spec has no CPU; adding one changes its QoS class".to_owned(),
+        );
+    }
     if pod.refused == Some(want) {
         return CpuDecision::Roll("the API server refused to resize it in place".to_owned());
     }
@@ -101,7 +108,9 @@ pub fn decide(want: Cpu, qos: QosClass, pod: &PodCpu) -> CpuDecision {
 
 /// The spec's CPU and QoS class; `None` when `spec.resources` does not
 /// resolve (the controller does not plan for an invalid spec).
-pub fn wanted(spec: &crate::api::v1::DatabaseSpec) -> Option<(Cpu, QosClass, (String, Option<String>))> {
+pub fn wanted(
+    spec: &crate::api::v1::DatabaseSpec,
+) -> Option<(Cpu, QosClass, (String, Option<String>))> {
     let resolved = resources::resolve(spec.resources.as_ref())?;
     let (request, limit) = resolved.cpu();
     Some((
@@ -207,15 +216,70 @@ mod tests {
         };
         let cases: Vec<(&str, Cpu, QosClass, PodCpu, CpuDecision)> = vec![
             ("in sync", one, g, pod(one, Some(one), "Guaranteed"), InSync),
-            ("kubelet silent", one, g, pod(one, None, "Guaranteed"), InSync),
-            ("Guaranteed to Guaranteed", one, g, pod(half, Some(half), "Guaranteed"), Resize),
-            ("Burstable request", cpu(200, None), b, pod(cpu(100, None), None, "Burstable"), Resize),
-            ("patched, not applied", one, g, pod(one, Some(half), "Guaranteed"), Resizing("not yet applied by the kubelet".into())),
+            (
+                "kubelet silent",
+                one,
+                g,
+                pod(one, None, "Guaranteed"),
+                InSync,
+            ),
+            (
+                "Guaranteed to Guaranteed",
+                one,
+                g,
+                pod(half, Some(half), "Guaranteed"),
+                Resize,
+            ),
+            (
+                "Burstable request",
+                cpu(200, None),
+                b,
+                pod(cpu(100, None), None, "Burstable"),
+                Resize,
+            ),
+            (
+                "patched, not applied",
+                one,
+                g,
+                pod(one, Some(half), "Guaranteed"),
+                Resizing("not yet applied by the kubelet".into()),
+            ),
             ("deferred", one, g, deferred, Resizing("Deferred".into())),
-            ("infeasible", one, g, infeasible, Roll("the node cannot give it (Node didn't have enough capacity)".into())),
-            ("refused", one, g, refused, Roll("the API server refused to resize it in place".into())),
-            ("QoS change", cpu(250, Some(1000)), b, pod(one, Some(one), "Guaranteed"), Roll("its QoS class would change to Burstable, which a resize cannot do".into())),
-            ("limit removed", cpu(500, None), b, pod(cpu(500, Some(1000)), None, "Burstable"), Roll("a CPU limit cannot be removed in place".into())),
+            (
+                "infeasible",
+                one,
+                g,
+                infeasible,
+                Roll("the node cannot give it (Node didn't have enough capacity)".into()),
+            ),
+            (
+                "refused",
+                one,
+                g,
+                refused,
+                Roll("the API server refused to resize it in place".into()),
+            ),
+            (
+                "QoS change",
+                cpu(250, Some(1000)),
+                b,
+                pod(one, Some(one), "Guaranteed"),
+                Roll("its QoS class would change to Burstable, which a resize cannot do".into()),
+            ),
+            (
+                "no CPU yet",
+                one,
+                g,
+                pod(Cpu::default(), None, "BestEffort"),
+                Roll("its spec has no CPU; adding one changes its QoS class".into()),
+            ),
+            (
+                "limit removed",
+                cpu(500, None),
+                b,
+                pod(cpu(500, Some(1000)), None, "Burstable"),
+                Roll("a CPU limit cannot be removed in place".into()),
+            ),
         ];
         for (case, want, qos, pod, decision) in cases {
             assert_eq!(decide(want, qos, &pod), decision, "{case}");

@@ -655,7 +655,8 @@ mod tests {
         assert_eq!(value(&env, "TUSK_MIN_SYNC"), "2");
         assert_eq!(
             value(&env, "TUSK_PARAMETERS"),
-            r#"{"max_connections":"200","work_mem":"8MB"}"#
+            r#"{"effective_cache_size":"144MB","maintenance_work_mem":"16MB","max_connections":"200","max_wal_size":"256MB","shared_buffers":"48MB","work_mem":"8MB"}"#,
+            "the derived settings, overridden by spec.postgresql.parameters"
         );
         for (var, path) in [
             ("POD_NAME", "metadata.name"),
@@ -698,7 +699,11 @@ mod tests {
         assert_eq!(value(&env, "TUSK_APP_OWNER"), "app");
         assert_eq!(value(&env, "TUSK_SYNC_MODE"), "async");
         assert_eq!(value(&env, "TUSK_MIN_SYNC"), "1");
-        assert_eq!(value(&env, "TUSK_PARAMETERS"), "{}");
+        assert_eq!(
+            value(&env, "TUSK_PARAMETERS"),
+            r#"{"effective_cache_size":"144MB","maintenance_work_mem":"16MB","max_wal_size":"256MB","shared_buffers":"48MB","work_mem":"1MB"}"#,
+            "the settings derived from the default 256Mi and the 1Gi volume"
+        );
         assert!(
             !env.keys()
                 .any(|k| k.starts_with("TUSK_OBJECTSTORE") || k.starts_with("AWS_")),
@@ -949,18 +954,18 @@ mod tests {
             ..Default::default()
         });
         let cases = [
-            (&plain, &config, 1, "2d897db98228eabd"),
-            (&plain, &config, 7, "75f40021558b1553"),
-            (&plain, &traced, 1, "aed088fd3989b44c"),
-            (&plain, &traced, 7, "4bb83b81992b6822"),
-            (&tuned, &config, 1, "8b96382b2318511d"),
-            (&tuned, &config, 7, "1e0cc8aa4fce6c67"),
-            (&tuned, &traced, 1, "643c8a4483bc9582"),
-            (&tuned, &traced, 7, "fefe386fb557ffec"),
-            (&stored, &config, 1, "94dd0718a1e98a40"),
-            (&stored, &config, 7, "9238f2826138de36"),
-            (&stored, &traced, 1, "9f2480d9a0e50f73"),
-            (&stored, &traced, 7, "91825007804a2f11"),
+            (&plain, &config, 1, "9176ce905283a03f"),
+            (&plain, &config, 7, "324b87c035838a79"),
+            (&plain, &traced, 1, "81f97fd9c414a338"),
+            (&plain, &traced, 7, "793959a4b09a184e"),
+            (&tuned, &config, 1, "b53863cef9cec49f"),
+            (&tuned, &config, 7, "fd11d1b1c2b538bd"),
+            (&tuned, &traced, 1, "d3639575bff5ef36"),
+            (&tuned, &traced, 7, "2ccaaf66c4c9b600"),
+            (&stored, &config, 1, "c78fed5b77ff772a"),
+            (&stored, &config, 7, "9fc13b734c29a8c4"),
+            (&stored, &traced, 1, "bc748527dee91927"),
+            (&stored, &traced, 7, "38ecb4deaf1bdf55"),
         ];
         for (db, config, serial, before) in cases {
             let model = model_of(db, config);
@@ -976,5 +981,53 @@ mod tests {
                 );
             }
         }
+    }
+
+    fn with_resources(requests: (&str, &str), limits: (&str, &str)) -> crate::api::v1::Database {
+        let mut db = sample_database();
+        let compute = |(cpu, memory): (&str, &str)| crate::api::v1::ComputeResources {
+            cpu: Some(cpu.into()),
+            memory: Some(memory.into()),
+        };
+        db.spec.resources = Some(crate::api::v1::ResourcesSpec {
+            requests: Some(compute(requests)),
+            limits: Some(compute(limits)),
+        });
+        db
+    }
+
+    #[test]
+    fn every_container_gets_the_instance_s_resources() {
+        let db = with_resources(("500m", "512Mi"), ("500m", "512Mi"));
+        let pod = pod_of(&db, 1, InstanceRole::Primary, &config());
+        let spec = pod.spec.expect("a spec");
+        let main = &spec.containers[0];
+        let init = &spec.init_containers.expect("an init container")[0];
+        for container in [main, init] {
+            let resources = container.resources.clone().expect("resources");
+            assert_eq!(resources.requests, resources.limits, "{}", container.name);
+            let requests = resources.requests.expect("requests");
+            assert_eq!(requests["cpu"].0, "500m");
+            assert_eq!(requests["memory"].0, "512Mi");
+        }
+    }
+
+    #[test]
+    fn the_spec_hash_leaves_cpu_out_and_keeps_memory_in() {
+        let hash = |db: &crate::api::v1::Database| {
+            let model = model_of(db, &config());
+            instance_spec_hash(&model, 1, &model.image, &config())
+        };
+        let base = hash(&with_resources(("500m", "512Mi"), ("500m", "512Mi")));
+        assert_eq!(
+            hash(&with_resources(("1", "512Mi"), ("2", "512Mi"))),
+            base,
+            "a CPU change is resized in place, not rolled"
+        );
+        assert_ne!(
+            hash(&with_resources(("500m", "1Gi"), ("500m", "1Gi"))),
+            base,
+            "a memory change rolls"
+        );
     }
 }

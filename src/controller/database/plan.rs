@@ -3,11 +3,11 @@
 //! plan with what was observed of the instances.
 
 use crate::api::model::{Defaults, ValidatedDatabase};
+use crate::api::resources::ResourcesStatus;
 use crate::api::status::{
     AppliedSpec, DatabasePhase, InstanceStatus, LastBackup, LastFailover, MigrationsStatus,
     UpgradeStatus,
 };
-use crate::api::resources::ResourcesStatus;
 use crate::api::v1::Database;
 use crate::api::validate::{self, FieldError};
 use crate::controller::conditions::{DEGRADED, Desired, PROGRESSING, READY};

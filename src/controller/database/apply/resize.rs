@@ -54,7 +54,8 @@ impl Applier<'_> {
             Err(kube::Error::Api(refusal)) if REFUSALS.contains(&refusal.code) => {
                 let millicores = |v: &str| quantity::parse_millicores(v).ok();
                 let key = cpu_key(millicores(request), limit.and_then(millicores));
-                let mark = json!({ "metadata": { "annotations": { RESIZE_REFUSED_ANNOTATION: key } } });
+                let mark =
+                    json!({ "metadata": { "annotations": { RESIZE_REFUSED_ANNOTATION: key } } });
                 pods.patch(name, &PatchParams::default(), &Patch::Merge(mark))
                     .await
                     .map_err(Error::kube("recording a refused resize on an instance Pod"))?;

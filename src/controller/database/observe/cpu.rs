@@ -129,10 +129,31 @@ mod tests {
         }))
         .expect("a pod");
         let cpu = pod_cpu(&pod);
-        assert_eq!(cpu.spec, Cpu { request: Some(500), limit: Some(500) });
-        assert_eq!(cpu.running, Some(Cpu { request: Some(250), limit: None }));
-        assert_eq!(cpu.condition, ResizeCondition::Infeasible("Infeasible: too big".into()));
-        assert_eq!(cpu.refused, Some(Cpu { request: Some(1000), limit: Some(1000) }));
+        assert_eq!(
+            cpu.spec,
+            Cpu {
+                request: Some(500),
+                limit: Some(500)
+            }
+        );
+        assert_eq!(
+            cpu.running,
+            Some(Cpu {
+                request: Some(250),
+                limit: None
+            })
+        );
+        assert_eq!(
+            cpu.condition,
+            ResizeCondition::Infeasible("Infeasible: too big".into())
+        );
+        assert_eq!(
+            cpu.refused,
+            Some(Cpu {
+                request: Some(1000),
+                limit: Some(1000)
+            })
+        );
         assert_eq!(cpu.qos_class.as_deref(), Some("Burstable"));
     }
 }

@@ -180,8 +180,7 @@ fn pods(
             .filter(|_| api_mismatch.is_none())
             .map(manager_status);
         let cpu = super::cpu::pod_cpu(pod);
-        let outdated =
-            outdated(model, serial, pod, build) || super::cpu::must_roll(model, &cpu);
+        let outdated = outdated(model, serial, pod, build) || super::cpu::must_roll(model, &cpu);
         instances.entry(serial).or_default().pod = Some(Pod {
             phase: phase_of(pod),
             role_label: pod
