@@ -136,7 +136,7 @@ fn whole_mb(bytes: u64) -> u64 {
 }
 
 fn text(bytes: u64) -> String {
-    if bytes % GB == 0 {
+    if bytes.is_multiple_of(GB) {
         format!("{}GB", bytes / GB)
     } else {
         format!("{}MB", bytes / MB)
@@ -162,7 +162,8 @@ mod tests {
     fn derived_settings_table() {
         // (memory, volume, dedicated, max_connections) ->
         // shared_buffers, effective_cache_size, maintenance_work_mem, work_mem, max_wal_size
-        let cases: &[((u64, u64, bool, u64), [&str; 5])] = &[
+        type Case = ((u64, u64, bool, u64), [&'static str; 5]);
+        let cases: &[Case] = &[
             (
                 (256 * MB, GB, false, 100),
                 ["48MB", "144MB", "16MB", "1MB", "256MB"],

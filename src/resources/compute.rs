@@ -78,13 +78,14 @@ pub fn instance(resources: &InstanceResources) -> ResourceRequirements {
 pub fn job(kind: JobKind, instance_memory: u128) -> ResourceRequirements {
     let at_least = |floor: u128| -> String {
         let bytes = instance_memory.max(floor);
-        if bytes % (1 << 20) == 0 {
+        if bytes.is_multiple_of(1 << 20) {
             format!("{}Mi", bytes >> 20)
         } else {
             bytes.to_string()
         }
     };
-    let (requests, limits): (&[(&str, &str)], Vec<(&str, String)>) = match kind {
+    type Requests = &'static [(&'static str, &'static str)];
+    let (requests, limits): (Requests, Vec<(&str, String)>) = match kind {
         JobKind::Upgrade => (
             &[("cpu", "100m"), ("memory", "256Mi")],
             vec![("memory", at_least(2 << 30))],
