@@ -310,7 +310,7 @@ pub struct Pod {
     /// crashed is no longer merely starting.
     pub restarts: u32,
     /// The CPU of its `postgres` container: asked, running, being resized.
-    pub cpu: super::resize::PodCpu,
+    pub cpu: super::cpu::PodCpu,
 }
 
 /// Pod phase, with deletion folded in (a pod with a deletionTimestamp is

@@ -1,13 +1,13 @@
 //! The CPU of an instance pod's `postgres` container as the API server and
 //! the kubelet report it (pure), and whether it must roll because it cannot
-//! be resized in place (see [`crate::lifecycle::resize`]).
+//! be resized in place (see [`crate::lifecycle::cpu`]).
 
 use k8s_openapi::api::core::v1::{Pod as KubePod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::api::model::ValidatedDatabase;
 use crate::api::quantity;
-use crate::lifecycle::resize::{self, Cpu, CpuDecision, PodCpu, ResizeCondition};
+use crate::lifecycle::cpu::{self as resize, Cpu, CpuDecision, PodCpu, ResizeCondition};
 use crate::resources::POSTGRES_CONTAINER;
 use crate::resources::compute::{RESIZE_REFUSED_ANNOTATION, cpu_key};
 
