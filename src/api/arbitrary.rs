@@ -176,6 +176,15 @@ fn database_status_base() -> impl Strategy<Value = DatabaseStatus> {
                 }),
                 last_backup,
                 migrations: None,
+                // Derived from other drawn values: the tuple is at its size limit.
+                resources: ready_instances.map(|n| crate::api::resources::ResourcesStatus {
+                    qos_class: (n % 2 == 0).then(|| "Guaranteed".to_owned()),
+                    memory: Some(format!("{}Mi", 128 + n)),
+                    derived: std::collections::BTreeMap::from([(
+                        "shared_buffers".to_owned(),
+                        format!("{}MB", 16 + n),
+                    )]),
+                }),
             },
         )
 }
@@ -260,6 +269,16 @@ fn placement() -> BoxedStrategy<(v1::AffinitySpec, Option<String>)> {
         .boxed()
 }
 
+fn resources() -> impl Strategy<Value = v1::ResourcesSpec> {
+    let compute = (
+        option::of("[1-9][0-9]{0,2}m"),
+        option::of("[1-9][0-9]{0,2}Mi"),
+    )
+        .prop_map(|(cpu, memory)| v1::ComputeResources { cpu, memory });
+    (option::of(compute.clone()), option::of(compute))
+        .prop_map(|(requests, limits)| v1::ResourcesSpec { requests, limits })
+}
+
 fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
     let backup = (
         option::of("[0-9] [0-9] \\* \\* \\*"),
@@ -301,7 +320,7 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
                 }
             }),
     ];
-    (
+    let base = (
         (
             version(),
             option::of(small_string()),
@@ -374,9 +393,14 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
                         labels,
                         annotations,
                     },
+                    resources: None,
                 }
             },
-        )
+        );
+    // Boxed: one more level in the tuple above overflows a test thread's
+    // stack when proptest builds the value tree in a debug build.
+    (base.boxed(), option::of(resources()))
+        .prop_map(|(spec, resources)| v1::DatabaseSpec { resources, ..spec })
 }
 
 fn wal_storage() -> impl Strategy<Value = v1::WalStorageSpec> {
@@ -492,6 +516,7 @@ pub fn sample_database() -> v1::Database {
             topology_spread_constraints: Vec::new(),
             priority_class_name: None,
             inherited_metadata: v1::InheritedMetadata::default(),
+            resources: None,
         },
     );
     db.metadata.namespace = Some("shop".into());

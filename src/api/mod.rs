@@ -8,6 +8,7 @@ pub mod field;
 pub mod model;
 pub mod placement;
 pub mod quantity;
+pub mod resources;
 pub mod status;
 pub mod store;
 pub mod v1;

@@ -10,12 +10,14 @@
 use std::collections::BTreeMap;
 
 use super::placement::Placement;
+use super::resources::InstanceResources;
 use super::store;
 use super::v1::{
     Database, InheritedMetadata, InitdbSpec, ObjectStore, ReplicationSpec, StorageSpec,
     WalStorageSpec,
 };
 use super::version::PgVersion;
+use crate::postgres::memory;
 
 /// The operator-wide settings validation resolves a Database against (from
 /// the operator's command line or environment).
@@ -63,13 +65,30 @@ pub struct ValidatedDatabase {
     pub placement: Placement,
     /// `spec.inheritedMetadata`.
     pub inherited: InheritedMetadata,
+    /// `spec.resources`, defaults folded in.
+    pub resources: InstanceResources,
+    /// The memory and WAL settings derived from `resources` and the volume
+    /// (see [`crate::postgres::memory`]), whether or not the user overrides them.
+    pub derived: memory::Derived,
 }
 
 impl ValidatedDatabase {
-    /// The model of `db`, whose version parsed as `version` and whose spec
+    /// The model of `db`, whose version parsed as `version`, whose
+    /// `spec.resources` resolved as `resources`, and whose spec
     /// passed every rule (only [`super::validate::validated`] calls this).
-    pub(super) fn new(db: &Database, version: PgVersion, defaults: &Defaults<'_>) -> Self {
+    pub(super) fn new(
+        db: &Database,
+        version: PgVersion,
+        resources: InstanceResources,
+        defaults: &Defaults<'_>,
+    ) -> Self {
         let spec = &db.spec;
+        let derived = derive(
+            &resources,
+            &spec.storage,
+            spec.wal_storage.as_ref(),
+            &spec.postgresql.parameters,
+        );
         Self {
             name: db.metadata.name.clone().unwrap_or_default(),
             namespace: db.metadata.namespace.clone(),
@@ -89,8 +108,45 @@ impl ValidatedDatabase {
             object_store: store::effective(db, defaults.store),
             placement: Placement::of(spec),
             inherited: spec.inherited_metadata.clone(),
+            resources,
+            derived,
         }
     }
+
+    /// `status.resources` for this model.
+    pub fn resources_status(&self) -> super::resources::ResourcesStatus {
+        super::resources::status(
+            &self.resources,
+            memory::not_overridden(&self.derived, &self.parameters),
+        )
+    }
+
+    /// The parameters PostgreSQL is given: the derived settings the user
+    /// does not set, then `spec.postgresql.parameters`.
+    pub fn effective_parameters(&self) -> BTreeMap<String, String> {
+        memory::effective(&self.derived, &self.parameters)
+    }
+}
+
+/// The settings derived for `resources` and the volume holding `pg_wal`:
+/// the WAL volume of `spec.walStorage` when there is one, else the data
+/// volume (`spec.storage.size`), which it then shares with the data.
+fn derive(
+    resources: &InstanceResources,
+    storage: &StorageSpec,
+    wal_storage: Option<&WalStorageSpec>,
+    parameters: &BTreeMap<String, String>,
+) -> memory::Derived {
+    let clamp = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
+    let size = wal_storage.map_or(&storage.size, |w| &w.size);
+    memory::derive(&memory::Inputs {
+        memory_bytes: clamp(resources.memory_bytes()),
+        wal_volume: memory::WalVolume {
+            bytes: clamp(super::quantity::parse_bytes(size).unwrap_or(0)),
+            dedicated: wal_storage.is_some(),
+        },
+        max_connections: memory::max_connections(parameters),
+    })
 }
 
 /// The PostgreSQL image: `custom` (`spec.image`) when set, else
@@ -111,6 +167,34 @@ pub fn image(custom: Option<&str>, version: PgVersion, repository: &str) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_wal_size_is_derived_from_the_volume_that_holds_pg_wal() {
+        let mut db = crate::api::arbitrary::sample_database();
+        db.spec.storage.size = "1Gi".into();
+        let defaults = Defaults {
+            store: None,
+            postgres_repository: "postgres",
+        };
+        let shared =
+            crate::api::validate::validated(&db, &defaults).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(
+            shared.derived.max_wal_size,
+            256 << 20,
+            "a quarter of a data volume that also holds the data"
+        );
+        db.spec.wal_storage = Some(WalStorageSpec {
+            size: "4Gi".into(),
+            storage_class_name: None,
+        });
+        let own =
+            crate::api::validate::validated(&db, &defaults).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(
+            own.derived.max_wal_size,
+            2 << 30,
+            "half of a volume of its own (spec.walStorage.size)"
+        );
+    }
 
     fn version(major: u32, minor: Option<u32>) -> PgVersion {
         PgVersion { major, minor }

@@ -59,6 +59,11 @@ pub struct DatabaseStatus {
     /// The schema migrations (`spec.migrations`) run so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migrations: Option<MigrationsStatus>,
+
+    /// The instances' QoS class and the memory settings derived from
+    /// `spec.resources`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<super::resources::ResourcesStatus>,
 }
 
 /// The schema migrations run so far.

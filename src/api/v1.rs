@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{EnvVar, NodeAffinity, Toleration, TopologySprea
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+pub use super::resources::{ComputeResources, ResourcesSpec};
 pub use super::status::{
     BackupPhase, BackupStatus, DatabasePhase, DatabaseStatus, InstanceRole, InstanceStatus,
     LastBackup, MigrationsStatus,
@@ -146,6 +147,10 @@ pub struct DatabaseSpec {
     /// put back by the next reconcile; a change never recreates a pod.
     #[serde(default, skip_serializing_if = "is_default")]
     pub inherited_metadata: InheritedMetadata,
+    /// CPU and memory of each instance's container (PostgreSQL and Tusk's
+    /// instance manager share it). See [`ResourcesSpec`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourcesSpec>,
 }
 
 fn default_instances() -> i32 {

@@ -71,7 +71,14 @@ pub fn validated(
         .version
         .parse::<PgVersion>()
         .map_err(|e| vec![FieldError::new("spec.version", e)])?;
-    Ok(ValidatedDatabase::new(&db, version, defaults))
+    // [`database`] refused quantities that do not parse.
+    let resources = super::resources::resolve(db.spec.resources.as_ref()).ok_or_else(|| {
+        vec![FieldError::new(
+            "spec.resources",
+            "has a quantity that does not parse",
+        )]
+    })?;
+    Ok(ValidatedDatabase::new(&db, version, resources, defaults))
 }
 
 /// Checks a Database on its own (create, and every reconcile).
@@ -142,6 +149,11 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
     }
     errors.extend(wal_storage_errors(super::wal_storage::errors(spec)));
     errors.extend(super::placement::errors(spec));
+    errors.extend(
+        super::resources::errors(spec.resources.as_ref())
+            .into_iter()
+            .map(|(path, message)| FieldError::new(path, message)),
+    );
     errors
 }
 

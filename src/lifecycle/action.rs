@@ -101,6 +101,14 @@ pub enum Action {
     Reload { name: String },
     /// Restart PostgreSQL in the instance so a `postmaster` parameter takes effect.
     RestartInstance { name: String },
+    /// Give instance `name`'s container the spec's CPU in place (the pod's
+    /// `resize` subresource), without a restart; a refusal is recorded on
+    /// the pod, and the pod then rolls.
+    ResizeCpu {
+        name: String,
+        request: String,
+        limit: Option<String>,
+    },
     /// Create Job `job` of the major upgrade `from` → `to` of `instance`'s
     /// data directory (creating it again finds it).
     RunUpgradeJob {
@@ -224,6 +232,7 @@ impl Action {
             | Self::DeletePvc { name }
             | Self::LabelRole { name, .. }
             | Self::Reload { name }
+            | Self::ResizeCpu { name, .. }
             | Self::RestartInstance { name }
             | Self::GrowVolume { instance: name, .. } => Some(name.clone()),
         }

@@ -20,6 +20,7 @@ pub(super) struct Configuration {
 /// answers; then restart one instance reporting `pending_restart` at a time,
 /// replicas first, the primary last, and only while everything else is ready
 /// (the restarted instance is not ready until it is back, which holds the next).
+/// An instance whose pod the rolling update will replace is not restarted.
 pub(super) fn plan(ctx: &Context, topology: &Topology) -> Configuration {
     let mut out = Configuration::default();
     let Some((primary, _)) = topology.reporting_primary else {
@@ -76,13 +77,19 @@ pub(super) fn plan(ctx: &Context, topology: &Topology) -> Configuration {
     if topology.phase != DatabasePhase::Ready {
         return out;
     }
+    // A pod the rolling update replaces starts with the new parameters
+    // anyway (a memory change moves the derived `shared_buffers`): a
+    // restart of it would only be one more pause.
+    let restartable = |s: u32, status: &ManagerStatus| {
+        status.pending_restart && !super::rollout::outdated(ctx, &ctx.name(s))
+    };
     let replica = serving
         .iter()
-        .find(|(s, status)| *s != primary && status.pending_restart);
+        .find(|(s, status)| *s != primary && restartable(*s, status));
     let target = replica.or_else(|| {
         serving
             .iter()
-            .find(|(s, status)| *s == primary && status.pending_restart)
+            .find(|(s, status)| *s == primary && restartable(*s, status))
     });
     if let Some((serial, _)) = target {
         out.actions.push(Action::RestartInstance {

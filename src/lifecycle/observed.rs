@@ -323,6 +323,8 @@ pub struct Pod {
     /// The scheduler's message while it cannot place the pod
     /// (`PodScheduled=False`, reason `Unschedulable`).
     pub unschedulable: Option<String>,
+    /// The CPU of its `postgres` container: asked, running, being resized.
+    pub cpu: super::cpu::PodCpu,
 }
 
 /// Pod phase, with deletion folded in (a pod with a deletionTimestamp is

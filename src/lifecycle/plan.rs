@@ -1,9 +1,9 @@
 //! The pure transition function: `(spec, previous status, observed) -> Plan`.
 //! Each concern is a sub-planner contributing actions and verdicts
 //! (`requests`, `growth`, `objects`, `metadata`, `scheduling`, `rollout`,
-//! `upgrade`, `topology`, `roles`, `configuration`, `serving`, `primary`,
-//! `backups`, `migrations`, and `deletion` for a Database being deleted); this
-//! module puts their actions
+//! `upgrade`, `topology`, `roles`, `configuration`, `resize`, `serving`,
+//! `primary`, `backups`, `migrations`, and `deletion` for a Database being
+//! deleted); this module puts their actions
 //! in a safe order and turns the verdicts into the phase and the conditions.
 //! Every decision of a pass is made here: the controller only carries the
 //! plan out and writes the status it names.
@@ -185,6 +185,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     }
     let roles = roles::plan(&ctx, &topology);
     let configuration = configuration::plan(&ctx, &topology);
+    let resize = super::resize::plan(&ctx);
     objects::credentials(&ctx, &topology, &mut objects);
 
     // What the spec asks for and cannot have comes first: it names the field.
@@ -204,6 +205,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     verdicts.extend(upgrade.verdicts);
     verdicts.extend(roles.verdicts.iter().cloned());
     verdicts.extend(configuration.verdicts.iter().cloned());
+    verdicts.extend(resize.verdicts);
     verdicts.extend(objects.verdicts.iter().cloned());
     verdicts.extend(serving::plan(&ctx, &topology));
     let (switchover, switchover_verdicts) =
@@ -234,6 +236,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         topology.repairs,
         members,
         configuration.actions,
+        resize.actions,
         objects.credentials,
         switchover,
         step.actions,

@@ -37,6 +37,7 @@ pub(super) fn spec(instances: i32, mode: ReplicationMode, min_sync: i32) -> Data
         topology_spread_constraints: Vec::new(),
         priority_class_name: None,
         inherited_metadata: Default::default(),
+        resources: None,
     }
 }
 

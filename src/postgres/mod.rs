@@ -5,6 +5,7 @@
 pub mod config;
 pub mod hba;
 pub mod identifiers;
+pub mod memory;
 pub mod params;
 
 /// The role that replicas (and `pg_basebackup`) use to stream WAL from the primary.

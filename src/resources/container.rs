@@ -57,6 +57,8 @@ pub(super) fn bootstrap_container(config: &BuildConfig) -> Container {
         // The operator image has no shell: `tusk` copies its own executable.
         args: Some(vec!["copy-binary".to_owned(), format!("{TUSK_BIN}/tusk")]),
         volume_mounts: Some(vec![mount(TUSK_BIN_VOLUME, TUSK_BIN, false)]),
+        // An instance pod gives it the instance's own (see `super::compute`).
+        resources: Some(super::compute::job(super::compute::JobKind::CopyBinary, 0)),
         security_context: Some(container_security_context()),
         ..Container::default()
     }

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{
     SeccompProfile, SecretKeySelector, SecurityContext,
 };
 
+use super::compute::{self, JobKind};
 use super::hash::fnv1a64_hex;
 use super::secret::{PASSWORD_KEY, USERNAME_KEY};
 use super::{BuildConfig, inherited, labels, names, object_meta, template_meta};
@@ -102,6 +103,10 @@ pub fn migration_job(
         // status: no pods/log permission, and the message survives the
         // node's log rotation.
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        resources: Some(compute::job(
+            JobKind::Migration,
+            db.resources.memory_bytes(),
+        )),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),
             capabilities: Some(Capabilities {

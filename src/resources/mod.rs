@@ -16,6 +16,7 @@
 mod access;
 mod backup;
 pub mod compare;
+pub mod compute;
 mod container;
 mod hash;
 pub mod inherited;

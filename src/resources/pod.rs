@@ -22,7 +22,9 @@ use super::container::{
     pod_security_context, store_credentials_volume, value_env,
 };
 use super::secret::{SecretKind, secret_env};
-use super::{BuildConfig, hash, inherited, labels, names, object_meta, placement, wal_volume};
+use super::{
+    BuildConfig, compute, hash, inherited, labels, names, object_meta, placement, wal_volume,
+};
 use crate::api::model::ValidatedDatabase;
 use crate::api::status::InstanceRole;
 use crate::api::v1::ReplicationMode;
@@ -133,10 +135,13 @@ pub fn postgres_image(pod: &Pod) -> String {
 /// A stable hash (FNV-1a over the JSON form) of what a pod must be recreated
 /// for: the pod spec without the environment that only seeds the manager at
 /// start ([`env::START_ONLY`]: parameters and synchronous replication, which
-/// the operator changes through the instance API). The same for the same spec
+/// the operator changes through the instance API), and without CPU, which
+/// is resized in place (see [`super::compute`]; the planner rolls a pod
+/// whose CPU cannot be). The same for the same spec
 /// in every process and every operator version that serialises it alike.
 pub fn spec_hash(spec: &PodSpec) -> String {
     let mut spec = spec.clone();
+    compute::without_cpu(&mut spec);
     for container in &mut spec.containers {
         if let Some(vars) = &mut container.env {
             vars.retain(|var| !env::START_ONLY.contains(&var.name.as_str()));
@@ -151,7 +156,10 @@ pub fn spec_hash(spec: &PodSpec) -> String {
 fn pod_spec(db: &ValidatedDatabase, instance: &str, image: &str, config: &BuildConfig) -> PodSpec {
     PodSpec {
         hostname: Some(instance.to_owned()),
-        init_containers: Some(vec![bootstrap_container(config)]),
+        init_containers: Some(vec![Container {
+            resources: Some(compute::instance(&db.resources)),
+            ..bootstrap_container(config)
+        }]),
         containers: vec![postgres_container(db, instance, image, config)],
         volumes: Some(volumes(db, instance)),
         security_context: Some(pod_security_context()),
@@ -228,6 +236,7 @@ fn postgres_container(
             .chain(wal_volume::mount(db))
             .collect(),
         ),
+        resources: Some(compute::instance(&db.resources)),
         security_context: Some(container_security_context()),
         ..Container::default()
     }
@@ -242,7 +251,7 @@ fn env(db: &ValidatedDatabase, instance: &str) -> Vec<EnvVar> {
     // Built through `Value` because its Display cannot fail, unlike `to_string`;
     // a BTreeMap keeps the keys sorted so the spec hash is stable.
     let parameters = serde_json::Value::Object(
-        db.parameters
+        db.effective_parameters()
             .iter()
             .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
             .collect(),
@@ -632,7 +641,8 @@ mod tests {
         assert_eq!(value(&env, "TUSK_MIN_SYNC"), "2");
         assert_eq!(
             value(&env, "TUSK_PARAMETERS"),
-            r#"{"max_connections":"200","work_mem":"8MB"}"#
+            r#"{"effective_cache_size":"144MB","maintenance_work_mem":"16MB","max_connections":"200","max_wal_size":"256MB","shared_buffers":"48MB","work_mem":"8MB"}"#,
+            "the derived settings, overridden by spec.postgresql.parameters"
         );
         for (var, path) in [
             ("POD_NAME", "metadata.name"),
@@ -675,7 +685,11 @@ mod tests {
         assert_eq!(value(&env, "TUSK_APP_OWNER"), "app");
         assert_eq!(value(&env, "TUSK_SYNC_MODE"), "async");
         assert_eq!(value(&env, "TUSK_MIN_SYNC"), "1");
-        assert_eq!(value(&env, "TUSK_PARAMETERS"), "{}");
+        assert_eq!(
+            value(&env, "TUSK_PARAMETERS"),
+            r#"{"effective_cache_size":"144MB","maintenance_work_mem":"16MB","max_wal_size":"256MB","shared_buffers":"48MB","work_mem":"1MB"}"#,
+            "the settings derived from the default 256Mi and the 1Gi volume"
+        );
         assert!(
             !env.keys()
                 .any(|k| k.starts_with("TUSK_OBJECTSTORE") || k.starts_with("AWS_")),
@@ -896,18 +910,18 @@ mod tests {
             ..Default::default()
         });
         let cases = [
-            (&plain, &config, 1, "2d897db98228eabd"),
-            (&plain, &config, 7, "75f40021558b1553"),
-            (&plain, &traced, 1, "aed088fd3989b44c"),
-            (&plain, &traced, 7, "4bb83b81992b6822"),
-            (&tuned, &config, 1, "8b96382b2318511d"),
-            (&tuned, &config, 7, "1e0cc8aa4fce6c67"),
-            (&tuned, &traced, 1, "643c8a4483bc9582"),
-            (&tuned, &traced, 7, "fefe386fb557ffec"),
-            (&stored, &config, 1, "94dd0718a1e98a40"),
-            (&stored, &config, 7, "9238f2826138de36"),
-            (&stored, &traced, 1, "9f2480d9a0e50f73"),
-            (&stored, &traced, 7, "91825007804a2f11"),
+            (&plain, &config, 1, "9176ce905283a03f"),
+            (&plain, &config, 7, "324b87c035838a79"),
+            (&plain, &traced, 1, "81f97fd9c414a338"),
+            (&plain, &traced, 7, "793959a4b09a184e"),
+            (&tuned, &config, 1, "b53863cef9cec49f"),
+            (&tuned, &config, 7, "fd11d1b1c2b538bd"),
+            (&tuned, &traced, 1, "d3639575bff5ef36"),
+            (&tuned, &traced, 7, "2ccaaf66c4c9b600"),
+            (&stored, &config, 1, "c78fed5b77ff772a"),
+            (&stored, &config, 7, "9fc13b734c29a8c4"),
+            (&stored, &traced, 1, "bc748527dee91927"),
+            (&stored, &traced, 7, "38ecb4deaf1bdf55"),
         ];
         for (db, config, serial, before) in cases {
             let model = model_of(db, config);
@@ -923,5 +937,53 @@ mod tests {
                 );
             }
         }
+    }
+
+    fn with_resources(requests: (&str, &str), limits: (&str, &str)) -> crate::api::v1::Database {
+        let mut db = sample_database();
+        let compute = |(cpu, memory): (&str, &str)| crate::api::v1::ComputeResources {
+            cpu: Some(cpu.into()),
+            memory: Some(memory.into()),
+        };
+        db.spec.resources = Some(crate::api::v1::ResourcesSpec {
+            requests: Some(compute(requests)),
+            limits: Some(compute(limits)),
+        });
+        db
+    }
+
+    #[test]
+    fn every_container_gets_the_instance_s_resources() {
+        let db = with_resources(("500m", "512Mi"), ("500m", "512Mi"));
+        let pod = pod_of(&db, 1, InstanceRole::Primary, &config());
+        let spec = pod.spec.expect("a spec");
+        let main = &spec.containers[0];
+        let init = &spec.init_containers.expect("an init container")[0];
+        for container in [main, init] {
+            let resources = container.resources.clone().expect("resources");
+            assert_eq!(resources.requests, resources.limits, "{}", container.name);
+            let requests = resources.requests.expect("requests");
+            assert_eq!(requests["cpu"].0, "500m");
+            assert_eq!(requests["memory"].0, "512Mi");
+        }
+    }
+
+    #[test]
+    fn the_spec_hash_leaves_cpu_out_and_keeps_memory_in() {
+        let hash = |db: &crate::api::v1::Database| {
+            let model = model_of(db, &config());
+            instance_spec_hash(&model, 1, &model.image, &config())
+        };
+        let base = hash(&with_resources(("500m", "512Mi"), ("500m", "512Mi")));
+        assert_eq!(
+            hash(&with_resources(("1", "512Mi"), ("2", "512Mi"))),
+            base,
+            "a CPU change is resized in place, not rolled"
+        );
+        assert_ne!(
+            hash(&with_resources(("500m", "1Gi"), ("500m", "1Gi"))),
+            base,
+            "a memory change rolls"
+        );
     }
 }

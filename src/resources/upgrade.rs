@@ -9,17 +9,14 @@
 //! to the primary's node (a ReadWriteOnce volume is shared only there) and
 //! reports its outcome as its termination message, which [`outcome`] reads.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EmptyDirVolumeSource, NodeAffinity, NodeSelector, NodeSelectorRequirement,
-    NodeSelectorTerm, PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodTemplateSpec,
-    ResourceRequirements, Volume,
+    NodeSelectorTerm, PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodTemplateSpec, Volume,
 };
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
 
+use super::compute::{self, JobKind};
 use super::container::{
     DATA_MOUNT, DATA_VOLUME, PGDATA, POSTGRES_PORT, RUN_VOLUME, TMP_VOLUME, TUSK_BIN,
     TUSK_BIN_VOLUME, WAL_MOUNT, WAL_VOLUME, bootstrap_container, container_security_context, mount,
@@ -235,7 +232,10 @@ fn stage_container(input: &UpgradeJobInput<'_>) -> Container {
             mount(TMP_VOLUME, "/tmp", false),
         ]),
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
-        resources: Some(resources()),
+        resources: Some(compute::job(
+            JobKind::Upgrade,
+            input.db.resources.memory_bytes(),
+        )),
         security_context: Some(container_security_context()),
         ..Container::default()
     }
@@ -307,23 +307,12 @@ fn main_container(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> Container {
         working_dir: Some("/tmp".to_owned()),
         volume_mounts: Some(mounts),
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
-        resources: Some(resources()),
+        resources: Some(compute::job(
+            JobKind::Upgrade,
+            input.db.resources.memory_bytes(),
+        )),
         security_context: Some(container_security_context()),
         ..Container::default()
-    }
-}
-
-fn resources() -> ResourceRequirements {
-    ResourceRequirements {
-        requests: Some(BTreeMap::from([
-            ("cpu".to_owned(), Quantity("100m".to_owned())),
-            ("memory".to_owned(), Quantity("256Mi".to_owned())),
-        ])),
-        limits: Some(BTreeMap::from([(
-            "memory".to_owned(),
-            Quantity("2Gi".to_owned()),
-        )])),
-        ..ResourceRequirements::default()
     }
 }
 

@@ -11,10 +11,10 @@ use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     Container, EmptyDirVolumeSource, EnvVar, PodTemplateSpec, ResourceRequirements,
 };
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
+use super::compute::{self, JobKind};
 use super::container::{DATA_VOLUME, POSTGRES_CONTAINER, TUSK_BIN};
 use super::{
     BuildConfig, PlannedInstance, RestoreSource, inherited, instance_pod, template_meta,
@@ -83,7 +83,15 @@ pub fn verify_job(
         .iter_mut()
         .filter(|c| c.name == POSTGRES_CONTAINER)
     {
-        verify_in(container, backup, &name);
+        verify_in(
+            container,
+            backup,
+            &name,
+            compute::job(JobKind::Verification, db.resources.memory_bytes()),
+        );
+    }
+    for container in spec.init_containers.iter_mut().flatten() {
+        container.resources = Some(compute::job(JobKind::CopyBinary, 0));
     }
     let labels = BTreeMap::from([
         (
@@ -117,7 +125,12 @@ pub fn verify_job(
 
 /// Turns the instance's PostgreSQL `container` into the one that verifies
 /// `backup` in Job `name`: `tusk verify-backup`, bounded, without probes or ports.
-fn verify_in(container: &mut Container, backup: &Backup, name: &str) {
+fn verify_in(
+    container: &mut Container,
+    backup: &Backup,
+    name: &str,
+    resources: ResourceRequirements,
+) {
     // A backup taken before a major upgrade is restored by its own major.
     if let Some(image) = backup.status.as_ref().and_then(|s| s.image.clone()) {
         container.image = Some(image);
@@ -127,17 +140,7 @@ fn verify_in(container: &mut Container, backup: &Backup, name: &str) {
     container.readiness_probe = None;
     container.liveness_probe = None;
     container.startup_probe = None;
-    container.resources = Some(ResourceRequirements {
-        requests: Some(BTreeMap::from([
-            ("cpu".to_owned(), Quantity("100m".to_owned())),
-            ("memory".to_owned(), Quantity("256Mi".to_owned())),
-        ])),
-        limits: Some(BTreeMap::from([
-            ("cpu".to_owned(), Quantity("1".to_owned())),
-            ("memory".to_owned(), Quantity("1Gi".to_owned())),
-        ])),
-        ..ResourceRequirements::default()
-    });
+    container.resources = Some(resources);
     let vars = container.env.take().unwrap_or_default();
     container.env = Some(verification_env(vars, name));
 }

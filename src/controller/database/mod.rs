@@ -263,11 +263,13 @@ impl Run<'_> {
 
     /// The status the plan names, with what was observed of the instances.
     fn next_status(&self, decision: &lifecycle::Plan) -> plan::NextStatus {
-        plan::accepted(
+        let mut next = plan::accepted(
             decision,
             observe::instance_statuses(self.db, self.snapshot),
             observe::applied(self.db, self.snapshot),
-        )
+        );
+        next.resources = self.model.map(ValidatedDatabase::resources_status);
+        next
     }
 
     /// The Event of an applied action, related to the pod it touched.

@@ -3,6 +3,7 @@
 //! plan with what was observed of the instances.
 
 use crate::api::model::{Defaults, ValidatedDatabase};
+use crate::api::resources::ResourcesStatus;
 use crate::api::status::{
     AppliedSpec, DatabasePhase, InstanceStatus, LastBackup, LastFailover, MigrationsStatus,
     UpgradeStatus,
@@ -33,6 +34,8 @@ pub struct NextStatus {
     pub upgrade: Option<UpgradeStatus>,
     /// `status.migrations`; `None` keeps the recorded one.
     pub migrations: Option<MigrationsStatus>,
+    /// `status.resources`; `None` keeps the recorded one.
+    pub resources: Option<ResourcesStatus>,
 }
 
 /// Everything the reconciler checks before acting: the spec on its own (as
@@ -83,6 +86,7 @@ pub fn invalid(db: &Database, errors: &[FieldError]) -> NextStatus {
         last_failover: None,
         upgrade: db.status.as_ref().and_then(|s| s.upgrade.clone()),
         migrations: None,
+        resources: None,
     }
 }
 
@@ -100,6 +104,7 @@ pub fn deleting(db: &Database, decision: &lifecycle::Plan) -> NextStatus {
         last_failover: None,
         upgrade: db.status.as_ref().and_then(|s| s.upgrade.clone()),
         migrations: None,
+        resources: None,
     }
 }
 
@@ -120,6 +125,7 @@ pub fn accepted(
         last_failover: None,
         upgrade: decision.upgrade.clone(),
         migrations: decision.migrations.clone(),
+        resources: None,
     }
 }
 

@@ -41,6 +41,7 @@ pub fn build(db: &Database, plan: &NextStatus, now: &Time) -> DatabaseStatus {
             .or(previous.last_failover.clone()),
         upgrade: plan.upgrade.clone(),
         migrations: plan.migrations.clone().or(previous.migrations.clone()),
+        resources: plan.resources.clone().or(previous.resources.clone()),
     }
 }
 

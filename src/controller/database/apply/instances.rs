@@ -240,7 +240,7 @@ impl Applier<'_> {
 
     pub(super) async fn reload(&self, name: &str) -> Result<Option<Done>, Error> {
         let request = ReloadRequest {
-            parameters: Some(self.model.parameters.clone()),
+            parameters: Some(self.model.effective_parameters()),
         };
         self.call(name, Call::Reload(request)).await?;
         Ok(Some(Done {

@@ -22,6 +22,7 @@ mod instances;
 mod jobs;
 mod metadata;
 mod objects;
+mod resize;
 
 pub use backups::take_backup;
 
@@ -122,6 +123,11 @@ impl Applier<'_> {
             } => self.configure_sync(primary, standbys, *min).await,
             Action::Reload { name } => self.reload(name).await,
             Action::RestartInstance { name } => self.restart(name).await,
+            Action::ResizeCpu {
+                name,
+                request,
+                limit,
+            } => self.resize_cpu(name, request, limit.as_deref()).await,
             Action::DropSlot { primary, slot } => self.drop_slot(primary, slot).await,
             Action::RunUpgradeJob {
                 job,

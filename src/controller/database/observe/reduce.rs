@@ -74,10 +74,12 @@ pub fn reduce(
             min: i32::try_from(s.min).unwrap_or(i32::MAX),
         })
         .unwrap_or_default();
-    // Parameters differ when any answering manager runs other ones than the spec.
+    // Parameters differ when any answering manager runs other ones than the
+    // spec's, with the settings derived from its resources.
+    let wanted = model.effective_parameters();
     let parameter_change = snapshot
         .understood()
-        .map(|(_, s)| params::classify(&s.parameters, &db.spec.postgresql.parameters))
+        .map(|(_, s)| params::classify(&s.parameters, &wanted))
         .max()
         .unwrap_or(Change::Nothing);
     let secrets = secrets_as_built(model, snapshot);
@@ -207,6 +209,8 @@ fn pods(
         let manager = reported
             .filter(|_| api_mismatch.is_none())
             .map(manager_status);
+        let cpu = super::cpu::pod_cpu(pod);
+        let outdated = outdated(model, serial, pod, build) || super::cpu::must_roll(model, &cpu);
         instances.entry(serial).or_default().pod = Some(Pod {
             phase: phase_of(pod),
             role_label: pod
@@ -216,7 +220,7 @@ fn pods(
             manager,
             ready: pod_ready(pod),
             image: postgres_image(pod),
-            outdated: outdated(model, serial, pod, build),
+            outdated,
             api_mismatch,
             address: pod.status.as_ref().and_then(|s| s.pod_ip.clone()),
             node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
@@ -227,6 +231,7 @@ fn pods(
             created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
             restarts: postgres_restarts(pod),
             unschedulable: unschedulable(pod),
+            cpu,
         });
     }
 }
