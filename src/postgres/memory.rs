@@ -42,7 +42,7 @@ pub const DERIVED: &[&str] = &[
 /// The volume `pg_wal` lives on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WalVolume {
-    /// Its size in bytes (today `spec.storage.size`).
+    /// Its size in bytes: `spec.walStorage.size`, else `spec.storage.size`.
     pub bytes: u64,
     /// It holds only `pg_wal`, not the data directory too.
     pub dedicated: bool,
