@@ -18,12 +18,14 @@ KUBECONFIG_LOCAL := $(TUSK_CLUSTER_DIR)/kubeconfig
 
 test: check unit e2e
 
-## Formatting, lints, and the committed CRDs match the code.
+## Formatting, lints, and the committed CRDs match the code; the local
+## cluster's CSI driver (e2e/csi-loop) vets and passes its unit tests.
 check:
 	cargo fmt --all -- --check
 	cargo fmt --all --manifest-path e2e/Cargo.toml -- --check
 	cargo clippy --all-targets --locked -- -D warnings
 	cargo clippy --all-targets --locked --manifest-path e2e/Cargo.toml -- -D warnings
+	cd e2e/csi-loop && go vet . && go test .
 
 ## Unit and component tests (no cluster; real PostgreSQL 15 and 17 on loopback,
 ## real helm, operator-sdk, promtool and an S3 server, versitygw).

@@ -2,6 +2,7 @@
 //! the backup and restore suites do with it.
 
 use std::process::Command;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, AttachParams, ListParams};
@@ -65,6 +66,41 @@ pub async fn sql_on(
         query,
     )
     .await
+}
+
+/// Closes the primary's WAL segment and waits until the archive holds it:
+/// what a recovery can reach.
+pub async fn archive_all(client: &Client, ns: &str, db: &str) -> Result<()> {
+    // The segment just closed, not the one at the insert position: anything
+    // written after the switch (autovacuum's analyze of the fresh rows, a
+    // standby snapshot) opens a segment only archive_timeout closes.
+    let closed = sql_on(
+        client,
+        ns,
+        db,
+        "rw",
+        "SELECT pg_walfile_name(pg_switch_wal())",
+    )
+    .await?;
+    let closed = closed.trim();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let archived = sql_on(
+            client,
+            ns,
+            db,
+            "rw",
+            &format!("SELECT last_archived_wal >= '{closed}' FROM pg_stat_archiver"),
+        )
+        .await?;
+        if archived.trim() == "t" {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!("{db}'s segment {closed} is not archived").into());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// `e2e/objectstore <args>`, failing with its stderr.

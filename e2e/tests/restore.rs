@@ -19,7 +19,7 @@ use serde_json::json;
 use tusk::api::status::{BackupPhase, DatabasePhase};
 use tusk::api::v1::{Backup, Database};
 use tusk::resources::POSTGRES_CONTAINER;
-use tusk_e2e::store::{in_store, spec_with_store, sql_on as on, store_up};
+use tusk_e2e::store::{archive_all, in_store, spec_with_store, sql_on as on, store_up};
 use tusk_e2e::{
     Result, apply_value, database, in_namespace, install_operator, wait_for, wait_ready,
 };
@@ -52,41 +52,6 @@ async fn take_backup(client: &Client, ns: &str, db: &str, name: &str) -> Result<
         return Err(format!("Backup {name} did not complete: {:?}", done.status).into());
     }
     Ok(done)
-}
-
-/// Closes the primary's WAL segment and waits until the archive holds it:
-/// what a recovery can reach.
-async fn archive_all(client: &Client, ns: &str, db: &str) -> Result<()> {
-    // The segment just closed, not the one at the insert position: anything
-    // written after the switch (autovacuum's analyze of the fresh rows, a
-    // standby snapshot) opens a segment only archive_timeout closes.
-    let closed = on(
-        client,
-        ns,
-        db,
-        "rw",
-        "SELECT pg_walfile_name(pg_switch_wal())",
-    )
-    .await?;
-    let closed = closed.trim();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        let archived = on(
-            client,
-            ns,
-            db,
-            "rw",
-            &format!("SELECT last_archived_wal >= '{closed}' FROM pg_stat_archiver"),
-        )
-        .await?;
-        if archived.trim() == "t" {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Err(format!("{db}'s segment {closed} is not archived").into());
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
 }
 
 async fn count(client: &Client, ns: &str, db: &str, service: &str) -> Result<i64> {

@@ -20,7 +20,7 @@ use tusk::api::status::BackupPhase;
 use tusk::api::v1::{Backup, Database};
 use tusk::resources::{PGDATA, POSTGRES_CONTAINER};
 use tusk_e2e::faults::{exec, psql_local};
-use tusk_e2e::store::{spec_with_store, sql_on as on, store_up};
+use tusk_e2e::store::{archive_all, spec_with_store, sql_on as on, store_up};
 use tusk_e2e::{
     Result, apply_value, database, in_namespace, install_operator, wait_for, wait_ready,
 };
@@ -234,37 +234,6 @@ async fn take_backup(client: &Client, ns: &str, db: &str, name: &str) -> Result<
         status.conditions
     );
     Ok(done)
-}
-
-/// Closes the primary's segment and waits until the archive has it.
-async fn archive_all(client: &Client, ns: &str, db: &str) -> Result<()> {
-    let closed = on(
-        client,
-        ns,
-        db,
-        "rw",
-        "SELECT pg_walfile_name(pg_switch_wal())",
-    )
-    .await?;
-    let closed = closed.trim().to_owned();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        let archived = on(
-            client,
-            ns,
-            db,
-            "rw",
-            &format!("SELECT last_archived_wal >= '{closed}' FROM pg_stat_archiver"),
-        )
-        .await?;
-        if archived.trim() == "t" {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Err(format!("{db}'s segment {closed} is not archived").into());
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
 }
 
 #[tokio::test]
