@@ -284,7 +284,7 @@ impl Archive {
         let destination = self.pgdata.join(destination);
         let spooled = self.restored_file(name);
         if spooled.exists() {
-            std::fs::rename(&spooled, &destination).map_err(io_error("moving", &spooled))?;
+            move_file(&spooled, &destination)?;
             self.prefetch(&file, None).await;
             return Ok(());
         }
@@ -377,6 +377,22 @@ fn ready_files(wal_dir: &Path) -> Result<Vec<WalFile>, Error> {
 
 /// Writes `path` through a temporary file and a rename, so a crash never
 /// leaves a short file where PostgreSQL would read it.
+/// Moves a prefetched segment from the spool to where PostgreSQL asked for
+/// it. With a WAL volume of its own (`spec.walStorage`) `pg_wal` is on
+/// another filesystem than the spool, where a rename fails (`EXDEV`): had
+/// that failed the `restore_command`, recovery would have taken it for the
+/// end of the archive and promoted early, without the rest of the WAL.
+fn move_file(from: &Path, to: &Path) -> Result<(), Error> {
+    match std::fs::rename(from, to) {
+        Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => {
+            let data = std::fs::read(from).map_err(io_error("reading", from))?;
+            write_atomically(to, &data)?;
+            std::fs::remove_file(from).map_err(io_error("removing", from))
+        }
+        other => other.map_err(io_error("moving", from)),
+    }
+}
+
 fn write_atomically(path: &Path, data: &[u8]) -> Result<(), Error> {
     let tmp = path.with_extension("tusk-partial");
     std::fs::write(&tmp, data).map_err(io_error("writing", &tmp))?;
