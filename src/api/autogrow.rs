@@ -3,6 +3,7 @@
 //! the reconciler's validation and the growth planner, so they cannot differ
 //! on what a step means.
 
+use super::field::FieldError;
 use super::quantity;
 use super::v1::StorageSpec;
 
@@ -58,26 +59,10 @@ pub struct AutoGrow {
     pub limit: u64,
 }
 
-/// A rule `autoGrow` breaks: the field and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
-    pub path: &'static str,
-    pub message: String,
-}
-
-impl Refusal {
-    fn new(path: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            path,
-            message: message.into(),
-        }
-    }
-}
-
 /// `storage.autoGrow` resolved, or every rule it breaks: a threshold outside
 /// 1..=99, an unparsable or zero step, an unparsable limit or one below
 /// `storage.size`.
-pub fn resolve(storage: &StorageSpec) -> Result<Option<AutoGrow>, Vec<Refusal>> {
+pub fn resolve(storage: &StorageSpec) -> Result<Option<AutoGrow>, Vec<FieldError>> {
     let Some(spec) = &storage.auto_grow else {
         return Ok(None);
     };
@@ -86,22 +71,22 @@ pub fn resolve(storage: &StorageSpec) -> Result<Option<AutoGrow>, Vec<Refusal>> 
         .ok()
         .filter(|t| (1..=99).contains(t));
     if threshold.is_none() {
-        refusals.push(Refusal::new(
+        refusals.push(FieldError::new(
             "spec.storage.autoGrow.threshold",
             format!("is {} but must be a percent from 1 to 99", spec.threshold),
         ));
     }
     let step = Step::parse(&spec.step)
-        .map_err(|e| refusals.push(Refusal::new("spec.storage.autoGrow.step", e)))
+        .map_err(|e| refusals.push(FieldError::new("spec.storage.autoGrow.step", e)))
         .ok();
     let limit = quantity::parse_bytes(&spec.limit)
         .map(to_u64)
-        .map_err(|e| refusals.push(Refusal::new("spec.storage.autoGrow.limit", e)))
+        .map_err(|e| refusals.push(FieldError::new("spec.storage.autoGrow.limit", e)))
         .ok();
     if let (Some(limit), Ok(size)) = (limit, quantity::parse_bytes(&storage.size))
         && u128::from(limit) < size
     {
-        refusals.push(Refusal::new(
+        refusals.push(FieldError::new(
             "spec.storage.autoGrow.limit",
             format!(
                 "{} is below spec.storage.size {}: the limit must be at least the size",
@@ -175,8 +160,12 @@ mod tests {
 
     #[test]
     fn each_broken_rule_names_its_field() {
-        let paths = |s: StorageSpec| -> Vec<&'static str> {
-            resolve(&s).unwrap_err().iter().map(|r| r.path).collect()
+        let paths = |s: StorageSpec| -> Vec<String> {
+            resolve(&s)
+                .unwrap_err()
+                .into_iter()
+                .map(|r| r.path)
+                .collect()
         };
         assert_eq!(
             paths(storage("2Gi", 80, "1Gi", "1Gi")),

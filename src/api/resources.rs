@@ -12,6 +12,7 @@
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
+use super::field::FieldError;
 use super::quantity;
 
 /// CPU request of an instance whose spec names none (and no CPU limit):
@@ -223,9 +224,9 @@ pub fn resolve(spec: Option<&ResourcesSpec>) -> Option<InstanceResources> {
     })
 }
 
-/// What is wrong with `spec.resources`, as `(field, message)`: quantities
+/// What is wrong with `spec.resources`, naming each field: quantities
 /// that do not parse or are zero, requests above limits, too little memory.
-pub fn errors(spec: Option<&ResourcesSpec>) -> Vec<(String, String)> {
+pub fn errors(spec: Option<&ResourcesSpec>) -> Vec<FieldError> {
     let Some(spec) = spec else {
         return Vec::new();
     };
@@ -240,12 +241,12 @@ pub fn errors(spec: Option<&ResourcesSpec>) -> Vec<(String, String)> {
         };
         match value {
             Ok(0) => {
-                errors.push((path, "must be greater than zero".to_owned()));
+                errors.push(FieldError::new(path, "must be greater than zero"));
                 None
             }
             Ok(value) => Some(value),
             Err(e) => {
-                errors.push((path, e));
+                errors.push(FieldError::new(path, e));
                 None
             }
         }
@@ -268,7 +269,7 @@ pub fn errors(spec: Option<&ResourcesSpec>) -> Vec<(String, String)> {
         if let (Some(request), Some(limit)) = (request, limit)
             && request > limit
         {
-            errors.push((
+            errors.push(FieldError::new(
                 format!("spec.resources.requests.{resource}"),
                 format!(
                     "{} is above spec.resources.limits.{resource} ({}): a request may not exceed its limit",
@@ -284,9 +285,9 @@ pub fn errors(spec: Option<&ResourcesSpec>) -> Vec<(String, String)> {
     if let Some((kind, bytes)) = memory
         && bytes < MIN_MEMORY_BYTES
     {
-        errors.push((
+        errors.push(FieldError::new(
             format!("spec.resources.{kind}.memory"),
-            "must be at least 128Mi: PostgreSQL and its instance manager share it".to_owned(),
+            "must be at least 128Mi: PostgreSQL and its instance manager share it",
         ));
     }
     errors
@@ -411,7 +412,7 @@ mod tests {
         for (spec, field) in cases {
             let errors = errors(Some(&spec));
             assert_eq!(
-                errors.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(),
+                errors.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
                 vec![field],
                 "{spec:?}: {errors:?}"
             );

@@ -110,11 +110,7 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
         Err(e) => errors.push(FieldError::new("spec.storage.size", e)),
     }
     if let Err(refusals) = super::autogrow::resolve(&spec.storage) {
-        errors.extend(
-            refusals
-                .into_iter()
-                .map(|r| FieldError::new(r.path, r.message)),
-        );
+        errors.extend(refusals);
     }
     if spec.replication.mode == ReplicationMode::Sync
         && spec.replication.min_sync_replicas >= spec.instances
@@ -147,13 +143,9 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
     if let Some(primary) = &spec.primary {
         errors.extend(primary_error(name, primary));
     }
-    errors.extend(wal_storage_errors(super::wal_storage::errors(spec)));
+    errors.extend(super::wal_storage::errors(spec));
     errors.extend(super::placement::errors(spec));
-    errors.extend(
-        super::resources::errors(spec.resources.as_ref())
-            .into_iter()
-            .map(|(path, message)| FieldError::new(path, message)),
-    );
+    errors.extend(super::resources::errors(spec.resources.as_ref()));
     errors
 }
 
@@ -284,20 +276,11 @@ pub fn database_update(old: &v1::Database, new: &v1::Database) -> Vec<FieldError
             "is immutable: it only applies when the database is first created",
         ));
     }
-    errors.extend(wal_storage_errors(super::wal_storage::update_errors(
-        &old.spec, &new.spec,
-    )));
+    errors.extend(super::wal_storage::update_errors(&old.spec, &new.spec));
     errors
 }
 
 /// `spec.walStorage`'s problems ([`super::wal_storage`]) as field errors.
-fn wal_storage_errors(problems: Vec<super::wal_storage::Problem>) -> Vec<FieldError> {
-    problems
-        .into_iter()
-        .map(|p| FieldError::new(p.path, p.message))
-        .collect()
-}
-
 /// Checks `spec` against what Tusk last accepted (recorded in status): the same
 /// downgrade and shrink rules as [`database_update`], for the reconciler, which
 /// has no old object but must not act on a spec that slipped past the webhook.

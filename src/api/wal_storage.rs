@@ -8,27 +8,9 @@
 //! so that whoever decides `max_wal_size` (the spec, PostgreSQL's default, or
 //! a value derived from the instance's memory and volume) can ask it.
 
+use super::field::FieldError;
 use super::quantity;
 use super::v1::DatabaseSpec;
-
-/// One problem with `spec.walStorage` (or the `max_wal_size` it is checked
-/// against): the field's path and why. `super::validate` turns it into its
-/// `FieldError` (this file does not depend on that one: they would depend on
-/// each other).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
-    pub path: &'static str,
-    pub message: String,
-}
-
-impl Problem {
-    fn new(path: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            path,
-            message: message.into(),
-        }
-    }
-}
 
 /// PostgreSQL's default `max_wal_size` (1GB), used when the spec sets none.
 pub const DEFAULT_MAX_WAL_SIZE_BYTES: u128 = 1 << 30;
@@ -71,17 +53,17 @@ pub fn parse_max_wal_size(value: &str) -> Result<u128, String> {
 
 /// The `max_wal_size` the spec asks for: its parameter, or PostgreSQL's
 /// default. `Err` names the parameter when its value does not parse.
-pub fn spec_max_wal_size(spec: &DatabaseSpec) -> Result<u128, Problem> {
+pub fn spec_max_wal_size(spec: &DatabaseSpec) -> Result<u128, FieldError> {
     match spec.postgresql.parameters.get("max_wal_size") {
         None => Ok(DEFAULT_MAX_WAL_SIZE_BYTES),
         Some(value) => parse_max_wal_size(value)
-            .map_err(|e| Problem::new("spec.postgresql.parameters.max_wal_size", e)),
+            .map_err(|e| FieldError::new("spec.postgresql.parameters.max_wal_size", e)),
     }
 }
 
 /// Checks `spec.walStorage` on its own (create, and every reconcile)
 /// against the spec's `max_wal_size`.
-pub fn errors(spec: &DatabaseSpec) -> Vec<Problem> {
+pub fn errors(spec: &DatabaseSpec) -> Vec<FieldError> {
     let Some(wal) = &spec.wal_storage else {
         return Vec::new();
     };
@@ -100,17 +82,17 @@ pub fn errors(spec: &DatabaseSpec) -> Vec<Problem> {
 
 /// Checks a WAL volume of `size` for `max_wal_size` bytes of WAL (from
 /// `source`, named in the message).
-pub fn size_errors(size: &str, max_wal_size: u128, source: &str) -> Vec<Problem> {
+pub fn size_errors(size: &str, max_wal_size: u128, source: &str) -> Vec<FieldError> {
     const FIELD: &str = "spec.walStorage.size";
     let bytes = match quantity::parse_bytes(size) {
         Ok(bytes) => bytes,
-        Err(e) => return vec![Problem::new(FIELD, e)],
+        Err(e) => return vec![FieldError::new(FIELD, e)],
     };
     let needed = min_volume_bytes(max_wal_size);
     if bytes >= needed {
         return Vec::new();
     }
-    vec![Problem::new(
+    vec![FieldError::new(
         FIELD,
         format!(
             "{size} cannot hold max_wal_size ({} from {source}) with its margin: \
@@ -134,10 +116,10 @@ fn postgres_size(bytes: u128) -> String {
 /// Checks a change of `spec.walStorage`: never added or removed (also the
 /// schema's CEL), its class immutable, its size never smaller (a larger one
 /// grows the WAL PVCs like the data PVCs: `crate::lifecycle::growth`).
-pub fn update_errors(old: &DatabaseSpec, new: &DatabaseSpec) -> Vec<Problem> {
+pub fn update_errors(old: &DatabaseSpec, new: &DatabaseSpec) -> Vec<FieldError> {
     match (&old.wal_storage, &new.wal_storage) {
         (None, None) => Vec::new(),
-        (None, Some(_)) | (Some(_), None) => vec![Problem::new(
+        (None, Some(_)) | (Some(_), None) => vec![FieldError::new(
             "spec.walStorage",
             "cannot be added to or removed from an existing Database: each instance's WAL \
              volume is chosen when the Database is created (create a new Database, for \
@@ -146,7 +128,7 @@ pub fn update_errors(old: &DatabaseSpec, new: &DatabaseSpec) -> Vec<Problem> {
         (Some(before), Some(after)) => {
             let mut errors = Vec::new();
             if before.storage_class_name != after.storage_class_name {
-                errors.push(Problem::new(
+                errors.push(FieldError::new(
                     "spec.walStorage.storageClassName",
                     "is immutable",
                 ));
@@ -156,7 +138,7 @@ pub fn update_errors(old: &DatabaseSpec, new: &DatabaseSpec) -> Vec<Problem> {
                 quantity::parse_bytes(&after.size),
             ) && is < was
             {
-                errors.push(Problem::new(
+                errors.push(FieldError::new(
                     "spec.walStorage.size",
                     format!(
                         "cannot shrink from {} to {}: volumes may only grow",
@@ -184,8 +166,8 @@ mod tests {
         spec
     }
 
-    fn paths(errors: &[Problem]) -> Vec<&str> {
-        errors.iter().map(|e| e.path).collect()
+    fn paths(errors: &[FieldError]) -> Vec<&str> {
+        errors.iter().map(|e| e.path.as_str()).collect()
     }
 
     #[test]
