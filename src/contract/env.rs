@@ -24,6 +24,19 @@ pub const PRIMARY_PORT: &str = "TUSK_PRIMARY_PORT";
 pub const SUPERUSER_PASSWORD: &str = "POSTGRES_SUPERUSER_PASSWORD";
 pub const REPLICATION_PASSWORD: &str = "TUSK_REPLICATION_PASSWORD";
 pub const APP_PASSWORD: &str = "TUSK_APP_PASSWORD";
+/// The directory of the instance's TLS Secret ([`super::tls::MOUNT`]); set,
+/// PostgreSQL serves TLS, replication authenticates by certificate and the
+/// instance API is HTTPS with client certificates. Unset (component tests,
+/// a manager outside Kubernetes) everything is plaintext as before.
+pub const TLS_DIR: &str = "TUSK_TLS_DIR";
+/// `true`: `pg_hba.conf` also lets clients in without TLS (`spec.tls.allowPlaintext`).
+pub const TLS_ALLOW_PLAINTEXT: &str = "TUSK_TLS_ALLOW_PLAINTEXT";
+/// `ssl_min_protocol_version` (`TLSv1.2` or `TLSv1.3`).
+pub const TLS_MIN_VERSION: &str = "TUSK_TLS_MIN_VERSION";
+/// Roles (comma-separated) that authenticate with a client certificate
+/// (`cert` in `pg_hba.conf`) instead of a password: the application owner
+/// with `spec.tls.clientCertificates`.
+pub const TLS_CERT_USERS: &str = "TUSK_TLS_CERT_USERS";
 /// Bearer token of the mutating endpoints.
 pub const INSTANCE_TOKEN: &str = "TUSK_INSTANCE_TOKEN";
 pub const APP_DATABASE: &str = "TUSK_APP_DATABASE";

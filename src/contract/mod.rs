@@ -11,6 +11,7 @@
 
 pub mod env;
 mod lsn;
+pub mod tls;
 mod upgrade;
 
 use std::collections::BTreeMap;
@@ -255,6 +256,9 @@ pub struct Status {
     /// without a lease (outside Kubernetes, or an older operator).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ha: Option<HaStatus>,
+    /// The TLS material in effect; absent when the manager runs without TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<tls::TlsReport>,
 }
 
 /// Which of an instance's volumes a [`VolumeUsage`] is about.
@@ -731,6 +735,7 @@ mod tests {
             parameters: BTreeMap::from([("work_mem".into(), "8MB".into())]),
             sync: None,
             ha: None,
+            tls: None,
         }
     }
 

@@ -157,6 +157,23 @@ pub struct InstanceConfig {
     #[arg(long, env = env::PARAMETERS, default_value = "{}")]
     pub parameters: String,
 
+    /// The instance's TLS Secret as mounted (see `contract::tls`); unset, the
+    /// manager and PostgreSQL run without TLS.
+    #[arg(long, env = env::TLS_DIR)]
+    pub tls_dir: Option<PathBuf>,
+
+    /// Let clients in without TLS too (`spec.tls.allowPlaintext`).
+    #[arg(long, env = env::TLS_ALLOW_PLAINTEXT, default_value_t = false)]
+    pub tls_allow_plaintext: bool,
+
+    /// PostgreSQL's `ssl_min_protocol_version`.
+    #[arg(long, env = env::TLS_MIN_VERSION, default_value = crate::contract::tls::DEFAULT_MIN_VERSION)]
+    pub tls_min_version: String,
+
+    /// Roles that authenticate with a client certificate instead of a password.
+    #[arg(long, env = env::TLS_CERT_USERS, value_delimiter = ',')]
+    pub tls_cert_users: Vec<String>,
+
     /// Bearer token the mutating endpoints require; without it they are refused.
     #[arg(long, env = env::INSTANCE_TOKEN, hide_env_values = true)]
     pub token: Option<Secret>,
