@@ -360,6 +360,12 @@ pub struct Member {
     pub name: String,
     /// The pod IP.
     pub address: String,
+    /// Its pod mounts a TLS Secret: its manager serves HTTPS and its
+    /// PostgreSQL TLS, and its certificates name it. False for a pod built
+    /// before TLS (an operator upgrade rolls it), so peers and standbys
+    /// reach it the old way until then.
+    #[serde(default)]
+    pub tls: bool,
 }
 
 /// `POST /members`.

@@ -309,6 +309,9 @@ pub struct Pod {
     pub api_mismatch: Option<u32>,
     /// The pod IP.
     pub address: Option<String>,
+    /// It was built with a TLS Secret (`TUSK_TLS_DIR` set): its manager
+    /// serves HTTPS and its PostgreSQL TLS.
+    pub tls: bool,
     /// The node it was scheduled to.
     pub node: Option<String>,
     /// Leader selection as its manager reports it (when it answered and takes part).

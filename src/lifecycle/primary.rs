@@ -40,6 +40,7 @@ fn members(ctx: &Context) -> Vec<Member> {
             Some(Member {
                 name: ctx.name(*s),
                 address: pod.address.clone()?,
+                tls: pod.tls,
             })
         })
         .collect();

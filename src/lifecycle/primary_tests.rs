@@ -272,6 +272,7 @@ fn members_are_pushed_to_managers_that_know_others() {
                 .map(|s| Member {
                     name: name(s),
                     address: format!("198.18.0.{s}"),
+                    tls: false,
                 })
                 .collect(),
             ..HaView::default()

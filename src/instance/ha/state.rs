@@ -175,6 +175,7 @@ mod tests {
         let member = |name: &str| Member {
             name: name.to_owned(),
             address: format!("10.0.0.{}", name.len()),
+            tls: false,
         };
         state.set_members(vec![member("pg-1"), member("pg-2")]);
         let now = Moment::from_secs(10);
