@@ -26,6 +26,7 @@ mod reaper;
 mod rejoin;
 mod restore;
 mod sql;
+pub mod tls;
 mod verify;
 mod volumes;
 mod waldir;
