@@ -125,12 +125,11 @@ pub(crate) fn check_key(what: &'static str, cert_pem: &str, key_pem: &str) -> Re
     let first = certs.first().ok_or(Error::NoCertificate { what })?;
     let cert = parse_der(first)?;
     let key = pem::private_key("the private key", key_pem)?;
-    let signing = rustls::crypto::ring::sign::any_supported_type(&key).map_err(|e| {
-        Error::BadKey {
+    let signing =
+        rustls::crypto::ring::sign::any_supported_type(&key).map_err(|e| Error::BadKey {
             what: "the private key",
             reason: e.to_string(),
-        }
-    })?;
+        })?;
     let public = signing.public_key().ok_or(Error::BadKey {
         what: "the private key",
         reason: "its public key cannot be derived".to_owned(),
@@ -168,3 +167,84 @@ fn serial_hex(raw: &[u8]) -> String {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tls::test_support::*;
+
+    #[test]
+    fn serial_and_fingerprint_read_as_openssl_prints_them_lower_case() {
+        let info = CertInfo::parse(USER_CA_CRT).unwrap();
+        // DER stores 0x8f01 as 00 8f 01 (sign byte): dropped.
+        assert_eq!(info.serial, USER_CA_SERIAL);
+        assert_eq!(info.fingerprint, USER_CA_FINGERPRINT);
+        assert_eq!(info.common_name.as_deref(), Some("Example Root"));
+        assert!(info.is_ca);
+        assert!(info.dns_names.is_empty());
+        assert_eq!(CertInfo::parse(RSA_CA_CRT).unwrap().serial, "0a");
+    }
+
+    #[test]
+    fn serial_hex_table() {
+        let table: &[(&[u8], &str)] = &[
+            (&[0x00, 0x8f, 0x01], "8f01"),
+            (&[0x7f, 0x00], "7f00"),
+            (&[0x0a], "0a"),
+            (&[0x00, 0x00, 0x01], "01"),
+            (&[0x00], "00"),
+            (&[], "00"),
+        ];
+        for (raw, hex) in table {
+            assert_eq!(serial_hex(raw), *hex, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn a_bundle_reads_in_order() {
+        let ca = ca();
+        let bundle = format!("{}{}", ca.cert_pem(), USER_CA_CRT);
+        let infos = CertInfo::parse_bundle(&bundle).unwrap();
+        assert_eq!(infos.len(), 2);
+        assert_eq!(&infos[0], ca.info());
+        assert_eq!(infos[1].fingerprint, USER_CA_FINGERPRINT);
+        assert!(matches!(
+            CertInfo::parse_bundle("nothing"),
+            Err(Error::NoCertificate { .. })
+        ));
+    }
+
+    #[test]
+    fn issued_by_verifies_the_signature_not_the_name() {
+        let ca = ca();
+        // Same subject (common name "test-ca"), another key.
+        let twin = crate::tls::test_support::ca();
+        assert_eq!(ca.info().common_name, twin.info().common_name);
+        let leaf = ca.issue_client("app", days(7), now()).unwrap();
+        assert!(leaf.info.issued_by(ca.info()));
+        assert!(!leaf.info.issued_by(twin.info()));
+        // A leaf never issues, even one it could verify.
+        assert!(!leaf.info.issued_by(&leaf.info));
+    }
+
+    #[test]
+    fn a_key_matches_its_certificate_in_every_pem_form() {
+        assert!(key_matches(USER_CA_CRT, USER_CA_KEY));
+        assert!(key_matches(USER_CA_CRT, USER_CA_SEC1_KEY));
+        assert!(key_matches(RSA_CA_CRT, RSA_PKCS1_KEY));
+        assert!(!key_matches(USER_CA_CRT, RSA_PKCS1_KEY));
+        assert!(!key_matches(RSA_CA_CRT, USER_CA_KEY));
+        let ca = ca();
+        assert!(key_matches(ca.cert_pem(), ca.key_pem()));
+        assert!(!key_matches(ca.cert_pem(), USER_CA_KEY));
+        assert!(!key_matches(ca.cert_pem(), "garbage"));
+        assert!(!key_matches("garbage", ca.key_pem()));
+    }
+
+    #[test]
+    fn validity_is_inclusive() {
+        let info = ca().info().clone();
+        assert!(info.valid_at(info.not_before));
+        assert!(info.valid_at(info.not_after));
+        assert!(!info.valid_at(info.not_after + jiff::SignedDuration::from_secs(1)));
+    }
+}

@@ -19,6 +19,8 @@ mod pem;
 pub mod probe;
 pub mod renewal;
 pub mod rustls_config;
+#[cfg(test)]
+mod test_support;
 pub mod user_secret;
 
 pub use authority::{Authority, Leaf};

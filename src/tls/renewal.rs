@@ -76,3 +76,174 @@ fn absent_from(these: &[String], those: &[String]) -> Vec<String> {
         .cloned()
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::tls::authority::{Authority, Leaf};
+    use crate::tls::test_support::*;
+
+    fn names() -> Vec<String> {
+        strings(&["shop-rw", "shop-1"])
+    }
+
+    fn leaf(ca: &Authority) -> Leaf {
+        ca.issue_server(&names(), days(7), now()).unwrap()
+    }
+
+    #[test]
+    fn decision_table() {
+        let ca = ca();
+        let leaf = leaf(&ca);
+        let other = crate::tls::test_support::ca();
+        let third = days(7) / 3;
+        let not_after = leaf.info.not_after;
+        let table: Vec<(
+            &str,
+            Option<&CertInfo>,
+            &CertInfo,
+            Vec<String>,
+            Timestamp,
+            Option<Reason>,
+        )> = vec![
+            ("fresh", Some(&leaf.info), ca.info(), names(), now(), None),
+            (
+                "missing",
+                None,
+                ca.info(),
+                names(),
+                now(),
+                Some(Reason::Missing),
+            ),
+            (
+                "other issuer",
+                Some(&leaf.info),
+                other.info(),
+                names(),
+                now(),
+                Some(Reason::OtherIssuer),
+            ),
+            (
+                "just before the window",
+                Some(&leaf.info),
+                ca.info(),
+                names(),
+                not_after - third - SignedDuration::from_secs(1),
+                None,
+            ),
+            (
+                "window opens",
+                Some(&leaf.info),
+                ca.info(),
+                names(),
+                not_after - third,
+                Some(Reason::Expiring { not_after }),
+            ),
+            (
+                "expired",
+                Some(&leaf.info),
+                ca.info(),
+                names(),
+                not_after,
+                Some(Reason::Expired { not_after }),
+            ),
+            (
+                "a name added",
+                Some(&leaf.info),
+                ca.info(),
+                strings(&["shop-rw", "shop-1", "db.example.com"]),
+                now(),
+                Some(Reason::NamesChanged {
+                    missing: strings(&["db.example.com"]),
+                    unwanted: vec![],
+                }),
+            ),
+            (
+                "a name dropped",
+                Some(&leaf.info),
+                ca.info(),
+                strings(&["shop-rw"]),
+                now(),
+                Some(Reason::NamesChanged {
+                    missing: vec![],
+                    unwanted: strings(&["shop-1"]),
+                }),
+            ),
+            (
+                "names compare case-insensitively",
+                Some(&leaf.info),
+                ca.info(),
+                strings(&["SHOP-rw", "shop-1"]),
+                now(),
+                None,
+            ),
+        ];
+        for (case, leaf, issuer, wanted, at, expected) in table {
+            assert_eq!(
+                renewal(leaf, issuer, &wanted, at, third),
+                expected,
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_leaf_ending_with_its_ca_is_not_reissued_in_a_loop() {
+        let ca = Authority::generate("short", days(3), now()).unwrap();
+        let leaf = leaf(&ca);
+        assert_eq!(leaf.info.not_after, ca.info().not_after);
+        let late = ca.info().not_after - days(1);
+        assert_eq!(
+            renewal(Some(&leaf.info), ca.info(), &names(), late, days(2)),
+            None
+        );
+        let expired = ca.info().not_after;
+        assert!(matches!(
+            renewal(Some(&leaf.info), ca.info(), &names(), expired, days(2)),
+            Some(Reason::Expired { .. })
+        ));
+    }
+
+    #[test]
+    fn a_ca_checks_against_itself() {
+        let ca = ca();
+        let info = ca.info();
+        assert_eq!(renewal(Some(info), info, &[], now(), days(90)), None);
+        // A CA ends with itself: only its expiry is due.
+        assert!(matches!(
+            renewal(Some(info), info, &[], info.not_after, days(90)),
+            Some(Reason::Expired { .. })
+        ));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Renewal is due at the latest `renew_before` ahead of expiry, and a
+        /// matching leaf with more than that left is never reissued.
+        #[test]
+        fn due_exactly_when_renew_before_remains(
+            lifetime_minutes in 10i64..(60 * 24 * 30),
+            renew_fraction in 1i64..100,
+            elapsed_permille in 0i64..1200,
+        ) {
+            let ca = ca();
+            let lifetime = SignedDuration::from_mins(lifetime_minutes);
+            let leaf = ca.issue_server(&names(), lifetime, now()).unwrap();
+            let renew_before = lifetime * renew_fraction as i32 / 100;
+            let at = now() + lifetime * elapsed_permille as i32 / 1000;
+            let remaining = leaf.info.not_after.duration_since(at);
+            let decision = renewal(Some(&leaf.info), ca.info(), &names(), at, renew_before);
+            if remaining > renew_before {
+                prop_assert_eq!(decision, None);
+            } else {
+                prop_assert!(matches!(
+                    decision,
+                    Some(Reason::Expiring { .. } | Reason::Expired { .. })
+                ), "{:?} with {} left", decision, remaining);
+            }
+        }
+    }
+}
