@@ -100,14 +100,15 @@ mod tests {
         let other = crate::tls::test_support::ca();
         let third = days(7) / 3;
         let not_after = leaf.info.not_after;
-        let table: Vec<(
-            &str,
-            Option<&CertInfo>,
-            &CertInfo,
+        type Case<'a> = (
+            &'a str,
+            Option<&'a CertInfo>,
+            &'a CertInfo,
             Vec<String>,
             Timestamp,
             Option<Reason>,
-        )> = vec![
+        );
+        let table: Vec<Case> = vec![
             ("fresh", Some(&leaf.info), ca.info(), names(), now(), None),
             (
                 "missing",
