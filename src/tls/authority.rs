@@ -14,7 +14,8 @@ use rcgen::{
 };
 
 use super::Error;
-use super::inspect::{CertInfo, check_key};
+use super::ca_key::CaKey;
+use super::inspect::CertInfo;
 
 /// How far before "now" a new certificate starts, so that a peer whose clock
 /// is a little behind does not see it as not yet valid. Never earlier than the
@@ -26,7 +27,7 @@ pub struct Authority {
     cert_pem: String,
     key_pem: String,
     info: CertInfo,
-    issuer: Issuer<'static, KeyPair>,
+    issuer: Issuer<'static, CaKey>,
 }
 
 impl std::fmt::Debug for Authority {
@@ -84,27 +85,26 @@ impl Authority {
         let cert_pem = params.self_signed(&key).map_err(generate)?.pem();
         let key_pem = key.serialize_pem();
         let info = CertInfo::parse(&cert_pem)?;
+        // One signing path for generated and loaded CAs.
+        let signing_key = CaKey::from_pem(&cert_pem, &key_pem)?;
         Ok(Self {
             cert_pem,
             key_pem,
             info,
-            issuer: Issuer::new(params, key),
+            issuer: Issuer::new(params, signing_key),
         })
     }
 
     /// A CA from its certificate and key (stored by Tusk, or the user's own
-    /// CA). The certificate must be a CA and the key its key. The key must be
-    /// PKCS#8 (`BEGIN PRIVATE KEY`): ECDSA P-256/P-384, Ed25519 or RSA.
+    /// CA). The certificate must be a CA and the key its key: ECDSA
+    /// P-256/P-384, RSA or Ed25519, in PKCS#8, SEC1 or PKCS#1 PEM. Leaves are
+    /// signed with SHA-256 (P-256, RSA) or SHA-384 (P-384).
     pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Self, Error> {
         let info = CertInfo::parse(cert_pem)?;
         if !info.is_ca {
             return Err(Error::NotCa);
         }
-        check_key("the CA certificate", cert_pem, key_pem)?;
-        let key = KeyPair::from_pem(key_pem).map_err(|e| Error::BadKey {
-            what: "the CA key",
-            reason: format!("{e} (a PKCS#8 key, BEGIN PRIVATE KEY, is needed)"),
-        })?;
+        let key = CaKey::from_pem(cert_pem, key_pem)?;
         let issuer =
             Issuer::from_ca_cert_pem(cert_pem, key).map_err(|e| Error::BadCertificate {
                 what: "the CA certificate",
@@ -375,6 +375,17 @@ mod tests {
         assert_eq!(ca.info().serial, USER_CA_SERIAL);
         let leaf = ca.issue_identity("shop-1", days(7), now()).unwrap();
         assert!(leaf.info.issued_by(ca.info()));
+    }
+
+    #[test]
+    fn a_ca_key_in_sec1_or_pkcs1_form_signs_too() {
+        for (cert, key) in [(USER_CA_CRT, USER_CA_SEC1_KEY), (RSA_CA_CRT, RSA_PKCS1_KEY)] {
+            let ca = Authority::from_pem(cert, key).unwrap();
+            let leaf = ca.issue_identity("shop-1", days(7), now()).unwrap();
+            assert!(leaf.info.issued_by(ca.info()), "{cert}");
+            // The leaf's own key is still a fresh P-256 key.
+            assert!(is_p256(&leaf.info));
+        }
     }
 
     #[test]

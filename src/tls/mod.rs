@@ -12,6 +12,7 @@
 //! draws randomness. Times come in as arguments.
 
 pub mod authority;
+mod ca_key;
 mod error;
 pub mod inspect;
 pub mod names;

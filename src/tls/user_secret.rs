@@ -250,6 +250,9 @@ mod tests {
         assert_eq!(authority.info(), ca.info());
         let openssl = data(&[(TLS_CRT, USER_CA_CRT), (TLS_KEY, USER_CA_KEY)]);
         check_ca_data("shop/my-ca", &openssl, now()).unwrap();
+        // cert-manager's default key encoding.
+        let pkcs1 = data(&[(TLS_CRT, RSA_CA_CRT), (TLS_KEY, RSA_PKCS1_KEY)]);
+        check_ca_data("shop/my-ca", &pkcs1, now()).unwrap();
     }
 
     #[test]
