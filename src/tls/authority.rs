@@ -131,7 +131,8 @@ impl Authority {
     }
 
     /// A PostgreSQL server certificate naming every one of `dns_names`
-    /// (subjectAltName; the common name is the first), EKU serverAuth.
+    /// (subjectAltName; the common name is the first), EKU serverAuth. A name
+    /// that parses as an IP address becomes an IP address entry.
     pub fn issue_server(
         &self,
         dns_names: &[String],
@@ -299,6 +300,21 @@ mod tests {
         assert!(is_p256(&leaf.info));
         assert!(leaf.info.issued_by(ca.info()));
         assert!(crate::tls::key_matches(&leaf.cert_pem, &leaf.key_pem));
+    }
+
+    #[test]
+    fn an_address_among_the_names_becomes_an_ip_entry() {
+        let names = strings(&["shop-rw", "10.0.0.9", "db.example.com"]);
+        let leaf = ca().issue_server(&names, days(7), now()).unwrap();
+        assert_eq!(leaf.info.dns_names, strings(&["shop-rw", "db.example.com"]));
+        assert_eq!(
+            leaf.info.ip_addresses,
+            vec![std::net::IpAddr::from([10, 0, 0, 9])]
+        );
+        assert_eq!(
+            leaf.info.names(),
+            strings(&["shop-rw", "db.example.com", "10.0.0.9"])
+        );
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! fingerprints, names, validity) and whether one certificate really issued
 //! another (its signature verified, not just the names compared).
 
+use std::net::IpAddr;
+
 use jiff::Timestamp;
 use rustls::pki_types::CertificateDer;
 use sha2::{Digest, Sha256};
@@ -13,7 +15,7 @@ use super::Error;
 use super::pem;
 
 /// One parsed certificate.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct CertInfo {
     /// The serial number in lower-case hex without separators, as
     /// `openssl x509 -serial` prints it but lower-case: two digits a byte,
@@ -26,6 +28,9 @@ pub struct CertInfo {
     pub common_name: Option<String>,
     /// DNS names of the subjectAltName extension, in certificate order.
     pub dns_names: Vec<String>,
+    /// IP addresses of the subjectAltName extension (a hostname given as an
+    /// address is issued as one), in certificate order.
+    pub ip_addresses: Vec<IpAddr>,
     pub not_before: Timestamp,
     pub not_after: Timestamp,
     /// basicConstraints CA:TRUE.
@@ -55,17 +60,9 @@ impl CertInfo {
     /// One DER certificate (as a TLS peer presents it).
     pub fn from_der(der: &CertificateDer<'_>) -> Result<Self, Error> {
         let cert = parse_der(der)?;
-        let dns_names = match cert.subject_alternative_name() {
-            Ok(Some(san)) => san
-                .value
-                .general_names
-                .iter()
-                .filter_map(|name| match name {
-                    GeneralName::DNSName(dns) => Some((*dns).to_owned()),
-                    _ => None,
-                })
-                .collect(),
-            Ok(None) => Vec::new(),
+        let (dns_names, ip_addresses) = match cert.subject_alternative_name() {
+            Ok(Some(san)) => alt_names(&san.value.general_names),
+            Ok(None) => (Vec::new(), Vec::new()),
             Err(e) => return Err(bad(e)),
         };
         let is_ca = match cert.basic_constraints() {
@@ -82,11 +79,22 @@ impl CertInfo {
                 .and_then(|cn| cn.as_str().ok())
                 .map(str::to_owned),
             dns_names,
+            ip_addresses,
             not_before: timestamp(cert.validity().not_before)?,
             not_after: timestamp(cert.validity().not_after)?,
             is_ca,
             der: der.to_vec(),
         })
+    }
+
+    /// Every subjectAltName this certificate covers: the DNS names, then the
+    /// IP addresses (as [`IpAddr`] prints them).
+    pub fn names(&self) -> Vec<String> {
+        self.dns_names
+            .iter()
+            .cloned()
+            .chain(self.ip_addresses.iter().map(IpAddr::to_string))
+            .collect()
     }
 
     /// The DER encoding.
@@ -111,6 +119,42 @@ impl CertInfo {
     pub fn valid_at(&self, now: Timestamp) -> bool {
         self.not_before <= now && now <= self.not_after
     }
+}
+
+impl std::fmt::Debug for CertInfo {
+    /// Everything but the DER bytes (they would drown a log line).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertInfo")
+            .field("serial", &self.serial)
+            .field("fingerprint", &self.fingerprint)
+            .field("common_name", &self.common_name)
+            .field("dns_names", &self.dns_names)
+            .field("ip_addresses", &self.ip_addresses)
+            .field("not_before", &self.not_before)
+            .field("not_after", &self.not_after)
+            .field("is_ca", &self.is_ca)
+            .finish_non_exhaustive()
+    }
+}
+
+/// DNS names and IP addresses of a subjectAltName; other kinds are ignored.
+fn alt_names(names: &[GeneralName<'_>]) -> (Vec<String>, Vec<IpAddr>) {
+    let mut dns = Vec::new();
+    let mut ips = Vec::new();
+    for name in names {
+        match name {
+            GeneralName::DNSName(name) => dns.push((*name).to_owned()),
+            GeneralName::IPAddress(bytes) => {
+                if let Ok(v4) = <[u8; 4]>::try_from(*bytes) {
+                    ips.push(IpAddr::from(v4));
+                } else if let Ok(v6) = <[u8; 16]>::try_from(*bytes) {
+                    ips.push(IpAddr::from(v6));
+                }
+            }
+            _ => {}
+        }
+    }
+    (dns, ips)
 }
 
 /// Whether `key_pem` is the private key of the first certificate in

@@ -1,6 +1,8 @@
 //! The DNS names a PostgreSQL server certificate must carry, and which of
 //! them a certificate does not cover.
 
+use std::net::IpAddr;
+
 /// The default Kubernetes cluster domain.
 pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
 
@@ -51,7 +53,7 @@ pub fn server_names(
 /// The names of `required` that none of `cert_dns_names` covers, in order. A
 /// wildcard `*.example.com` covers exactly one label (`a.example.com`, not
 /// `example.com` nor `a.b.example.com`), as RFC 6125 verifiers do. DNS names
-/// compare case-insensitively.
+/// compare case-insensitively, IP addresses by value (`::1` = `0::1`).
 pub fn uncovered(cert_dns_names: &[String], required: &[String]) -> Vec<String> {
     required
         .iter()
@@ -62,6 +64,10 @@ pub fn uncovered(cert_dns_names: &[String], required: &[String]) -> Vec<String> 
 
 /// Whether the certificate name `pattern` covers `name`.
 pub fn covers(pattern: &str, name: &str) -> bool {
+    // An address is covered by the same address only, never by a wildcard.
+    if let Ok(address) = name.parse::<IpAddr>() {
+        return pattern.parse::<IpAddr>() == Ok(address);
+    }
     let pattern = pattern.trim_end_matches('.');
     let name = name.trim_end_matches('.');
     match pattern.strip_prefix("*.") {
@@ -145,6 +151,10 @@ mod tests {
             ("*.prod.svc", ".prod.svc", false),
             ("*.svc", "shop-rw.prod.svc", false),
             ("shop-rw.prod.", "shop-rw.prod", true),
+            ("::1", "0::1", true),
+            ("10.0.0.1", "10.0.0.1", true),
+            ("10.0.0.1", "10.0.0.2", false),
+            ("*.0.0.1", "10.0.0.1", false),
         ];
         for (pattern, name, expected) in table {
             assert_eq!(covers(pattern, name), *expected, "{pattern} covers {name}");

@@ -2,6 +2,8 @@
 //! rotation or a switch to the user's CA), expired or about to, or naming
 //! other names than wanted. Pure: the caller passes the time.
 
+use std::net::IpAddr;
+
 use jiff::{SignedDuration, Timestamp};
 
 use super::inspect::CertInfo;
@@ -34,7 +36,9 @@ pub enum Reason {
 /// issuer's notAfter), so reissuing would only repeat on every pass; that
 /// leaf is renewed when the issuer is replaced ([`Reason::OtherIssuer`]) or
 /// when it expires. `wanted_names` are compared exactly (case-insensitively),
-/// not by wildcard: the leaves checked here are the ones Tusk issued. For a
+/// not by wildcard: the leaves checked here are the ones Tusk issued; a
+/// wanted name that is an IP address is compared with the leaf's IP
+/// addresses (Tusk issues it as one). For a
 /// CA, pass it as both `leaf` and `issuer` and no names.
 pub fn renewal(
     leaf: Option<&CertInfo>,
@@ -59,8 +63,9 @@ pub fn renewal(
             not_after: leaf.not_after,
         });
     }
-    let missing = absent_from(wanted_names, &leaf.dns_names);
-    let unwanted = absent_from(&leaf.dns_names, wanted_names);
+    let issued = leaf.names();
+    let missing = absent_from(wanted_names, &issued);
+    let unwanted = absent_from(&issued, wanted_names);
     if missing.is_empty() && unwanted.is_empty() {
         None
     } else {
@@ -68,13 +73,21 @@ pub fn renewal(
     }
 }
 
-/// The names of `these` not in `those`.
+/// The names of `these` not in `those`: DNS names compared
+/// case-insensitively, addresses by value, wildcards literally.
 fn absent_from(these: &[String], those: &[String]) -> Vec<String> {
     these
         .iter()
-        .filter(|name| !those.iter().any(|other| other.eq_ignore_ascii_case(name)))
+        .filter(|name| !those.iter().any(|other| same_name(other, name)))
         .cloned()
         .collect()
+}
+
+fn same_name(a: &str, b: &str) -> bool {
+    match (a.parse::<IpAddr>(), b.parse::<IpAddr>()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a.eq_ignore_ascii_case(b),
+    }
 }
 
 #[cfg(test)]
@@ -188,6 +201,22 @@ mod tests {
                 "{case}"
             );
         }
+    }
+
+    #[test]
+    fn a_leaf_with_an_address_matches_the_names_it_was_issued_for() {
+        let ca = ca();
+        let wanted = strings(&["shop-rw", "2001:db8::1"]);
+        let leaf = ca.issue_server(&wanted, days(7), now()).unwrap();
+        assert_eq!(
+            renewal(Some(&leaf.info), ca.info(), &wanted, now(), days(2)),
+            None
+        );
+        let spelled_out = strings(&["shop-rw", "2001:db8:0:0:0:0:0:1"]);
+        assert_eq!(
+            renewal(Some(&leaf.info), ca.info(), &spelled_out, now(), days(2)),
+            None
+        );
     }
 
     #[test]

@@ -163,7 +163,7 @@ pub fn check_server_data(
     if leaf.not_after <= now {
         return Err(fail(Problem::Expired(leaf.not_after)));
     }
-    let uncovered = names::uncovered(&leaf.dns_names, required_names);
+    let uncovered = names::uncovered(&leaf.names(), required_names);
     if !uncovered.is_empty() {
         return Err(fail(Problem::Uncovered(uncovered)));
     }
