@@ -128,7 +128,7 @@ pub fn write_settings(shared: &Shared, pgdata: &Path, settings: &Settings) -> Re
     write_if_changed(&pgdata.join(TUSK_CONF), &text)?;
     write_if_changed(
         &pgdata.join("pg_hba.conf"),
-        &hba::render(SUPERUSER, REPLICATION_USER),
+        &hba::render(SUPERUSER, REPLICATION_USER, None),
     )?;
     ensure_include(&pgdata.join("postgresql.conf"))?;
     write_passfile(shared)?;
