@@ -18,14 +18,15 @@ use crate::postgres::SUPERUSER;
 use crate::upgrade::child;
 
 use super::reaper::Reaped;
+use super::tls::upstream::{Upstream, libpq_pairs};
 use super::{Error, Shared, bootstrap, files, lockfile, waldir};
 
 /// Make PGDATA a standby of the current primary.
 pub async fn rejoin(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<(), Error> {
     let pgdata = &shared.config.pgdata;
     archive_ready(shared, reaped).await;
-    let host = shared
-        .primary_host()
+    let upstream = shared
+        .upstream()
         .ok_or(Error::MissingPrimary("rejoining"))?;
     // An unreachable primary is a reason to wait, not to clone.
     super::sql::connect_primary(shared).await?;
@@ -37,10 +38,7 @@ pub async fn rejoin(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<(), Erro
         .arg("--target-pgdata")
         .arg(pgdata)
         .arg("--source-server")
-        .arg(format!(
-            "host={host} port={} user={SUPERUSER} dbname=postgres connect_timeout=5",
-            shared.config.primary_port
-        ))
+        .arg(source_server(shared, &upstream))
         .env(
             "PGPASSWORD",
             shared
@@ -60,6 +58,26 @@ pub async fn rejoin(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<(), Erro
     }
     files::mark_standby(pgdata)?;
     Ok(())
+}
+
+/// pg_rewind's connection to the primary, as the superuser (it reads files
+/// through functions only a superuser may call). To a TLS primary it
+/// verifies the primary's certificate and name like a standby, and its
+/// SCRAM password goes over that verified TLS; no client certificate (the
+/// replication role's would name another role).
+fn source_server(shared: &Shared, upstream: &Upstream) -> String {
+    let client_files = shared.tls_client_files();
+    let mut pairs = libpq_pairs(
+        upstream,
+        shared.config.primary_port,
+        SUPERUSER,
+        client_files.as_ref(),
+    );
+    pairs.retain(|(key, _)| !matches!(*key, "sslcert" | "sslkey"));
+    pairs.push(("dbname", "postgres".to_owned()));
+    pairs.push(("connect_timeout", "5".to_owned()));
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    crate::postgres::config::conninfo(&pairs)
 }
 
 /// Upload the WAL segments PostgreSQL had not archived yet: after the rewind

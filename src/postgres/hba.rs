@@ -12,8 +12,9 @@
 //!   SCRAM-SHA-256 (never md5 or trust).
 //! - TCP with TLS ([`Tls`]): only over TLS (`hostssl`). The replication role
 //!   authenticates with its client certificate (`cert`: no password on the
-//!   wire, and the certificate's common name must be the role), so do the
-//!   roles listed as certificate users; every other role with SCRAM-SHA-256.
+//!   wire, and the certificate's common name must be the role), for
+//!   replication and for its ordinary connections (slot upkeep), and so do
+//!   the roles listed as certificate users; every other role with SCRAM-SHA-256.
 //!   Plaintext TCP is rejected by an explicit `hostnossl` rule, unless the
 //!   user opted into plaintext (`spec.tls.allowPlaintext`): then ordinary
 //!   connections may also come without TLS with SCRAM, but replication still
@@ -107,9 +108,13 @@ fn tls_rules(rules: &mut Vec<Rule>, replication_user: &str, tls: &Tls) {
             "cert",
         ));
     }
-    for user in &tls.cert_users {
+    // The replication role's ordinary connections (the manager's slot
+    // upkeep on the primary) authenticate by certificate too.
+    let cert_users =
+        std::iter::once(replication_user).chain(tls.cert_users.iter().map(String::as_str));
+    for user in cert_users {
         for address in ADDRESSES {
-            rules.push(("hostssl", "all", user.clone(), address, "cert"));
+            rules.push(("hostssl", "all", user.to_owned(), address, "cert"));
         }
     }
     for address in ADDRESSES {
@@ -251,6 +256,7 @@ mod tests {
                 };
                 assert_eq!(method(true, true, "tusk_replication"), Some("cert"));
                 assert_eq!(method(true, false, "app"), Some("cert"));
+                assert_eq!(method(true, false, "tusk_replication"), Some("cert"));
                 assert_eq!(method(true, false, "postgres"), Some("scram-sha-256"));
                 assert_eq!(method(true, false, "someone"), Some("scram-sha-256"));
                 // No other role replicates, over TLS or not; the

@@ -1,0 +1,123 @@
+//! The manager's private copy of the TLS Secret, which PostgreSQL and the
+//! manager's own connections read: `<TUSK_SOCKET_DIR>/tls/`, every file
+//! mode 0600 and owned by the manager's user. The mounted files belong to
+//! root or to the pod's fsGroup and are group-readable, which PostgreSQL
+//! refuses for a key; and a copy that changes only after validation keeps
+//! a half-rotated or broken Secret from reaching PostgreSQL.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::PrivateKeyDer;
+use rustls::pki_types::pem::PemObject;
+use rustls::sign::CertifiedKey;
+
+use crate::contract::tls;
+
+use super::super::{Error, InstanceConfig, files};
+use super::Material;
+use super::pem;
+
+/// The private copy's directory.
+pub fn dir(config: &InstanceConfig) -> PathBuf {
+    config.socket_dir.join("tls")
+}
+
+/// Why a reading of the Secret is not loaded; names the file at fault.
+pub fn validate(material: &Material) -> Result<(), String> {
+    for (name, bundle) in [
+        (tls::CA_BUNDLE, &material.ca_bundle),
+        (tls::CLIENT_CA_BUNDLE, &material.client_ca_bundle),
+    ] {
+        pem::certificates(bundle).map_err(|error| format!("{name} {error}"))?;
+    }
+    for (cert_name, cert, key_name, key) in [
+        (
+            tls::SERVER_CERT,
+            &material.server_cert,
+            tls::SERVER_KEY,
+            &material.server_key,
+        ),
+        (
+            tls::API_CERT,
+            &material.api_cert,
+            tls::API_KEY,
+            &material.api_key,
+        ),
+        (
+            tls::REPLICATION_CERT,
+            &material.replication_cert,
+            tls::REPLICATION_KEY,
+            &material.replication_key,
+        ),
+    ] {
+        key_matches(cert, key).map_err(|error| format!("{cert_name} and {key_name}: {error}"))?;
+    }
+    Ok(())
+}
+
+/// The key parses and is the key of the first certificate of `cert`.
+fn key_matches(cert: &str, key: &str) -> Result<(), String> {
+    let chain = pem::certificates(cert)?;
+    let key = PrivateKeyDer::from_pem_slice(key.as_bytes())
+        .map_err(|error| format!("the key is not a PEM private key: {error}"))?;
+    let provider = provider();
+    let signing = provider
+        .key_provider
+        .load_private_key(key)
+        .map_err(|error| format!("the key is not usable: {error}"))?;
+    match CertifiedKey::new(chain, signing).keys_match() {
+        Ok(()) => Ok(()),
+        Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) => {
+            Err("the key does not match the certificate".to_owned())
+        }
+        Err(error) => Err(format!(
+            "cannot compare the key with the certificate: {error}"
+        )),
+    }
+}
+
+/// The provider the manager's TLS uses everywhere.
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Write `material` into `dir`, each file through a temporary file and a
+/// rename (never half a file), keys included mode 0600.
+pub fn install(dir: &Path, material: &Material) -> Result<(), Error> {
+    create_dir(dir)?;
+    for (name, contents) in [
+        (tls::CA_BUNDLE, &material.ca_bundle),
+        (tls::CLIENT_CA_BUNDLE, &material.client_ca_bundle),
+        (tls::SERVER_CERT, &material.server_cert),
+        (tls::SERVER_KEY, &material.server_key),
+        (tls::API_CERT, &material.api_cert),
+        (tls::API_KEY, &material.api_key),
+        (tls::REPLICATION_CERT, &material.replication_cert),
+        (tls::REPLICATION_KEY, &material.replication_key),
+    ] {
+        files::write_if_changed(&dir.join(name), contents)?;
+    }
+    Ok(())
+}
+
+fn create_dir(dir: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| Error::Io {
+            action: "create the private TLS directory",
+            path: dir.to_owned(),
+            source,
+        })?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|source| {
+        Error::Io {
+            action: "set the mode of",
+            path: dir.to_owned(),
+            source,
+        }
+    })
+}
