@@ -121,3 +121,76 @@ fn create_dir(dir: &Path) -> Result<(), Error> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(name: &str) -> (String, String) {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(vec![name.to_owned()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("sign");
+        (cert.pem(), key.serialize_pem())
+    }
+
+    fn material() -> Material {
+        let (ca, _) = pair("ca");
+        let (server_cert, server_key) = pair("server");
+        let (api_cert, api_key) = pair("api");
+        let (replication_cert, replication_key) = pair("replication");
+        Material {
+            ca_bundle: ca.clone(),
+            client_ca_bundle: ca,
+            server_cert,
+            server_key,
+            api_cert,
+            api_key,
+            replication_cert,
+            replication_key,
+        }
+    }
+
+    #[test]
+    fn a_key_that_is_not_its_certificate_s_is_refused_by_name() {
+        let good = material();
+        assert_eq!(validate(&good), Ok(()));
+        let mut swapped = good.clone();
+        swapped.api_key = good.replication_key.clone();
+        let error = validate(&swapped).expect_err("mismatched");
+        assert_eq!(
+            error,
+            "api.crt and api.key: the key does not match the certificate"
+        );
+        let mut garbage = good.clone();
+        garbage.client_ca_bundle = "nothing".to_owned();
+        let error = validate(&garbage).expect_err("no certificate");
+        assert!(error.starts_with("client-ca.crt "), "{error}");
+        let mut keyless = good;
+        keyless.server_key = String::new();
+        let error = validate(&keyless).expect_err("no key");
+        assert!(error.starts_with("tls.crt and tls.key: "), "{error}");
+    }
+
+    #[test]
+    fn the_copy_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("tusk-tls-private-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let material = material();
+        install(&dir.join("tls"), &material).expect("install");
+        for name in tls::FILES {
+            let meta = std::fs::metadata(dir.join("tls").join(name)).expect("stat");
+            assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{name}");
+        }
+        let dir_mode = std::fs::metadata(dir.join("tls"))
+            .expect("stat")
+            .permissions()
+            .mode();
+        assert_eq!(dir_mode & 0o777, 0o700);
+        let copied = Material::read(&dir.join("tls")).expect("read back");
+        std::fs::remove_dir_all(&dir).ok();
+        assert!(copied == material);
+    }
+}
