@@ -364,7 +364,7 @@ async fn tls_everywhere(pg: Pg) {
     .await
     .expect_err("plaintext must be refused");
     assert!(
-        err.contains("no pg_hba.conf entry") && err.contains("no encryption"),
+        err.contains("pg_hba.conf rejects connection") && err.contains("no encryption"),
         "{err}"
     );
 
