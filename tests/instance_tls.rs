@@ -471,7 +471,7 @@ async fn tls_everywhere(pg: Pg) {
     eventually("the broken Secret refused", READY, || async {
         primary
             .logs()
-            .contains("tls.crt and tls.key: the key does not match the certificate")
+            .contains("tls.crt and tls.key: the private key does not match the certificate")
             .then_some(())
     })
     .await;

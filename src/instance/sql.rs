@@ -58,7 +58,7 @@ pub async fn connect_primary(shared: &Shared) -> Result<Client, Error> {
         pg.hostaddr(ip);
     }
     let tls = match shared.tls_client_files().filter(|_| upstream.tls) {
-        Some(files) => Some(tls_connector(&files)?),
+        Some(files) => Some(tls_connector(&files, &upstream.host)?),
         None => None,
     };
     let connected = match tls {
@@ -75,10 +75,12 @@ pub async fn connect_primary(shared: &Shared) -> Result<Client, Error> {
     connected.map_err(Error::sql("connecting to the primary"))
 }
 
-/// A connector from the private copies: read per connection, so a renewed
-/// certificate is used from the next connection on.
+/// A connector from the private copies that accepts only a server whose
+/// certificate names `name`: read per connection, so a renewed certificate
+/// is used from the next connection on.
 fn tls_connector(
     files: &super::tls::upstream::ClientFiles,
+    name: &str,
 ) -> Result<super::tls::MakeRustls, Error> {
     let read = |path: &str| {
         std::fs::read_to_string(path).map_err(|source| Error::Io {
@@ -87,10 +89,12 @@ fn tls_connector(
             source,
         })
     };
+    let (cert, key) = (read(&files.cert)?, read(&files.key)?);
     let config =
-        super::tls::client_config(&read(&files.root)?, &read(&files.cert)?, &read(&files.key)?)
-            .map_err(Error::Tls)?;
-    Ok(super::tls::MakeRustls::new(config))
+        crate::tls::rustls_config::client_config(&read(&files.root)?, Some((&cert, &key)), name)
+            .map_err(|error| Error::Tls(format!("the replication client's TLS: {error}")))?;
+    super::tls::MakeRustls::new(config, name)
+        .map_err(|_| Error::Tls(format!("{name:?} is not a server name")))
 }
 
 async fn connect(config: tokio_postgres::Config) -> Result<Client, tokio_postgres::Error> {

@@ -105,10 +105,11 @@ impl Authority {
             what: "the CA key",
             reason: format!("{e} (a PKCS#8 key, BEGIN PRIVATE KEY, is needed)"),
         })?;
-        let issuer = Issuer::from_ca_cert_pem(cert_pem, key).map_err(|e| Error::BadCertificate {
-            what: "the CA certificate",
-            reason: e.to_string(),
-        })?;
+        let issuer =
+            Issuer::from_ca_cert_pem(cert_pem, key).map_err(|e| Error::BadCertificate {
+                what: "the CA certificate",
+                reason: e.to_string(),
+            })?;
         Ok(Self {
             cert_pem: cert_pem.to_owned(),
             key_pem: key_pem.to_owned(),
@@ -232,7 +233,10 @@ impl Authority {
         params.use_authority_key_identifier_extension = true;
         params.not_before = asn1_time(not_before)?;
         params.not_after = asn1_time(not_after)?;
-        let cert_pem = params.signed_by(&key, &self.issuer).map_err(generate)?.pem();
+        let cert_pem = params
+            .signed_by(&key, &self.issuer)
+            .map_err(generate)?
+            .pem();
         let info = CertInfo::parse(&cert_pem)?;
         Ok(Leaf {
             cert_pem,
@@ -258,6 +262,5 @@ fn random_serial() -> SerialNumber {
 
 /// X.509 times are whole seconds.
 fn asn1_time(at: Timestamp) -> Result<time::OffsetDateTime, Error> {
-    time::OffsetDateTime::from_unix_timestamp(at.as_second())
-        .map_err(|_| Error::TimeOutOfRange(at))
+    time::OffsetDateTime::from_unix_timestamp(at.as_second()).map_err(|_| Error::TimeOutOfRange(at))
 }

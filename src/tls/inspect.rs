@@ -125,12 +125,11 @@ pub(crate) fn check_key(what: &'static str, cert_pem: &str, key_pem: &str) -> Re
     let first = certs.first().ok_or(Error::NoCertificate { what })?;
     let cert = parse_der(first)?;
     let key = pem::private_key("the private key", key_pem)?;
-    let signing = rustls::crypto::ring::sign::any_supported_type(&key).map_err(|e| {
-        Error::BadKey {
+    let signing =
+        rustls::crypto::ring::sign::any_supported_type(&key).map_err(|e| Error::BadKey {
             what: "the private key",
             reason: e.to_string(),
-        }
-    })?;
+        })?;
     let public = signing.public_key().ok_or(Error::BadKey {
         what: "the private key",
         reason: "its public key cannot be derived".to_owned(),
@@ -167,4 +166,3 @@ fn serial_hex(raw: &[u8]) -> String {
         digits => pem::hex(digits),
     }
 }
-

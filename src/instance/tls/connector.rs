@@ -1,7 +1,9 @@
-//! tokio-postgres over rustls, for the manager's connections to its primary:
-//! the server's chain is verified against the CA bundle and its name
-//! against the host the connection names (the verify-full of libpq), and
-//! the replication role's certificate is presented.
+//! tokio-postgres over rustls, for the manager's connections to its primary,
+//! with a configuration from [`crate::tls::rustls_config::client_config`]:
+//! the server's chain is verified against the CA bundle and its name against
+//! the one the caller meant (the verify-full of libpq, also when the
+//! connection dials a `hostaddr`), and the replication role's certificate is
+//! presented.
 //!
 //! A small adapter rather than a crate: the maintained one pulls a second
 //! SHA-2 and an X.509 stack for channel binding, which a name-verified TLS
@@ -14,48 +16,29 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::{ClientConfig, RootCertStore};
+use rustls::ClientConfig;
+use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream};
 
-use super::private;
-
-/// A client configuration trusting the CAs in `ca_pem` and presenting
-/// `cert_pem` with `key_pem`.
-pub fn client_config(ca_pem: &str, cert_pem: &str, key_pem: &str) -> Result<ClientConfig, String> {
-    let mut roots = RootCertStore::empty();
-    for certificate in super::pem::certificates(ca_pem)? {
-        roots
-            .add(certificate)
-            .map_err(|error| format!("a CA certificate is not usable: {error}"))?;
-    }
-    let chain = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| format!("the client certificate is not PEM: {error}"))?;
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
-        .map_err(|error| format!("the client key is not PEM: {error}"))?;
-    ClientConfig::builder_with_provider(private::provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|error| error.to_string())?
-        .with_root_certificates(roots)
-        .with_client_auth_cert(chain, key)
-        .map_err(|error| format!("the client certificate is not usable: {error}"))
-}
-
-/// [`MakeTlsConnect`] for tokio-postgres: the name verified is the
-/// connection's `host`.
+/// [`MakeTlsConnect`] for tokio-postgres: the name verified is the one the
+/// configuration pins, whatever host tokio-postgres hands over.
 #[derive(Clone)]
 pub struct MakeRustls {
     config: Arc<ClientConfig>,
+    name: ServerName<'static>,
 }
 
 impl MakeRustls {
-    pub fn new(config: ClientConfig) -> Self {
-        MakeRustls {
-            config: Arc::new(config),
-        }
+    /// `config` verifies `name`, which is also sent as SNI.
+    pub fn new(
+        config: Arc<ClientConfig>,
+        name: &str,
+    ) -> Result<Self, rustls::pki_types::InvalidDnsNameError> {
+        Ok(MakeRustls {
+            config,
+            name: ServerName::try_from(name.to_owned())?,
+        })
     }
 }
 
@@ -67,9 +50,9 @@ where
     type TlsConnect = RustlsConnect;
     type Error = rustls::pki_types::InvalidDnsNameError;
 
-    fn make_tls_connect(&mut self, domain: &str) -> Result<RustlsConnect, Self::Error> {
+    fn make_tls_connect(&mut self, _host: &str) -> Result<RustlsConnect, Self::Error> {
         Ok(RustlsConnect {
-            name: ServerName::try_from(domain.to_owned())?,
+            name: self.name.clone(),
             connector: tokio_rustls::TlsConnector::from(self.config.clone()),
         })
     }

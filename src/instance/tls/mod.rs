@@ -22,7 +22,6 @@
 
 mod connector;
 mod material;
-mod pem;
 mod private;
 pub mod upstream;
 
@@ -33,10 +32,11 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::contract::tls::{self as files, TlsReport};
+use crate::tls::CertInfo;
 
 use super::{Error, InstanceConfig, Shared, is_set, sql};
 
-pub use connector::{MakeRustls, client_config};
+pub use connector::MakeRustls;
 pub use material::Material;
 
 /// How often the mount is read.
@@ -108,13 +108,19 @@ impl Watched {
     }
 }
 
-/// What `/status` says about `material`.
+/// What `/status` says about `material` (validated, so every part parses).
 fn report(material: &Material, error: Option<String>) -> TlsReport {
+    let serial = |pem: &str| CertInfo::parse(pem).map(|c| c.serial).unwrap_or_default();
+    let fingerprints = |pem: &str| {
+        CertInfo::parse_bundle(pem)
+            .map(|certs| certs.into_iter().map(|c| c.fingerprint).collect())
+            .unwrap_or_default()
+    };
     TlsReport {
-        server_serial: pem::serial(&material.server_cert).unwrap_or_default(),
-        api_serial: pem::serial(&material.api_cert).unwrap_or_default(),
-        trusted: pem::fingerprints(&material.ca_bundle).unwrap_or_default(),
-        client_trusted: pem::fingerprints(&material.client_ca_bundle).unwrap_or_default(),
+        server_serial: serial(&material.server_cert),
+        api_serial: serial(&material.api_cert),
+        trusted: fingerprints(&material.ca_bundle),
+        client_trusted: fingerprints(&material.client_ca_bundle),
         error,
     }
 }

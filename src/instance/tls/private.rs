@@ -6,18 +6,13 @@
 //! a half-rotated or broken Secret from reaching PostgreSQL.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::PrivateKeyDer;
-use rustls::pki_types::pem::PemObject;
-use rustls::sign::CertifiedKey;
 
 use crate::contract::tls;
+use crate::tls::CertInfo;
+use crate::tls::inspect::check_key;
 
 use super::super::{Error, InstanceConfig, files};
 use super::Material;
-use super::pem;
 
 /// The private copy's directory.
 pub fn dir(config: &InstanceConfig) -> PathBuf {
@@ -30,7 +25,7 @@ pub fn validate(material: &Material) -> Result<(), String> {
         (tls::CA_BUNDLE, &material.ca_bundle),
         (tls::CLIENT_CA_BUNDLE, &material.client_ca_bundle),
     ] {
-        pem::certificates(bundle).map_err(|error| format!("{name} {error}"))?;
+        CertInfo::parse_bundle(bundle).map_err(|error| format!("{name}: {error}"))?;
     }
     for (cert_name, cert, key_name, key) in [
         (
@@ -52,35 +47,10 @@ pub fn validate(material: &Material) -> Result<(), String> {
             &material.replication_key,
         ),
     ] {
-        key_matches(cert, key).map_err(|error| format!("{cert_name} and {key_name}: {error}"))?;
+        check_key("the certificate", cert, key)
+            .map_err(|error| format!("{cert_name} and {key_name}: {error}"))?;
     }
     Ok(())
-}
-
-/// The key parses and is the key of the first certificate of `cert`.
-fn key_matches(cert: &str, key: &str) -> Result<(), String> {
-    let chain = pem::certificates(cert)?;
-    let key = PrivateKeyDer::from_pem_slice(key.as_bytes())
-        .map_err(|error| format!("the key is not a PEM private key: {error}"))?;
-    let provider = provider();
-    let signing = provider
-        .key_provider
-        .load_private_key(key)
-        .map_err(|error| format!("the key is not usable: {error}"))?;
-    match CertifiedKey::new(chain, signing).keys_match() {
-        Ok(()) => Ok(()),
-        Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) => {
-            Err("the key does not match the certificate".to_owned())
-        }
-        Err(error) => Err(format!(
-            "cannot compare the key with the certificate: {error}"
-        )),
-    }
-}
-
-/// The provider the manager's TLS uses everywhere.
-pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 /// Write `material` into `dir`, each file through a temporary file and a
@@ -161,12 +131,12 @@ mod tests {
         let error = validate(&swapped).expect_err("mismatched");
         assert_eq!(
             error,
-            "api.crt and api.key: the key does not match the certificate"
+            "api.crt and api.key: the private key does not match the certificate"
         );
         let mut garbage = good.clone();
         garbage.client_ca_bundle = "nothing".to_owned();
         let error = validate(&garbage).expect_err("no certificate");
-        assert!(error.starts_with("client-ca.crt "), "{error}");
+        assert!(error.starts_with("client-ca.crt: "), "{error}");
         let mut keyless = good;
         keyless.server_key = String::new();
         let error = validate(&keyless).expect_err("no key");
