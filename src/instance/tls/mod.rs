@@ -234,3 +234,41 @@ pub(crate) fn postgres_settings(
         min_version: min_version.to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn certificate(serial: u64, ca: bool) -> String {
+        let mut params =
+            rcgen::CertificateParams::new(vec!["orders-1".to_owned()]).expect("params");
+        params.serial_number = Some(rcgen::SerialNumber::from(serial));
+        if ca {
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        }
+        let key = rcgen::KeyPair::generate().expect("key");
+        params.self_signed(&key).expect("sign").pem()
+    }
+
+    #[test]
+    fn the_report_names_the_serials_and_every_bundle_certificate() {
+        let (old_ca, new_ca) = (certificate(1, true), certificate(2, true));
+        let material = Material {
+            ca_bundle: format!("{old_ca}{new_ca}"),
+            client_ca_bundle: new_ca.clone(),
+            server_cert: certificate(0xabcdef, false),
+            server_key: String::new(),
+            api_cert: certificate(0x0102, false),
+            api_key: String::new(),
+            replication_cert: certificate(3, false),
+            replication_key: String::new(),
+        };
+        let report = report(&material, Some("why".to_owned()));
+        assert_eq!(report.server_serial, "abcdef");
+        assert_eq!(report.api_serial, "0102");
+        let print = |pem: &str| CertInfo::parse(pem).expect("parse").fingerprint;
+        assert_eq!(report.trusted, vec![print(&old_ca), print(&new_ca)]);
+        assert_eq!(report.client_trusted, vec![print(&new_ca)]);
+        assert_eq!(report.error.as_deref(), Some("why"));
+    }
+}
