@@ -22,7 +22,7 @@ use crate::postgres::identifiers::slot_name;
 use crate::postgres::{REPLICATION_USER, SUPERUSER};
 use crate::upgrade::child;
 
-use super::{BootstrapMode, Error, Shared, files, is_set, sql, waldir};
+use super::{BootstrapMode, Error, Shared, files, is_set, sql, tls, waldir};
 
 /// Make sure PGDATA holds a cluster: keep an existing one, else create it the way
 /// the operator said.
@@ -219,7 +219,9 @@ async fn initdb(shared: &Shared, staging: &Path) -> Result<(), Error> {
 
 /// Clone the primary: first its replication slot for this instance (so the
 /// primary keeps every WAL segment from the backup's start on), then
-/// `pg_basebackup` streaming WAL through that slot. The password reaches the child
+/// `pg_basebackup` streaming WAL through that slot. To a TLS primary it
+/// verifies the primary's name and authenticates with the replication
+/// certificate ([`tls::upstream`]); else the password reaches the child
 /// through `PGPASSWORD`, never argv. No `-R`: it would write `primary_conninfo`,
 /// password included, to `postgresql.auto.conf`, where it would override Tusk's;
 /// the manager writes `standby.signal` and its own settings instead.
@@ -237,8 +239,8 @@ pub(super) async fn basebackup_command(
     staging: &Path,
 ) -> Result<std::process::Command, Error> {
     let config = &shared.config;
-    let host = shared
-        .primary_host()
+    let upstream = shared
+        .upstream()
         .ok_or(Error::MissingPrimary("TUSK_BOOTSTRAP=clone"))?;
     let slot = slot_name(&config.instance);
     let primary = connect_primary_patiently(shared).await?;
@@ -247,15 +249,24 @@ pub(super) async fn basebackup_command(
     }
     drop(primary);
 
+    // A connection string rather than --host: it carries hostaddr and the
+    // TLS files; pg_basebackup adds `replication=true` itself.
+    let client_files = shared.tls_client_files();
+    let tls = upstream.tls && client_files.is_some();
+    let pairs = tls::upstream::libpq_pairs(
+        &upstream,
+        config.primary_port,
+        REPLICATION_USER,
+        client_files.as_ref(),
+    );
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut command = child::command(shared.bindir.join("pg_basebackup"));
     command
         .arg("--pgdata")
         .arg(staging)
-        .args(["--host", &host, "--port"])
-        .arg(config.primary_port.to_string())
+        .arg("--dbname")
+        .arg(crate::postgres::config::conninfo(&pairs))
         .args([
-            "--username",
-            REPLICATION_USER,
             "--no-password",
             "--wal-method=stream",
             "--checkpoint=fast",
@@ -263,14 +274,17 @@ pub(super) async fn basebackup_command(
             &slot,
         ])
         .args(waldir::waldir_args(shared))
-        .env(
+        .env("PGAPPNAME", &config.instance);
+    if !tls {
+        // The certificate authenticates a TLS clone: no password then.
+        command.env(
             "PGPASSWORD",
             shared
                 .password(Credential::Replication)
                 .unwrap_or_default()
                 .expose(),
-        )
-        .env("PGAPPNAME", &config.instance);
+        );
+    }
     Ok(command)
 }
 

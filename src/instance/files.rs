@@ -1,5 +1,6 @@
-//! The files the manager writes: Tusk's part of the configuration, `pg_hba.conf`,
-//! the replication password file, and the marker that makes an instance a standby.
+//! The files the manager writes: Tusk's part of the configuration (TLS
+//! settings and `primary_conninfo` included), `pg_hba.conf`, the replication
+//! password file, and the marker that makes an instance a standby.
 //!
 //! Tusk's settings live in `postgresql.tusk.conf`, included on the last line of
 //! `postgresql.conf`. An include (rather than rewriting `postgresql.conf`) keeps the
@@ -18,6 +19,7 @@ use crate::postgres::config::{self, Archiving, Settings, Standby};
 use crate::postgres::identifiers::slot_name;
 use crate::postgres::{REPLICATION_USER, SUPERUSER, hba};
 
+use super::tls::{self, upstream, upstream::Upstream};
 use super::{Error, InstanceConfig, Shared};
 
 pub const TUSK_CONF: &str = "postgresql.tusk.conf";
@@ -63,21 +65,11 @@ pub fn write_passfile(shared: &Shared) -> Result<(), Error> {
 pub fn settings(shared: &Shared, pgdata: &Path, standby: bool) -> Result<Settings, Error> {
     let config = &shared.config;
     let standby = if standby {
-        let host = shared
-            .primary_host()
+        let upstream = shared
+            .upstream()
             .ok_or(Error::MissingPrimary("a replica"))?;
-        let port = config.primary_port.to_string();
-        let passfile = passfile(config);
-        let passfile = passfile.to_string_lossy();
         Some(Standby {
-            primary_conninfo: config::conninfo(&[
-                ("host", &host),
-                ("port", &port),
-                ("user", REPLICATION_USER),
-                ("passfile", &passfile),
-                ("application_name", &config.instance),
-                ("sslmode", "prefer"),
-            ]),
+            primary_conninfo: primary_conninfo(shared, &upstream),
             slot: slot_name(&config.instance),
         })
     } else {
@@ -100,7 +92,31 @@ pub fn settings(shared: &Shared, pgdata: &Path, standby: bool) -> Result<Setting
         archiving,
         recovery: None,
         parameters: shared.parameters(),
+        tls: shared
+            .tls
+            .as_ref()
+            .map(|watched| tls::postgres_settings(watched, &config.tls_min_version)),
     })
+}
+
+/// `primary_conninfo` for `upstream`: over TLS the replication certificate
+/// authenticates (no password file named, so no password can be sent);
+/// the old way the password comes from the password file.
+fn primary_conninfo(shared: &Shared, upstream: &Upstream) -> String {
+    let config = &shared.config;
+    let client_files = shared.tls_client_files();
+    let mut pairs = upstream::libpq_pairs(
+        upstream,
+        config.primary_port,
+        REPLICATION_USER,
+        client_files.as_ref(),
+    );
+    if !(upstream.tls && client_files.is_some()) {
+        pairs.push(("passfile", passfile(config).to_string_lossy().into_owned()));
+    }
+    pairs.push(("application_name", config.instance.clone()));
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    config::conninfo(&pairs)
 }
 
 /// This executable, as PostgreSQL's children can run it (`archive_command`,
@@ -128,11 +144,20 @@ pub fn write_settings(shared: &Shared, pgdata: &Path, settings: &Settings) -> Re
     write_if_changed(&pgdata.join(TUSK_CONF), &text)?;
     write_if_changed(
         &pgdata.join("pg_hba.conf"),
-        &hba::render(SUPERUSER, REPLICATION_USER),
+        &hba::render(SUPERUSER, REPLICATION_USER, hba_tls(shared).as_ref()),
     )?;
     ensure_include(&pgdata.join("postgresql.conf"))?;
     write_passfile(shared)?;
     Ok(())
+}
+
+/// `pg_hba.conf`'s TLS rules, when the instance has TLS.
+fn hba_tls(shared: &Shared) -> Option<hba::Tls> {
+    let config = &shared.config;
+    shared.tls.as_ref().map(|_| hba::Tls {
+        allow_plaintext: config.tls_allow_plaintext,
+        cert_users: config.tls_cert_users.clone(),
+    })
 }
 
 /// Append the include line to `postgresql.conf` unless it is there already.

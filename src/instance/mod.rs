@@ -297,6 +297,10 @@ pub enum Error {
     #[error("recovery failed: {0}")]
     RestoreReplay(String),
 
+    /// The mounted TLS Secret cannot be used.
+    #[error("{0}")]
+    Tls(String),
+
     /// The data directory is mid-upgrade, or of a major this image cannot
     /// run as a primary: starting would crash-loop or lose the way back.
     #[error("{0}")]
@@ -358,20 +362,11 @@ pub(crate) struct Shared {
     restore: Mutex<Option<crate::contract::RestoreProgress>>,
     /// The primary lease, the peers and fencing.
     pub ha: ha::Ha,
+    /// The TLS material in effect; `None` without `TUSK_TLS_DIR`.
+    tls: Option<tls::Watched>,
 }
 
 impl Shared {
-    /// Where this replica reaches its primary: the lease holder's pod address
-    /// when leader selection runs and the operator said where it is, else the
-    /// `-rw` Service. The Service follows the role label, which moves only
-    /// after a promotion: a demoted primary still labelled would stream from
-    /// itself, and a replica reconnecting in between from the old primary.
-    pub fn primary_host(&self) -> Option<String> {
-        self.ha
-            .holder_address()
-            .or_else(|| self.config.primary_host.clone())
-    }
-
     fn new(config: InstanceConfig, bindir: PathBuf, parameters: BTreeMap<String, String>) -> Self {
         let sync = initial_sync(&config);
         let ha = ha::Ha::new(
@@ -394,7 +389,60 @@ impl Shared {
             metrics: metrics::SampleCache::default(),
             backups: backup::Registry::default(),
             restore: Mutex::new(None),
+            tls: None,
         }
+    }
+
+    /// Runs with the TLS material `watched` (see [`tls`]).
+    fn with_tls(mut self, watched: Option<tls::Watched>) -> Self {
+        self.tls = watched;
+        self
+    }
+
+    /// The TLS material in effect, for the instance API's server: `None`
+    /// when the manager runs without TLS. The receiver's current value is
+    /// the validated Secret whose files PostgreSQL has been reloaded with
+    /// (`api_cert`/`api_key` to serve, `client_ca_bundle` to verify
+    /// callers); it changes when a new Secret is in effect, never to
+    /// material that failed validation.
+    #[allow(dead_code, reason = "the instance API's TLS server subscribes")]
+    pub fn tls(&self) -> Option<watch::Receiver<Arc<tls::Material>>> {
+        self.tls.as_ref().map(tls::Watched::subscribe)
+    }
+
+    /// `Status.tls`: what is in effect, and why newer files are not.
+    pub fn tls_report(&self) -> Option<crate::contract::tls::TlsReport> {
+        self.tls.as_ref().map(tls::Watched::report)
+    }
+
+    /// How this replica reaches its primary now (see [`tls::upstream`]): the
+    /// lease holder's pod when leader selection runs and the operator said
+    /// where it is, else the `-rw` Service. The Service follows the role
+    /// label, which moves only after a promotion: a demoted primary still
+    /// labelled would stream from itself, and a replica reconnecting in
+    /// between from the old primary.
+    pub fn upstream(&self) -> Option<tls::upstream::Upstream> {
+        let holder = self.ha.holder_member();
+        tls::upstream::decide(
+            self.tls.is_some(),
+            holder.as_ref(),
+            self.config.primary_host.as_deref(),
+            &self.ha.members(),
+            &self.config.instance,
+        )
+    }
+
+    /// The private copies of the CA bundle and the replication
+    /// certificate, for connections to a TLS primary.
+    pub fn tls_client_files(&self) -> Option<tls::upstream::ClientFiles> {
+        use crate::contract::tls as files;
+        let watched = self.tls.as_ref()?;
+        let path = |name: &str| watched.file(name).to_string_lossy().into_owned();
+        Some(tls::upstream::ClientFiles {
+            root: path(files::CA_BUNDLE),
+            cert: path(files::REPLICATION_CERT),
+            key: path(files::REPLICATION_KEY),
+        })
     }
 
     pub fn parameters(&self) -> BTreeMap<String, String> {
@@ -481,7 +529,11 @@ pub async fn run(config: InstanceConfig) -> Result<(), Error> {
         bootstrap = ?config.bootstrap,
         "starting the instance manager"
     );
-    let shared = Arc::new(Shared::new(config, bindir, parameters));
+    let watched = match &config.tls_dir {
+        Some(dir) => Some(tls::Watched::start(&config, dir)?),
+        None => None,
+    };
+    let shared = Arc::new(Shared::new(config, bindir, parameters).with_tls(watched));
 
     // As PID 1 the default action of SIGTERM is "ignore", so handlers come first.
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -532,6 +584,7 @@ async fn manage(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Result<
         }
     }
     tokio::spawn(bootstrap::maintain(shared.clone(), stop.clone()));
+    tokio::spawn(tls::watch(shared.clone(), stop.clone()));
     if shared.ha.enabled() {
         tokio::spawn(ha::lease_loop(shared.clone(), stop.clone()));
         tokio::spawn(ha::fence_loop(shared.clone(), stop.clone()));

@@ -18,14 +18,15 @@ use crate::postgres::SUPERUSER;
 use crate::upgrade::child;
 
 use super::reaper::Reaped;
+use super::tls::upstream::{ClientFiles, Upstream, libpq_pairs};
 use super::{Error, Shared, bootstrap, files, lockfile, waldir};
 
 /// Make PGDATA a standby of the current primary.
 pub async fn rejoin(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<(), Error> {
     let pgdata = &shared.config.pgdata;
     archive_ready(shared, reaped).await;
-    let host = shared
-        .primary_host()
+    let upstream = shared
+        .upstream()
         .ok_or(Error::MissingPrimary("rejoining"))?;
     // An unreachable primary is a reason to wait, not to clone.
     super::sql::connect_primary(shared).await?;
@@ -37,10 +38,7 @@ pub async fn rejoin(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<(), Erro
         .arg("--target-pgdata")
         .arg(pgdata)
         .arg("--source-server")
-        .arg(format!(
-            "host={host} port={} user={SUPERUSER} dbname=postgres connect_timeout=5",
-            shared.config.primary_port
-        ))
+        .arg(source_server(shared, &upstream))
         .env(
             "PGPASSWORD",
             shared
@@ -60,6 +58,28 @@ pub async fn rejoin(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<(), Erro
     }
     files::mark_standby(pgdata)?;
     Ok(())
+}
+
+/// pg_rewind's connection to the primary, as the superuser (it reads files
+/// through functions only a superuser may call). To a TLS primary it
+/// verifies the primary's certificate and name like a standby, and its
+/// SCRAM password goes over that verified TLS; no client certificate (the
+/// replication role's would name another role).
+fn source_server(shared: &Shared, upstream: &Upstream) -> String {
+    source_conninfo(
+        upstream,
+        shared.config.primary_port,
+        shared.tls_client_files().as_ref(),
+    )
+}
+
+fn source_conninfo(upstream: &Upstream, port: u16, client_files: Option<&ClientFiles>) -> String {
+    let mut pairs = libpq_pairs(upstream, port, SUPERUSER, client_files);
+    pairs.retain(|(key, _)| !matches!(*key, "sslcert" | "sslkey"));
+    pairs.push(("dbname", "postgres".to_owned()));
+    pairs.push(("connect_timeout", "5".to_owned()));
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    crate::postgres::config::conninfo(&pairs)
 }
 
 /// Upload the WAL segments PostgreSQL had not archived yet: after the rewind
@@ -144,4 +164,39 @@ pub async fn final_lsn(shared: &Shared, reaped: &mut Reaped<'_>) -> Result<Lsn, 
             status: "ok".into(),
             stderr: "no \"Latest checkpoint location\" in its output".into(),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pg_rewind_verifies_a_tls_primary_by_name_and_logs_in_as_the_superuser() {
+        let files = ClientFiles {
+            root: "/run/tls/ca.crt".to_owned(),
+            cert: "/run/tls/replication.crt".to_owned(),
+            key: "/run/tls/replication.key".to_owned(),
+        };
+        let tls = Upstream {
+            host: "orders-1".to_owned(),
+            hostaddr: Some("10.0.0.8".to_owned()),
+            tls: true,
+        };
+        assert_eq!(
+            source_conninfo(&tls, 5432, Some(&files)),
+            "host='orders-1' hostaddr='10.0.0.8' port='5432' user='postgres' \
+             sslmode='verify-full' sslrootcert='/run/tls/ca.crt' dbname='postgres' \
+             connect_timeout='5'"
+        );
+        let plain = Upstream {
+            host: "10.0.0.8".to_owned(),
+            hostaddr: None,
+            tls: false,
+        };
+        assert_eq!(
+            source_conninfo(&plain, 5432, Some(&files)),
+            "host='10.0.0.8' port='5432' user='postgres' sslmode='prefer' dbname='postgres' \
+             connect_timeout='5'"
+        );
+    }
 }

@@ -1,5 +1,6 @@
 //! SQL the manager runs, over the Unix socket as `postgres` (peer
-//! authentication), or over TCP to the primary as the replication role.
+//! authentication), or over TCP to the primary as the replication role
+//! (over verified TLS with its certificate when both sides have TLS).
 
 use std::path::Path;
 use std::time::Duration;
@@ -37,28 +38,80 @@ pub async fn connect_local_to(
 }
 
 /// Connect to the primary over TCP as the replication role (it may open
-/// ordinary connections too, which slot management needs).
+/// ordinary connections too, which slot management needs): to a TLS
+/// primary over verified TLS with the replication certificate (see
+/// [`super::tls::upstream`]), else with the password.
 pub async fn connect_primary(shared: &Shared) -> Result<Client, Error> {
     let config = &shared.config;
-    let password = shared.password(Credential::Replication).unwrap_or_default();
-    let host = shared
-        .primary_host()
-        .ok_or(Error::MissingPrimary("cloning"))?;
+    let upstream = shared.upstream().ok_or(Error::MissingPrimary("cloning"))?;
     let mut pg = tokio_postgres::Config::new();
-    pg.host(&host)
+    pg.host(&upstream.host)
         .port(config.primary_port)
         .user(REPLICATION_USER)
-        .password(password.expose())
         .dbname("postgres")
         .application_name(&config.instance)
         .connect_timeout(CONNECT_TIMEOUT);
-    connect(pg)
-        .await
-        .map_err(Error::sql("connecting to the primary"))
+    if let Some(hostaddr) = &upstream.hostaddr {
+        let ip = hostaddr
+            .parse()
+            .map_err(|_| Error::Tls(format!("the primary's address {hostaddr} is not an IP")))?;
+        pg.hostaddr(ip);
+    }
+    let tls = match shared.tls_client_files().filter(|_| upstream.tls) {
+        Some(files) => Some(tls_connector(&files, &upstream.host)?),
+        None => None,
+    };
+    let connected = match tls {
+        Some(tls) => {
+            pg.ssl_mode(tokio_postgres::config::SslMode::Require);
+            connect_with(pg, tls).await
+        }
+        None => {
+            let password = shared.password(Credential::Replication).unwrap_or_default();
+            pg.password(password.expose());
+            connect(pg).await
+        }
+    };
+    connected.map_err(Error::sql("connecting to the primary"))
+}
+
+/// A connector from the private copies that accepts only a server whose
+/// certificate names `name`: read per connection, so a renewed certificate
+/// is used from the next connection on.
+fn tls_connector(
+    files: &super::tls::upstream::ClientFiles,
+    name: &str,
+) -> Result<super::tls::MakeRustls, Error> {
+    let read = |path: &str| {
+        std::fs::read_to_string(path).map_err(|source| Error::Io {
+            action: "read the private TLS copy",
+            path: path.into(),
+            source,
+        })
+    };
+    let (cert, key) = (read(&files.cert)?, read(&files.key)?);
+    let config =
+        crate::tls::rustls_config::client_config(&read(&files.root)?, Some((&cert, &key)), name)
+            .map_err(|error| Error::Tls(format!("the replication client's TLS: {error}")))?;
+    super::tls::MakeRustls::new(config, name)
+        .map_err(|_| Error::Tls(format!("{name:?} is not a server name")))
 }
 
 async fn connect(config: tokio_postgres::Config) -> Result<Client, tokio_postgres::Error> {
-    let (client, connection) = config.connect(NoTls).await?;
+    connect_with(config, NoTls).await
+}
+
+async fn connect_with<T>(
+    config: tokio_postgres::Config,
+    tls: T,
+) -> Result<Client, tokio_postgres::Error>
+where
+    T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket> + Send,
+    T::Stream: Send + 'static,
+    T::TlsConnect: Send,
+    <T::TlsConnect as tokio_postgres::tls::TlsConnect<tokio_postgres::Socket>>::Future: Send,
+{
+    let (client, connection) = config.connect(tls).await?;
     tokio::spawn(async move {
         if let Err(err) = connection.await {
             tracing::debug!(error = %err, "PostgreSQL connection closed");

@@ -40,6 +40,24 @@ pub struct Settings {
     pub recovery: Option<Recovery>,
     /// `spec.postgresql.parameters`, validated by [`validate_parameters`].
     pub parameters: BTreeMap<String, String>,
+    /// Set when the instance serves TLS.
+    pub tls: Option<Tls>,
+}
+
+/// PostgreSQL's TLS files (the manager's private copies) and protocol floor.
+/// With them `ssl = on`; PostgreSQL 17's direct TLS negotiation
+/// (`sslnegotiation=direct`, ALPN `postgresql`) needs nothing more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tls {
+    /// `ssl_cert_file`: the server certificate.
+    pub cert_file: String,
+    /// `ssl_key_file`: its key (mode 0600, or PostgreSQL refuses it).
+    pub key_file: String,
+    /// `ssl_ca_file`: the CAs that verify client certificates (the
+    /// replication role's, certificate users').
+    pub client_ca_file: String,
+    /// `ssl_min_protocol_version`: `TLSv1.2` or `TLSv1.3`.
+    pub min_version: String,
 }
 
 /// How a replica reaches its primary.
@@ -131,6 +149,18 @@ pub fn render(settings: &Settings) -> Result<String, ConfigError> {
     ];
     for (name, value) in owned {
         values.insert(name.to_owned(), value);
+    }
+    if let Some(tls) = &settings.tls {
+        let owned = [
+            ("ssl", "on"),
+            ("ssl_cert_file", &tls.cert_file),
+            ("ssl_key_file", &tls.key_file),
+            ("ssl_ca_file", &tls.client_ca_file),
+            ("ssl_min_protocol_version", &tls.min_version),
+        ];
+        for (name, value) in owned {
+            values.insert(name.to_owned(), value.to_owned());
+        }
     }
     if let Some(standby) = &settings.standby {
         values.insert(
@@ -243,7 +273,34 @@ mod tests {
             archiving: None,
             recovery: None,
             parameters: BTreeMap::new(),
+            tls: None,
         }
+    }
+
+    #[test]
+    fn with_tls_ssl_is_on_with_the_private_files_and_the_floor() {
+        let mut s = settings();
+        s.tls = Some(Tls {
+            cert_file: "/run/tls/tls.crt".to_owned(),
+            key_file: "/run/tls/tls.key".to_owned(),
+            client_ca_file: "/run/tls/client-ca.crt".to_owned(),
+            min_version: "TLSv1.3".to_owned(),
+        });
+        let lines = lines_of(&render(&s).expect("renders"));
+        for line in [
+            "ssl = 'on'",
+            "ssl_cert_file = '/run/tls/tls.crt'",
+            "ssl_key_file = '/run/tls/tls.key'",
+            "ssl_ca_file = '/run/tls/client-ca.crt'",
+            "ssl_min_protocol_version = 'TLSv1.3'",
+        ] {
+            assert!(
+                lines.contains(&line.to_owned()),
+                "{line} missing: {lines:?}"
+            );
+        }
+        let text = render(&settings()).expect("renders");
+        assert!(!text.contains("ssl"), "{text}");
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub async fn status(shared: &Shared) -> Result<Status, ApiError> {
             standbys: sync.standbys,
         }),
         ha: shared.ha.status(),
-        tls: None,
+        tls: shared.tls_report(),
     })
 }
 

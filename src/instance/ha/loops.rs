@@ -7,6 +7,7 @@ use tokio::sync::watch;
 
 use crate::failover::fencing::Writable;
 
+use super::super::tls::upstream::Upstream;
 use super::super::{Shared, files, is_set, sql};
 use super::leadership::ClaimOutcome;
 use super::lease::LeaseError;
@@ -20,7 +21,7 @@ pub async fn lease_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The primary this replica's configuration names, once the lease or the
     // operator said (`None` before: the configuration written at start).
-    let mut following: Option<String> = None;
+    let mut following: Option<Upstream> = None;
     loop {
         tokio::select! {
             _ = interval.tick() => {}
@@ -59,20 +60,22 @@ pub async fn lease_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             ha.heard_primary_end(primary, lsn);
         }
         if !primary_data(&shared) && is_set(&shared.running) {
-            let host = shared.primary_host();
-            if host != following && follow(&shared, host.as_deref()).await {
-                following = host;
+            // The whole upstream, not only its address: a primary whose pod
+            // gained TLS changes how it is reached, not where.
+            let upstream = shared.upstream();
+            if upstream != following && follow(&shared, upstream.as_ref()).await {
+                following = upstream;
             }
         }
     }
 }
 
-/// Point a running replica's `primary_conninfo` at `host`: PostgreSQL
+/// Point a running replica's `primary_conninfo` at `upstream`: PostgreSQL
 /// restarts its WAL receiver when a reload changes it, so the replica leaves
 /// a primary that is gone (or cut off, whose connection would otherwise hang
 /// until `wal_receiver_timeout`) for the one that took the lease. `false`
 /// when it could not: the next period tries again.
-async fn follow(shared: &Shared, host: Option<&str>) -> bool {
+async fn follow(shared: &Shared, upstream: Option<&Upstream>) -> bool {
     if let Err(error) = files::write_config(shared) {
         tracing::warn!(%error, "cannot write the configuration to follow the new primary");
         return false;
@@ -83,7 +86,7 @@ async fn follow(shared: &Shared, host: Option<&str>) -> bool {
     };
     match reloaded {
         Ok(()) => {
-            tracing::info!(?host, "following the primary");
+            tracing::info!(?upstream, "following the primary");
             true
         }
         Err(error) => {

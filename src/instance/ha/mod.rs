@@ -161,11 +161,11 @@ impl Ha {
         self.state().lease_holder(now)
     }
 
-    /// Where the lease holder listens, when it is another instance and the
-    /// operator said where it is.
-    pub fn holder_address(&self) -> Option<String> {
+    /// The lease holder's member entry, when it is another instance and the
+    /// operator listed it: its name, address and whether its pod has TLS.
+    pub fn holder_member(&self) -> Option<Member> {
         let now = self.now();
-        self.state().holder_address(&self.me, now)
+        self.state().holder_member(&self.me, now)
     }
 
     /// A replica's WAL receiver heard `lsn` as the WAL end of `primary`.

@@ -87,14 +87,11 @@ impl State {
         self.observer.state(now).holder().map(str::to_owned)
     }
 
-    /// Where the lease holder listens, when it is not `me` and the operator
-    /// said where it is.
-    pub fn holder_address(&self, me: &str, now: Moment) -> Option<String> {
+    /// The lease holder's member entry, when it is not `me` and the operator
+    /// listed it.
+    pub fn holder_member(&self, me: &str, now: Moment) -> Option<Member> {
         let holder = self.lease_holder(now).filter(|h| *h != me)?;
-        self.members
-            .iter()
-            .find(|m| m.name == holder)
-            .map(|m| m.address.clone())
+        self.members.iter().find(|m| m.name == holder).cloned()
     }
 
     /// A replica's WAL receiver heard `lsn` as the WAL end of `primary`.
