@@ -444,7 +444,7 @@ mod tests {
             (
                 200,
                 None,
-                r#"{"members":[{"name":"pg-1","address":"10.0.0.1"},{"name":"pg-2","address":"10.0.0.2"}]}"#
+                r#"{"members":[{"name":"pg-1","address":"10.0.0.1","tls":false},{"name":"pg-2","address":"10.0.0.2","tls":false}]}"#
                     .to_owned()
             )
         );

@@ -325,9 +325,22 @@ async fn peers_call_each_other_with_their_api_certificates() {
     let Err(why) = wrong_name else {
         panic!("pg-1 was taken for pg-3: {wrong_name:?}");
     };
-    assert!(why.contains("NotValidForName"), "{why}");
+    assert!(why.contains("not valid for name \"pg-3\""), "{why}");
     // Plaintext to a TLS server: no answer (a pod built before TLS is
     // called like this, and answers).
     let plain = peers.heartbeat(&member("pg-1", false), "t0ken").await;
     assert!(plain.is_err(), "{plain:?}");
+
+    let old_ip = "127.0.0.95";
+    let listener = tokio::net::TcpListener::bind((old_ip, crate::contract::PORT))
+        .await
+        .unwrap_or_else(|e| panic!("cannot listen on {old_ip}:{}: {e}", crate::contract::PORT));
+    let _old_stop = serve_on(listener, Some("t0ken"), None);
+    let built_before_tls = Member {
+        name: "pg-1".to_owned(),
+        address: old_ip.to_owned(),
+        tls: false,
+    };
+    let answer = peers.heartbeat(&built_before_tls, "t0ken").await;
+    assert_eq!(answer.map(|a| a.instance), Ok("pg-1".to_owned()));
 }
