@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use crate::instance::tls::Material;
-use crate::tls_interim as rustls_config;
+use crate::tls::rustls_config;
 
 use super::super::Error;
 
@@ -61,11 +61,12 @@ impl Acceptors {
             match rustls_config::server_config(
                 &newest.api_cert,
                 &newest.api_key,
-                &newest.client_ca_bundle,
+                Some(&newest.client_ca_bundle),
+                &[],
             ) {
                 Ok(config) => {
                     tracing::info!("instance API: serving the TLS material loaded last");
-                    self.current = Some((newest, TlsAcceptor::from(Arc::new(config))));
+                    self.current = Some((newest, TlsAcceptor::from(config)));
                 }
                 Err(error) => {
                     tracing::warn!(%error, "instance API: new TLS material refused, keeping the previous");
@@ -122,9 +123,11 @@ pub(super) async fn serve(
                     return;
                 }
             };
-            let caller = match tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
-                Some(cert) => Caller::Verified(rustls_config::peer_common_name(cert).unwrap_or_default()),
-                None => Caller::Anonymous,
+            let caller = match tls.get_ref().1.peer_certificates() {
+                Some(chain) if !chain.is_empty() => {
+                    Caller::Verified(rustls_config::peer_common_name(chain).unwrap_or_default())
+                }
+                _ => Caller::Anonymous,
             };
             let service = TowerToHyperService::new(router.layer(Extension(caller)));
             let served = hyper::server::conn::http1::Builder::new()

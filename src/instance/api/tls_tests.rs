@@ -8,60 +8,44 @@ use axum::body::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    SerialNumber,
-};
+use jiff::{SignedDuration, Timestamp};
 use rustls::pki_types::ServerName;
 use tokio::sync::watch;
 
 use super::tests::{loopback, serve_on};
-use crate::contract::{Member, path};
+use crate::contract::{Member, path, tls::OPERATOR_COMMON_NAME};
 use crate::instance::tls::Material;
-use crate::tls_interim as rustls_config;
+use crate::tls::{Authority, CertInfo, Leaf, rustls_config};
 
-/// A CA that issues leaves, as the operator's would.
+/// A CA that issues leaves as the operator does (`crate::tls`).
 struct Ca {
     pem: String,
-    issuer: Issuer<'static, KeyPair>,
+    authority: Authority,
 }
 
-/// A certificate and its key, PEM.
-#[derive(Clone)]
-struct Leaf {
-    cert: String,
-    key: String,
-}
+const DAY: SignedDuration = SignedDuration::from_hours(24);
 
 impl Ca {
     fn new(name: &str) -> Self {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let key = KeyPair::generate().expect("key");
-        let cert = params.self_signed(&key).expect("CA");
+        let authority = Authority::generate(name, DAY * 365, Timestamp::now()).expect("CA");
         Ca {
-            pem: cert.pem(),
-            issuer: Issuer::new(params, key),
+            pem: authority.cert_pem().to_owned(),
+            authority,
         }
     }
 
-    /// A leaf with common name and DNS name `name`, for server and client
-    /// use, numbered `serial`.
-    fn leaf(&self, name: &str, serial: u64) -> Leaf {
-        let mut params = CertificateParams::new(vec![name.to_owned()]).expect("params");
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.serial_number = Some(SerialNumber::from(serial));
-        params.extended_key_usages = vec![
-            ExtendedKeyUsagePurpose::ServerAuth,
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ];
-        let key = KeyPair::generate().expect("key");
-        let cert = params.signed_by(&key, &self.issuer).expect("leaf");
-        Leaf {
-            cert: cert.pem(),
-            key: key.serialize_pem(),
-        }
+    /// An instance's API identity: common name and DNS name `name`.
+    fn leaf(&self, name: &str) -> Leaf {
+        self.authority
+            .issue_identity(name, DAY, Timestamp::now())
+            .expect("instance identity")
+    }
+
+    /// The operator's client certificate.
+    fn operator(&self) -> Leaf {
+        self.authority
+            .issue_client(OPERATOR_COMMON_NAME, DAY, Timestamp::now())
+            .expect("operator identity")
     }
 
     /// An instance's material with `api` as its API identity.
@@ -69,24 +53,25 @@ impl Ca {
         Arc::new(Material {
             ca_bundle: self.pem.clone(),
             client_ca_bundle: self.pem.clone(),
-            server_cert: api.cert.clone(),
-            server_key: api.key.clone(),
-            api_cert: api.cert.clone(),
-            api_key: api.key.clone(),
-            replication_cert: api.cert.clone(),
-            replication_key: api.key.clone(),
+            server_cert: api.cert_pem.clone(),
+            server_key: api.key_pem.clone(),
+            api_cert: api.cert_pem.clone(),
+            api_key: api.key_pem.clone(),
+            replication_cert: api.cert_pem.clone(),
+            replication_key: api.key_pem.clone(),
         })
     }
 }
 
 /// A client of `ca`'s instances expecting `name`, as `identity`.
 fn client(ca: &Ca, identity: Option<&Leaf>, name: &str) -> rustls::ClientConfig {
-    rustls_config::client_config(
+    let config = rustls_config::client_config(
         &ca.pem,
-        identity.map(|leaf| (leaf.cert.as_str(), leaf.key.as_str())),
+        identity.map(|leaf| (leaf.cert_pem.as_str(), leaf.key_pem.as_str())),
         name,
     )
-    .expect("client config")
+    .expect("client config");
+    Arc::unwrap_or_clone(config)
 }
 
 /// Status and body of one request over TLS, or why there was no answer.
@@ -129,8 +114,7 @@ async fn presented_serial(ca: &Ca, addr: &str) -> String {
         .and_then(|c| c.first())
         .expect("a server certificate")
         .clone();
-    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).expect("parse");
-    parsed.raw_serial_as_string()
+    CertInfo::from_der(&cert).expect("parse").serial
 }
 
 struct Fixture {
@@ -143,7 +127,7 @@ struct Fixture {
 /// Instance `pg-1` of Database `pg` serving TLS with token `t0ken`.
 async fn instance() -> Fixture {
     let ca = Ca::new("pg CA");
-    let (material, rx) = watch::channel(ca.material(&ca.leaf("pg-1", 1)));
+    let (material, rx) = watch::channel(ca.material(&ca.leaf("pg-1")));
     let (listener, url) = loopback("127.0.0.1").await;
     let stop = serve_on(listener, Some("t0ken"), Some(rx));
     Fixture {
@@ -187,7 +171,7 @@ async fn status_needs_the_operators_or_a_members_certificate() {
         ))
     );
 
-    let operator = f.ca.leaf("tusk-operator", 10);
+    let operator = f.ca.operator();
     let (code, body) = call(client(&f.ca, Some(&operator), "pg-1"), "GET", &status, None)
         .await
         .expect("status answers the operator");
@@ -199,14 +183,14 @@ async fn status_needs_the_operators_or_a_members_certificate() {
         .expect("backups answer the operator");
     assert_eq!((code, body.as_str()), (200, r#"{"backups":[]}"#));
 
-    let peer = f.ca.leaf("pg-2", 11);
+    let peer = f.ca.leaf("pg-2");
     let (code, _) = call(client(&f.ca, Some(&peer), "pg-1"), "GET", &backups, None)
         .await
         .expect("backups answer a peer");
     assert_eq!(code, 200);
 
     // Same CA (a user CA shared by two Databases), another Database.
-    let stranger = f.ca.leaf("other-1", 12);
+    let stranger = f.ca.leaf("other-1");
     let refused = call(client(&f.ca, Some(&stranger), "pg-1"), "GET", &backups, None).await;
     assert_eq!(
         refused,
@@ -222,7 +206,7 @@ async fn status_needs_the_operators_or_a_members_certificate() {
 async fn mutations_need_the_certificate_and_the_token() {
     let f = instance().await;
     let restart = format!("{}{}", f.https, path::RESTART);
-    let operator = f.ca.leaf("tusk-operator", 10);
+    let operator = f.ca.operator();
     let (code, _) = call(client(&f.ca, None, "pg-1"), "POST", &restart, Some("t0ken"))
         .await
         .expect("answered");
@@ -253,7 +237,7 @@ async fn mutations_need_the_certificate_and_the_token() {
 async fn a_certificate_from_another_ca_fails_the_handshake() {
     let f = instance().await;
     let other = Ca::new("someone else's CA");
-    let impostor = other.leaf("tusk-operator", 10);
+    let impostor = other.operator();
     // Trusts the right CA for the server, presents a certificate of another.
     let config = client(&f.ca, Some(&impostor), "pg-1");
     let refused = call(config, "GET", &format!("{}{}", f.https, path::HEALTHZ), None).await;
@@ -270,7 +254,7 @@ async fn a_certificate_from_another_ca_fails_the_handshake() {
 #[tokio::test]
 async fn a_caller_refuses_a_server_that_names_another_instance() {
     let f = instance().await;
-    let operator = f.ca.leaf("tusk-operator", 10);
+    let operator = f.ca.operator();
     let url = format!("{}{}", f.https, path::HEALTHZ);
     let meant_pg2 = call(client(&f.ca, Some(&operator), "pg-2"), "GET", &url, None).await;
     let Err(why) = meant_pg2 else {
@@ -286,14 +270,17 @@ async fn a_caller_refuses_a_server_that_names_another_instance() {
 async fn renewed_material_is_served_from_the_next_connection() {
     let f = instance().await;
     let addr = f.https.trim_start_matches("https://").to_owned();
-    assert_eq!(presented_serial(&f.ca, &addr).await, "01");
-    f.material.send_replace(f.ca.material(&f.ca.leaf("pg-1", 0x2a)));
-    assert_eq!(presented_serial(&f.ca, &addr).await, "2a");
+    let first = CertInfo::parse(&f.material.borrow().api_cert).expect("parse").serial;
+    assert_eq!(presented_serial(&f.ca, &addr).await, first);
+    let renewed = f.ca.leaf("pg-1");
+    assert_ne!(renewed.info.serial, first);
+    f.material.send_replace(f.ca.material(&renewed));
+    assert_eq!(presented_serial(&f.ca, &addr).await, renewed.info.serial);
     // Material that does not make a configuration keeps the last good one.
-    let mut broken = (*f.ca.material(&f.ca.leaf("pg-1", 3))).clone();
-    broken.api_key = f.ca.leaf("pg-1", 4).key;
+    let mut broken = (*f.ca.material(&f.ca.leaf("pg-1"))).clone();
+    broken.api_key = f.ca.leaf("pg-1").key_pem;
     f.material.send_replace(Arc::new(broken));
-    assert_eq!(presented_serial(&f.ca, &addr).await, "2a");
+    assert_eq!(presented_serial(&f.ca, &addr).await, renewed.info.serial);
 }
 
 /// The peer client calls a member with TLS over HTTPS as its own instance
@@ -307,12 +294,12 @@ async fn peers_call_each_other_with_their_api_certificates() {
     let listener = tokio::net::TcpListener::bind((ip, crate::contract::PORT))
         .await
         .unwrap_or_else(|e| panic!("cannot listen on {ip}:{}: {e}", crate::contract::PORT));
-    let (_material, served) = watch::channel(ca.material(&ca.leaf("pg-1", 1)));
+    let (_material, served) = watch::channel(ca.material(&ca.leaf("pg-1")));
     let _stop = serve_on(listener, Some("t0ken"), Some(served));
 
     let timing = crate::failover::Timing::DEFAULT;
     let peers = crate::instance::ha::PeerClientForTests::new("pg-2".to_owned(), &timing);
-    let (_mine, mine) = watch::channel(ca.material(&ca.leaf("pg-2", 2)));
+    let (_mine, mine) = watch::channel(ca.material(&ca.leaf("pg-2")));
     peers.use_tls(mine);
     let member = |name: &str, tls: bool| Member {
         name: name.to_owned(),

@@ -23,7 +23,7 @@ use crate::contract::{Member, PEER_HEADER, PeerStatus, Status, path};
 use crate::failover::Timing;
 use crate::instance::api::MaterialRx;
 use crate::instance::tls::Material;
-use crate::tls_interim as rustls_config;
+use crate::tls::rustls_config;
 
 type HttpsClient = HttpClient<HttpsConnector<HttpConnector>, Empty<Bytes>>;
 
@@ -82,7 +82,7 @@ impl PeerClient {
         )
         .map_err(|e| format!("TLS client for {}: {e}", member.name))?;
         let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(config)
+            .with_tls_config(Arc::unwrap_or_clone(config))
             .https_only()
             .enable_http1()
             .wrap_connector(connector_for(self.timeout));
