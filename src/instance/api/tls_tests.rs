@@ -331,3 +331,81 @@ async fn peers_call_each_other_with_their_api_certificates() {
     let answer = peers.heartbeat(&built_before_tls, "t0ken").await;
     assert_eq!(answer.map(|a| a.instance), Ok("pg-1".to_owned()));
 }
+
+/// The operator's client ([`HttpInstances`]) reaches an instance serving TLS
+/// with the Database's [`ClientTls`], pins the instance name, and follows a
+/// change of the material on the next call.
+#[tokio::test]
+async fn the_operator_calls_instances_with_its_certificate() {
+    use crate::controller::database::instances::{
+        CallError, ClientTls, HttpInstances, Instances, Target,
+    };
+
+    let ca = Ca::new("pg CA");
+    // The operator dials the managers' fixed port: an address of its own.
+    let ip = "127.0.0.96";
+    let listener = tokio::net::TcpListener::bind((ip, crate::contract::PORT))
+        .await
+        .unwrap_or_else(|e| panic!("cannot listen on {ip}:{}: {e}", crate::contract::PORT));
+    let (_material, served) = watch::channel(ca.material(&ca.leaf("pg-1")));
+    let _stop = serve_on(listener, Some("t0ken"), Some(served));
+
+    let operator = ca.operator();
+    let client = ClientTls {
+        trust_pem: ca.pem.clone(),
+        cert_pem: operator.cert_pem.clone(),
+        key_pem: operator.key_pem.clone(),
+    };
+    let instances = HttpInstances::default();
+    let backups = instances
+        .backups(Target::of(ip, "pg-1", true, Some(&client)))
+        .await;
+    assert_eq!(backups.map(|b| b.backups.len()).ok(), Some(0));
+    // Past the authorisation, the handler speaks (no PostgreSQL here).
+    let status = instances
+        .status(Target::of(ip, "pg-1", true, Some(&client)))
+        .await;
+    let Err(CallError::Refused { status, message, .. }) = status else {
+        panic!("{status:?}");
+    };
+    assert_eq!(status, 503, "{message}");
+
+    let wrong_name = instances
+        .backups(Target::of(ip, "pg-2", true, Some(&client)))
+        .await;
+    let Err(CallError::Transport { source, .. }) = &wrong_name else {
+        panic!("pg-1 was taken for pg-2: {wrong_name:?}");
+    };
+    let why = {
+        let mut text = source.to_string();
+        let mut cause = source.source();
+        while let Some(c) = cause {
+            text.push_str(&format!(": {c}"));
+            cause = c.source();
+        }
+        text
+    };
+    assert!(why.contains("not valid for name \"pg-2\""), "{why}");
+
+    // A rotation of the operator's identity to another CA's certificate:
+    // the next call presents it (and is refused by this instance's bundle).
+    let other = Ca::new("another CA");
+    let foreign = other.operator();
+    let rotated = ClientTls {
+        cert_pem: foreign.cert_pem.clone(),
+        key_pem: foreign.key_pem.clone(),
+        ..client.clone()
+    };
+    let refused = instances
+        .backups(Target::of(ip, "pg-1", true, Some(&rotated)))
+        .await;
+    assert!(
+        matches!(refused, Err(CallError::Transport { .. })),
+        "{refused:?}"
+    );
+    // And back: accepted again.
+    let again = instances
+        .backups(Target::of(ip, "pg-1", true, Some(&client)))
+        .await;
+    assert!(again.is_ok(), "{again:?}");
+}
