@@ -401,7 +401,7 @@ async fn the_operator_calls_instances_with_its_certificate() {
         .await;
     assert!(
         matches!(refused, Err(CallError::Transport { .. })),
-        "{refused:?}"
+        "the cached client of the previous material answered instead of the rotated one: {refused:?}"
     );
     // And back: accepted again.
     let again = instances
