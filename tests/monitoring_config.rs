@@ -450,6 +450,10 @@ fn the_pod_monitor_scrapes_the_instance_managers_port() {
         assert_eq!(pod_labels[labels::DATABASE], "orders");
     }
     assert_eq!(endpoint["path"], "/metrics");
+    // The manager serves TLS; its certificate names the instance, not the
+    // address scraped, and /metrics is open: encrypted, not verified.
+    assert_eq!(endpoint["scheme"], "https");
+    assert_eq!(endpoint["tlsConfig"]["insecureSkipVerify"], true);
 }
 
 #[test]

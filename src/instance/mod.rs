@@ -563,7 +563,26 @@ pub async fn run(config: InstanceConfig) -> Result<(), Error> {
             source,
         })?;
     let (server_stop_tx, server_stop_rx) = watch::channel(false);
-    let server = tokio::spawn(api::serve(listener, shared.clone(), server_stop_rx));
+    // INTERIM (#27): one reading of the TLS Secret at the start, until the
+    // `pgtls` watcher's channel (held in `Shared`) is merged: the lead swaps
+    // that receiver in here, and the API and the peer client follow
+    // renewals from then on without a restart.
+    let api_material = match &shared.config.tls_dir {
+        Some(dir) => {
+            let (_, material) = watch::channel(Arc::new(tls::Material::read(dir)?));
+            Some(material)
+        }
+        None => None,
+    };
+    if let Some(material) = &api_material {
+        shared.ha.use_tls(material.clone());
+    }
+    let server = tokio::spawn(api::serve(
+        listener,
+        shared.clone(),
+        api_material,
+        server_stop_rx,
+    ));
 
     let result = manage(shared, stop_rx).await;
     let _ = server_stop_tx.send(true);

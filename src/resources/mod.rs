@@ -27,6 +27,7 @@ pub mod names;
 mod pdb;
 mod placement;
 mod pod;
+mod probe_scheme;
 mod pvc;
 mod restore;
 mod secret;

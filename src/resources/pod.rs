@@ -160,7 +160,9 @@ fn pod_spec(db: &ValidatedDatabase, instance: &str, image: &str, config: &BuildC
             resources: Some(compute::instance(&db.resources)),
             ..bootstrap_container(config)
         }]),
-        containers: vec![postgres_container(db, instance, image, config)],
+        containers: vec![super::probe_scheme::https_when_tls(postgres_container(
+            db, instance, image, config,
+        ))],
         volumes: Some(volumes(db, instance)),
         security_context: Some(pod_security_context()),
         termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),

@@ -30,7 +30,7 @@ use crate::api::v1::{Backup, Database};
 use crate::api::validate;
 use crate::contract::{BackupRequest, BackupStage, Role};
 use crate::controller::credentials::instance_token;
-use crate::controller::database::instances::{Answer, Call};
+use crate::controller::database::instances::{Answer, Call, Target};
 use crate::controller::{
     Change, Context, Error, FIELD_MANAGER, FINALIZER, conditions, key_of, namespace_of, reconciled,
     sample_every, verification,
@@ -240,7 +240,7 @@ impl Act<'_> {
         let call = Call::Backup(BackupRequest {
             backup: backup.name_any(),
         });
-        match self.ctx.instances.call(&ip, &token, call).await {
+        match self.ctx.instances.call(Target::plain(&ip), &token, call).await {
             Ok(Answer::Backup(run)) => {
                 info!(%instance, "backup started");
                 let mut next_status = from_run(&status, instance, Some(&run), generation, self.now);
@@ -274,7 +274,7 @@ impl Act<'_> {
             return from_run(&status, instance, None, generation, self.now);
         };
         let ip = source.ip.clone().unwrap_or_default();
-        match self.ctx.instances.backups(&ip).await {
+        match self.ctx.instances.backups(Target::plain(&ip)).await {
             Ok(runs) => {
                 let run = runs.backups.iter().find(|r| r.backup == backup.name_any());
                 if run.is_some_and(|r| r.stage == BackupStage::WaitingForWal)
@@ -349,7 +349,7 @@ async fn switch_primary_wal(ctx: &Context, namespace: &str, database: &str, sour
             return;
         }
     };
-    if let Err(error) = ctx.instances.call(ip, &token, Call::WalSwitch).await {
+    if let Err(error) = ctx.instances.call(Target::plain(ip), &token, Call::WalSwitch).await {
         warn!(primary = %primary.name, %error, "cannot switch the primary's WAL");
     }
 }

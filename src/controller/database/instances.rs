@@ -2,10 +2,18 @@
 //! /status` to observe, and the token-protected `POST`s that carry out an
 //! action. The controllers reach the managers through the [`Instances`]
 //! trait held in their context, so the reconcile shell can be tested with
-//! fake managers; [`HttpInstances`] is the real one: plain HTTP to the pod IP,
-//! the bearer token (a per-Database Secret) keeping anyone else from mutating.
+//! fake managers; [`HttpInstances`] is the real one: HTTP to the pod IP, the
+//! bearer token (a per-Database Secret) keeping anyone else from mutating.
+//!
+//! Each call names its [`Target`]: the pod IP and, for a pod that serves TLS,
+//! the instance name its certificate must carry and the Database's
+//! [`ClientTls`] (the operator's identity and the CAs that issue instance API
+//! certificates). Such a call goes over HTTPS presenting the operator's
+//! certificate; the rustls configuration is cached by the content of the
+//! material, so a renewed identity or a rotated bundle takes effect on the
+//! next call. A pod built before TLS is called in plaintext.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,8 +21,10 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::{Method, Request, StatusCode, header};
 use http_body_util::{BodyExt, Full};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
+use sha2::{Digest, Sha256};
 use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
 use tracing::{Instrument, Span, field, info_span};
@@ -40,6 +50,84 @@ const UNANSWERED_TIMEOUT: Duration = crate::failover::Timing::DEFAULT.request_ti
 /// Reload and sync wait for `pg_reload_conf()` and a short settle.
 const MUTATE_TIMEOUT: Duration = Duration::from_secs(15);
 const SLOW_MUTATE_TIMEOUT: Duration = Duration::from_secs(75);
+
+/// How the operator proves itself to, and verifies, the instances of one
+/// Database over TLS. Read by observe from the operator-only Secret `<db>-ca`
+/// (`operator.crt`/`operator.key`) and from the CAs that issue the instance
+/// API certificates.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientTls {
+    /// PEM of every CA that may have issued an instance's `api.crt`: the
+    /// current CA, during a CA rotation the old and the new one (the
+    /// user's CA in user-CA mode).
+    pub trust_pem: String,
+    /// The operator's client certificate (`operator.crt`, common name
+    /// [`crate::contract::tls::OPERATOR_COMMON_NAME`]).
+    pub cert_pem: String,
+    /// Its key (`operator.key`).
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for ClientTls {
+    /// The key stays out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("digest", &hex(&self.digest()))
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientTls {
+    /// Identifies the material: equal digests, the same rustls configuration.
+    fn digest(&self) -> [u8; 32] {
+        let mut hasher = Sha256::new();
+        for part in [&self.trust_pem, &self.cert_pem, &self.key_pem] {
+            hasher.update((part.len() as u64).to_be_bytes());
+            hasher.update(part.as_bytes());
+        }
+        hasher.finalize().into()
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where an instance manager is, and how to reach it.
+#[derive(Clone, Copy, Debug)]
+pub struct Target<'a> {
+    /// The pod IP.
+    pub ip: &'a str,
+    /// Set for a pod that serves TLS: HTTPS, the operator's certificate, and
+    /// a server certificate that must name `instance`.
+    pub tls: Option<TlsTarget<'a>>,
+}
+
+/// The TLS half of a [`Target`].
+#[derive(Clone, Copy, Debug)]
+pub struct TlsTarget<'a> {
+    /// The instance name the server's certificate must carry.
+    pub instance: &'a str,
+    pub client: &'a ClientTls,
+}
+
+impl<'a> Target<'a> {
+    /// A pod built without TLS (or whose Database's material is not known):
+    /// plain HTTP, as before #27.
+    pub fn plain(ip: &'a str) -> Self {
+        Target { ip, tls: None }
+    }
+
+    /// The target of `instance` at `ip`: over TLS when its pod serves TLS
+    /// (`lifecycle::observed::Pod.tls`, from the pod as built) and the
+    /// Database's client material is known, else plain.
+    pub fn of(ip: &'a str, instance: &'a str, pod_tls: bool, client: Option<&'a ClientTls>) -> Self {
+        let tls = client
+            .filter(|_| pod_tls)
+            .map(|client| TlsTarget { instance, client });
+        Target { ip, tls }
+    }
+}
 
 /// A mutating request to an instance manager.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -147,6 +235,15 @@ pub enum CallError {
         #[source]
         source: serde_json::Error,
     },
+    /// The Database's TLS material does not make a client (a key that does
+    /// not match the operator's certificate, a bundle without a CA).
+    #[error("{url}: the operator's TLS material for {instance}: {source}")]
+    Tls {
+        url: String,
+        instance: String,
+        #[source]
+        source: crate::tls::Error,
+    },
 }
 
 impl CallError {
@@ -160,7 +257,7 @@ impl CallError {
             {
                 Category::Rejected
             }
-            CallError::Decode { .. } => Category::Internal,
+            CallError::Decode { .. } | CallError::Tls { .. } => Category::Internal,
             _ => Category::Api,
         }
     }
@@ -178,44 +275,71 @@ impl CallError {
 
 /// How the operator reaches instance managers.
 pub trait Instances: Send + Sync {
-    /// `GET /status` of the manager at `pod_ip`.
-    fn status<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Status, CallError>>;
+    /// `GET /status` of the manager at `to`.
+    fn status<'a>(&'a self, to: Target<'a>) -> BoxFuture<'a, Result<Status, CallError>>;
 
-    /// `GET /backups`: the base backup runs the manager at `pod_ip` knows.
-    fn backups<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Backups, CallError>>;
+    /// `GET /backups`: the base backup runs the manager at `to` knows.
+    fn backups<'a>(&'a self, to: Target<'a>) -> BoxFuture<'a, Result<Backups, CallError>>;
 
-    /// `GET /restore`: where the restore bootstrap at `pod_ip` stands.
-    fn restore<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<RestoreProgress, CallError>>;
+    /// `GET /restore`: where the restore bootstrap at `to` stands.
+    fn restore<'a>(&'a self, to: Target<'a>) -> BoxFuture<'a, Result<RestoreProgress, CallError>>;
 
-    /// `GET /volumes`: how full the volumes of the manager at `pod_ip` are.
-    fn volumes<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Volumes, CallError>>;
+    /// `GET /volumes`: how full the volumes of the manager at `to` are.
+    fn volumes<'a>(&'a self, to: Target<'a>) -> BoxFuture<'a, Result<Volumes, CallError>>;
 
     /// A mutating `call` with the bearer `token`.
     fn call<'a>(
         &'a self,
-        pod_ip: &'a str,
+        to: Target<'a>,
         token: &'a str,
         call: Call,
     ) -> BoxFuture<'a, Result<Answer, CallError>>;
 }
 
-/// The instance API over HTTP/1.1, pooled.
+type HttpsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// Pooled HTTPS clients, one per pod address and instance name (the name is
+/// pinned in the client's verifier), with the digest of the material each
+/// was built from.
+#[derive(Default)]
+struct TlsClients {
+    by_target: HashMap<(String, String), ([u8; 32], HttpsClient)>,
+}
+
+/// Clients of pods that are gone are dropped all at once past this many.
+const MAX_TLS_CLIENTS: usize = 1024;
+
+/// The instance API over HTTP/1.1 or HTTPS, pooled.
 #[derive(Clone)]
 pub struct HttpInstances {
     client: Client<HttpConnector, Full<Bytes>>,
+    tls: Arc<Mutex<TlsClients>>,
     /// Pod addresses whose last read failed to arrive in time.
     unanswered: Arc<Mutex<HashSet<String>>>,
 }
 
+fn connector() -> HttpConnector {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(Duration::from_secs(2)));
+    // The HTTPS connector wraps this one: it must let `https://` through.
+    connector.enforce_http(false);
+    connector
+}
+
 impl Default for HttpInstances {
     fn default() -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(Duration::from_secs(2)));
         Self {
-            client: Client::builder(TokioExecutor::new()).build(connector),
+            client: Client::builder(TokioExecutor::new()).build(connector()),
+            tls: Arc::default(),
             unanswered: Arc::default(),
         }
     }
+}
+
+/// The connection a call goes over.
+enum Channel {
+    Plain(Client<HttpConnector, Full<Bytes>>),
+    Tls(HttpsClient),
 }
 
 /// The span of one call, a child of the reconcile's; [`recorded`] fills in
@@ -232,32 +356,32 @@ fn call_span(op: &str, pod_ip: &str) -> Span {
 }
 
 impl Instances for HttpInstances {
-    fn status<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Status, CallError>> {
-        Box::pin(self.read("status", pod_ip, path::STATUS))
+    fn status<'a>(&'a self, to: Target<'a>) -> BoxFuture<'a, Result<Status, CallError>> {
+        Box::pin(self.read("status", to, path::STATUS))
     }
 
-    fn backups<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Backups, CallError>> {
-        Box::pin(self.read("backups", pod_ip, path::BACKUPS))
+    fn backups<'a>(&'a self, to: Target<'a>) -> BoxFuture<'a, Result<Backups, CallError>> {
+        Box::pin(self.read("backups", to, path::BACKUPS))
     }
 
-    fn restore<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<RestoreProgress, CallError>> {
-        Box::pin(self.read("restore", pod_ip, path::RESTORE))
+    fn restore<'a>(&'a self, to: Target<'a>) -> BoxFuture<'a, Result<RestoreProgress, CallError>> {
+        Box::pin(self.read("restore", to, path::RESTORE))
     }
 
-    fn volumes<'a>(&'a self, pod_ip: &'a str) -> BoxFuture<'a, Result<Volumes, CallError>> {
-        Box::pin(self.read("volumes", pod_ip, path::VOLUMES))
+    fn volumes<'a>(&'a self, to: Target<'a>) -> BoxFuture<'a, Result<Volumes, CallError>> {
+        Box::pin(self.read("volumes", to, path::VOLUMES))
     }
 
     fn call<'a>(
         &'a self,
-        pod_ip: &'a str,
+        to: Target<'a>,
         token: &'a str,
         call: Call,
     ) -> BoxFuture<'a, Result<Answer, CallError>> {
-        let span = call_span(call.path().trim_start_matches('/'), pod_ip);
+        let span = call_span(call.path().trim_start_matches('/'), to.ip);
         Box::pin(
             async move {
-                let url = url(pod_ip, call.path());
+                let url = url(to, call.path());
                 let answer = async {
                     let body = call.body().map_err(|source| CallError::Decode {
                         url: url.clone(),
@@ -265,7 +389,7 @@ impl Instances for HttpInstances {
                     })?;
                     let timeout = call.timeout();
                     let reply = self
-                        .send(Method::POST, &url, Some(token), body, timeout)
+                        .send(to, Method::POST, &url, Some(token), body, timeout)
                         .await?;
                     Ok(match call {
                         Call::Reload(_) => Answer::Reload(decode(&url, &reply)?),
@@ -298,14 +422,52 @@ impl HttpInstances {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The channel to `to`: the shared plain client, or the pooled HTTPS
+    /// client for its address, name and material.
+    fn channel(&self, to: Target<'_>, url: &str) -> Result<Channel, CallError> {
+        let Some(tls) = to.tls else {
+            return Ok(Channel::Plain(self.client.clone()));
+        };
+        let digest = tls.client.digest();
+        let key = (to.ip.to_owned(), tls.instance.to_owned());
+        let mut clients = self.tls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((built_from, client)) = clients.by_target.get(&key)
+            && *built_from == digest
+        {
+            return Ok(Channel::Tls(client.clone()));
+        }
+        let config = crate::tls::rustls_config::client_config(
+            &tls.client.trust_pem,
+            Some((&tls.client.cert_pem, &tls.client.key_pem)),
+            tls.instance,
+        )
+        .map_err(|source| CallError::Tls {
+            url: url.to_owned(),
+            instance: tls.instance.to_owned(),
+            source,
+        })?;
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(Arc::unwrap_or_clone(config))
+            .https_only()
+            .enable_http1()
+            .wrap_connector(connector());
+        let client = Client::builder(TokioExecutor::new()).build(https);
+        if clients.by_target.len() >= MAX_TLS_CLIENTS {
+            clients.by_target.clear();
+        }
+        clients.by_target.insert(key, (digest, client.clone()));
+        Ok(Channel::Tls(client))
+    }
+
     /// An open `GET` of `path`, bounded like a status poll.
     async fn read<T: DeserializeOwned>(
         &self,
         op: &str,
-        pod_ip: &str,
+        to: Target<'_>,
         path: &str,
     ) -> Result<T, CallError> {
-        let url = url(pod_ip, path);
+        let pod_ip = to.ip;
+        let url = url(to, path);
         let timeout = if self.lock_unanswered().contains(pod_ip) {
             UNANSWERED_TIMEOUT
         } else {
@@ -314,7 +476,7 @@ impl HttpInstances {
         async {
             let answer = async {
                 let sent = self
-                    .send(Method::GET, &url, None, Bytes::new(), timeout)
+                    .send(to, Method::GET, &url, None, Bytes::new(), timeout)
                     .await;
                 let mut unanswered = self.lock_unanswered();
                 match &sent {
@@ -337,6 +499,7 @@ impl HttpInstances {
 
     async fn send(
         &self,
+        to: Target<'_>,
         method: Method,
         url: &str,
         token: Option<&str>,
@@ -362,12 +525,13 @@ impl HttpInstances {
         let request = request
             .body(Full::new(body))
             .map_err(|err| transport(Box::new(err)))?;
+        let channel = self.channel(to, url)?;
         let exchange = async {
-            let response = self
-                .client
-                .request(request)
-                .await
-                .map_err(|err| transport(Box::new(err)))?;
+            let response = match &channel {
+                Channel::Plain(client) => client.request(request).await,
+                Channel::Tls(client) => client.request(request).await,
+            }
+            .map_err(|err| transport(Box::new(err)))?;
             let status = response.status();
             let body = response
                 .into_body()
@@ -415,12 +579,14 @@ fn recorded<T>(answer: Result<T, CallError>) -> Result<T, CallError> {
     answer
 }
 
-fn url(pod_ip: &str, path: &str) -> String {
+fn url(to: Target<'_>, path: &str) -> String {
+    let scheme = if to.tls.is_some() { "https" } else { "http" };
+    let ip = to.ip;
     // An IPv6 pod IP needs brackets in a URL.
-    if pod_ip.contains(':') {
-        format!("http://[{pod_ip}]:{PORT}{path}")
+    if ip.contains(':') {
+        format!("{scheme}://[{ip}]:{PORT}{path}")
     } else {
-        format!("http://{pod_ip}:{PORT}{path}")
+        format!("{scheme}://{ip}:{PORT}{path}")
     }
 }
 
@@ -447,12 +613,12 @@ mod tests {
         let instances = HttpInstances::default();
         // The timeout each read used is in its error: no stopwatch, which a
         // slow machine would make lie.
-        let first = instances.status(ip).await;
+        let first = instances.status(Target::plain(ip)).await;
         let Err(CallError::Timeout { timeout: first, .. }) = first else {
             panic!("the first read did not time out: {first:?}");
         };
         assert_eq!(first, STATUS_TIMEOUT);
-        let second = instances.status(ip).await;
+        let second = instances.status(Target::plain(ip)).await;
         let Err(CallError::Timeout {
             timeout: second, ..
         }) = second
@@ -466,8 +632,32 @@ mod tests {
 
     #[test]
     fn urls_bracket_ipv6_addresses() {
-        assert_eq!(url("10.0.0.5", "/status"), "http://10.0.0.5:8000/status");
-        assert_eq!(url("fd00::5", "/status"), "http://[fd00::5]:8000/status");
+        let plain = |ip| url(Target::plain(ip), "/status");
+        assert_eq!(plain("10.0.0.5"), "http://10.0.0.5:8000/status");
+        assert_eq!(plain("fd00::5"), "http://[fd00::5]:8000/status");
+        let client = ClientTls {
+            trust_pem: String::new(),
+            cert_pem: String::new(),
+            key_pem: String::new(),
+        };
+        let tls = |ip| url(Target::of(ip, "pg-1", true, Some(&client)), "/status");
+        assert_eq!(tls("10.0.0.5"), "https://10.0.0.5:8000/status");
+        assert_eq!(tls("fd00::5"), "https://[fd00::5]:8000/status");
+    }
+
+    #[test]
+    fn a_pod_is_called_over_tls_only_when_it_serves_tls_and_the_material_is_known() {
+        let client = ClientTls {
+            trust_pem: "ca".into(),
+            cert_pem: "cert".into(),
+            key_pem: "key".into(),
+        };
+        let of = |pod_tls, client| Target::of("10.0.0.5", "pg-1", pod_tls, client).tls;
+        let tls = of(true, Some(&client)).expect("TLS");
+        assert_eq!(tls.instance, "pg-1");
+        assert!(of(false, Some(&client)).is_none(), "a pod built before TLS");
+        assert!(of(true, None).is_none(), "no material");
+        assert!(!format!("{client:?}").contains("key"), "{client:?}");
     }
 
     fn refused(status: StatusCode) -> CallError {

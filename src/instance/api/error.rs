@@ -14,7 +14,11 @@ pub enum Category {
     Invalid,
     /// No bearer token, or the wrong one (401).
     Unauthenticated,
-    /// Mutations are disabled on this instance (403).
+    /// The path needs a client certificate and none was presented (401,
+    /// without a bearer challenge: no token would do).
+    Uncertified,
+    /// Mutations are disabled on this instance, or the client certificate
+    /// names someone who may not call it (403).
     Forbidden,
     /// There is nothing of the kind here (404).
     NotFound,
@@ -32,7 +36,7 @@ impl Category {
     pub fn status(self) -> StatusCode {
         match self {
             Category::Invalid => StatusCode::BAD_REQUEST,
-            Category::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Category::Unauthenticated | Category::Uncertified => StatusCode::UNAUTHORIZED,
             Category::Forbidden => StatusCode::FORBIDDEN,
             Category::NotFound => StatusCode::NOT_FOUND,
             Category::Conflict => StatusCode::CONFLICT,

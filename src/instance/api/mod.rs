@@ -1,14 +1,23 @@
-//! The manager's HTTP API. Reads are open (the operator and the other instances
-//! poll them); mutations need `Authorization: Bearer $TUSK_INSTANCE_TOKEN`.
+//! The manager's HTTP API. Mutations need `Authorization: Bearer
+//! $TUSK_INSTANCE_TOKEN`. Without TLS reads are open (the operator and the
+//! other instances poll them); with TLS ([`tls`]) only the probes and the
+//! metrics are, the rest needs a client certificate of the operator or of an
+//! instance of the same Database ([`access`]).
 //!
 //! This file is the routing and the tracing of each operation; the handlers
 //! only take what the request holds through the [`extract`]ors, call the
 //! operation in [`ops`] and answer its result, or its [`ApiError`], whose
 //! category fixes the status.
 
+mod access;
 mod error;
 mod extract;
 mod ops;
+mod tls;
+#[cfg(test)]
+mod tls_tests;
+
+pub use tls::MaterialRx;
 
 use std::sync::Arc;
 
@@ -35,12 +44,26 @@ type AppState = Arc<Shared>;
 /// A mutation's authorization, checked inside the operation's span.
 type Auth = Result<Authorized, ApiError>;
 
+/// Serves the API on `listener` until `stop`: over TLS with `material`
+/// (see [`tls`]), in plaintext without.
 pub(crate) async fn serve(
     listener: TcpListener,
     shared: AppState,
+    material: Option<MaterialRx>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), Error> {
-    tracing::info!(addr = ?listener.local_addr().ok(), "serving the instance API");
+    tracing::info!(
+        addr = ?listener.local_addr().ok(),
+        tls = material.is_some(),
+        "serving the instance API"
+    );
+    if let Some(material) = material {
+        let router = router(shared.clone()).layer(axum::middleware::from_fn_with_state(
+            shared,
+            access::require,
+        ));
+        return tls::serve(listener, router, material, stop).await;
+    }
     axum::serve(listener, router(shared))
         .with_graceful_shutdown(async move {
             let _ = stop.wait_for(|stop| *stop).await;
@@ -315,9 +338,28 @@ mod tests {
     /// An API on a loopback port for an instance with `token` (no
     /// PostgreSQL behind it: only what answers without one is asked).
     async fn api(token: Option<&str>) -> (String, watch::Sender<bool>) {
+        let (listener, url) = loopback("127.0.0.1").await;
+        (url, serve_on(listener, token, None))
+    }
+
+    /// A listener on `ip` (port 0: any) and its `http://` URL.
+    pub(super) async fn loopback(ip: &str) -> (TcpListener, String) {
+        let listener = TcpListener::bind((ip, 0)).await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        (listener, url)
+    }
+
+    /// Serves the API of instance `pg-1` of Database `pg` on `listener`,
+    /// over TLS when `material` is given.
+    pub(super) fn serve_on(
+        listener: TcpListener,
+        token: Option<&str>,
+        material: Option<MaterialRx>,
+    ) -> watch::Sender<bool> {
         let mut args = vec![
             "tusk",
             "--instance=pg-1",
+            "--database=pg",
             "--pgdata=/nonexistent/pgdata",
             "--bootstrap=initdb",
             "--superuser-password=s",
@@ -331,11 +373,9 @@ mod tests {
             PathBuf::from("/nonexistent/bin"),
             Default::default(),
         ));
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("address"));
         let (stop, stopped) = watch::channel(false);
-        tokio::spawn(serve(listener, shared, stopped));
-        (url, stop)
+        tokio::spawn(serve(listener, shared, material, stopped));
+        stop
     }
 
     /// Status, `WWW-Authenticate` and body of one request.
@@ -404,7 +444,7 @@ mod tests {
             (
                 200,
                 None,
-                r#"{"members":[{"name":"pg-1","address":"10.0.0.1"},{"name":"pg-2","address":"10.0.0.2"}]}"#
+                r#"{"members":[{"name":"pg-1","address":"10.0.0.1","tls":false},{"name":"pg-2","address":"10.0.0.2","tls":false}]}"#
                     .to_owned()
             )
         );

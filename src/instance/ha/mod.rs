@@ -26,6 +26,8 @@ mod leadership;
 mod lease;
 mod loops;
 mod peers;
+#[cfg(test)]
+pub(crate) use peers::PeerClient as PeerClientForTests;
 mod state;
 
 use std::sync::{Mutex, PoisonError};
@@ -87,6 +89,12 @@ impl Ha {
             handover: Mutex::new(None),
             timing,
         }
+    }
+
+    /// Call the peers whose pods serve TLS over HTTPS, with the instance's
+    /// API certificate and the newest `material`.
+    pub fn use_tls(&self, material: crate::instance::api::MaterialRx) {
+        self.peers.use_tls(material);
     }
 
     /// Leader selection is on: the pod names a lease.

@@ -12,7 +12,7 @@ use super::{Applier, Done};
 use crate::api::v1::{Backup, Database};
 use crate::contract::RetentionRequest;
 use crate::controller::database::backups;
-use crate::controller::database::instances::{Answer, Call};
+use crate::controller::database::instances::{Answer, Call, Target};
 use crate::controller::{Context, Error, key_of};
 use crate::lifecycle::{BackupPurpose, RetentionPass};
 use crate::resources::{self, names};
@@ -85,7 +85,7 @@ impl Applier<'_> {
             },
         );
         let call = Call::Retention(RetentionRequest { window_seconds });
-        let report = match self.instances.call(&ip, &token, call).await {
+        let report = match self.instances.call(Target::plain(&ip), &token, call).await {
             Ok(Answer::Retention(report)) => report,
             Ok(_) => return Ok(None),
             Err(error) => {

@@ -31,7 +31,7 @@ use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::instances::{Call, Instances};
+use super::instances::{Call, Instances, Target};
 use super::observe::Snapshot;
 use crate::api::model::ValidatedDatabase;
 use crate::api::v1::Database;
@@ -256,7 +256,7 @@ impl Applier<'_> {
             .secret_password(&names::instance_token_secret(self.name()))
             .await?;
         self.instances
-            .call(&ip, &token, call)
+            .call(Target::plain(&ip), &token, call)
             .await
             .map(drop)
             .map_err(|source| Error::Instance {

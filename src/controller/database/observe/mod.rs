@@ -17,7 +17,7 @@ use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
 use super::backups;
-use super::instances::Instances;
+use super::instances::{Instances, Target};
 use super::restore::{self, Resolved};
 use crate::api::v1::Backup;
 use crate::api::v1::{Database, ObjectStore};
@@ -255,7 +255,7 @@ async fn poll_managers(api: &dyn Instances, pods: &[KubePod]) -> BTreeMap<String
         let ip = pod.status.as_ref()?.pod_ip.clone()?;
         let name = pod.name_any();
         Some(async move {
-            match api.status(&ip).await {
+            match api.status(Target::plain(&ip)).await {
                 Ok(status) => Some((name, status)),
                 Err(error) => {
                     tracing::debug!(pod = %name, %error, "instance manager did not answer");
@@ -283,7 +283,7 @@ async fn poll_restoring(
             return None;
         }
         let ip = pod.status.as_ref()?.pod_ip.clone()?;
-        Some(async move { api.restore(&ip).await.ok().map(|p| (name, p)) })
+        Some(async move { api.restore(Target::plain(&ip)).await.ok().map(|p| (name, p)) })
     });
     join_all(restoring_pods)
         .await

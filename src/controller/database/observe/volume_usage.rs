@@ -9,7 +9,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use super::super::instances::Instances;
+use super::super::instances::{Instances, Target};
 use crate::contract::Volumes;
 
 /// `/volumes` of every running pod's manager, concurrently, by pod name; a
@@ -19,7 +19,7 @@ pub async fn poll(api: &dyn Instances, pods: &[KubePod]) -> BTreeMap<String, Vol
         let ip = pod.status.as_ref()?.pod_ip.clone()?;
         let name = pod.name_any();
         Some(async move {
-            match api.volumes(&ip).await {
+            match api.volumes(Target::plain(&ip)).await {
                 Ok(volumes) => Some((name, volumes)),
                 Err(error) => {
                     tracing::debug!(pod = %name, %error, "no volume usage from the manager");
