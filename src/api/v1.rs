@@ -15,6 +15,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 pub use super::resources::{ComputeResources, ResourcesSpec};
+pub use super::tls::{TlsSecretReference, TlsSpec, TlsVersion};
 pub use super::status::{
     BackupPhase, BackupStatus, DatabasePhase, DatabaseStatus, InstanceRole, InstanceStatus,
     LastBackup, MigrationsStatus,
@@ -151,6 +152,13 @@ pub struct DatabaseSpec {
     /// instance manager share it). See [`ResourcesSpec`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourcesSpec>,
+
+    /// TLS for every connection: applications, replication, the instance
+    /// API. Always on; this says how (protocol version, plaintext opt-out,
+    /// client certificates, lifetimes, your own CA or server certificate,
+    /// CA rotation). See [`TlsSpec`].
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub tls: TlsSpec,
 }
 
 fn default_instances() -> i32 {
