@@ -143,9 +143,8 @@ fn tls_status() -> BoxedStrategy<TlsStatus> {
 /// [`crate::api::tls::errors`]'s, not the conversion's). Boxed like the
 /// other groups of [`spec_v1`].
 fn tls() -> BoxedStrategy<v1::TlsSpec> {
-    let secret = || {
-        option::of("[a-z]{1,12}".prop_map(|secret_name| v1::TlsSecretReference { secret_name }))
-    };
+    let secret =
+        || option::of("[a-z]{1,12}".prop_map(|secret_name| v1::TlsSecretReference { secret_name }));
     (
         (
             any::<bool>(),
@@ -486,12 +485,13 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
         );
     // Boxed: one more level in the tuple above overflows a test thread's
     // stack when proptest builds the value tree in a debug build.
-    (base.boxed(), option::of(resources()), tls())
-        .prop_map(|(spec, resources, tls)| v1::DatabaseSpec {
+    (base.boxed(), option::of(resources()), tls()).prop_map(|(spec, resources, tls)| {
+        v1::DatabaseSpec {
             resources,
             tls,
             ..spec
-        })
+        }
+    })
 }
 
 fn wal_storage() -> impl Strategy<Value = v1::WalStorageSpec> {

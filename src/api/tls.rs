@@ -323,13 +323,13 @@ pub fn parse_duration(value: &str) -> Result<Duration, String> {
 /// Database; the controller reports them in the `Certificates` condition.
 pub fn errors(spec: &TlsSpec) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    let mut parsed = |field: &str, value: Option<&String>, default: &str| {
-        match parse_duration(value.map_or(default, String::as_str)) {
-            Ok(duration) => Some(duration),
-            Err(e) => {
-                errors.push(FieldError::new(format!("spec.tls.{field}"), e));
-                None
-            }
+    let mut parsed = |field: &str, value: Option<&String>, default: &str| match parse_duration(
+        value.map_or(default, String::as_str),
+    ) {
+        Ok(duration) => Some(duration),
+        Err(e) => {
+            errors.push(FieldError::new(format!("spec.tls.{field}"), e));
+            None
         }
     };
     let lifetime = parsed(
@@ -453,7 +453,9 @@ fn is_dns_subdomain(name: &str) -> bool {
     let alphanumeric = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     !name.is_empty()
         && name.len() <= 253
-        && name.bytes().all(|b| alphanumeric(b) || b == b'-' || b == b'.')
+        && name
+            .bytes()
+            .all(|b| alphanumeric(b) || b == b'-' || b == b'.')
         && name.bytes().next().is_some_and(alphanumeric)
         && name.bytes().last().is_some_and(alphanumeric)
 }
@@ -582,7 +584,10 @@ mod tests {
         let settings = TlsSettings::resolve(&TlsSpec::default());
         assert_eq!(settings.as_ref(), Some(&TlsSettings::default()));
         let settings = TlsSettings::default();
-        assert_eq!(settings.certificate_lifetime, Duration::from_secs(7 * 86_400));
+        assert_eq!(
+            settings.certificate_lifetime,
+            Duration::from_secs(7 * 86_400)
+        );
         assert_eq!(
             settings.renew_before,
             Duration::from_secs(7 * 86_400 / 3),
@@ -678,7 +683,10 @@ mod tests {
             ..TlsSpec::default()
         };
         assert_eq!(
-            errors(&both).iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
+            errors(&both)
+                .iter()
+                .map(|e| e.path.as_str())
+                .collect::<Vec<_>>(),
             ["spec.tls.server"]
         );
         let rotate_user_ca = TlsSpec {
@@ -712,7 +720,9 @@ mod tests {
         };
         assert_eq!(
             messages(&spec),
-            ["spec.tls.server.secretName: \"Not_A_Name\" is not a Secret name (lower-case letters, digits, '-' and '.', at most 253)"]
+            [
+                "spec.tls.server.secretName: \"Not_A_Name\" is not a Secret name (lower-case letters, digits, '-' and '.', at most 253)"
+            ]
         );
     }
 

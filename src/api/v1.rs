@@ -15,11 +15,11 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 pub use super::resources::{ComputeResources, ResourcesSpec};
-pub use super::tls::{TlsSecretReference, TlsSpec, TlsVersion};
 pub use super::status::{
     BackupPhase, BackupStatus, DatabasePhase, DatabaseStatus, InstanceRole, InstanceStatus,
     LastBackup, MigrationsStatus,
 };
+pub use super::tls::{TlsSecretReference, TlsSpec, TlsVersion};
 
 /// A PostgreSQL cluster managed by Tusk: a primary, streaming replicas, their
 /// volumes, services and credentials, and (optionally) backups to object storage.

@@ -85,7 +85,9 @@ pub fn validated(
             "has a duration that does not parse",
         )]
     })?;
-    Ok(ValidatedDatabase::new(&db, version, resources, tls, defaults))
+    Ok(ValidatedDatabase::new(
+        &db, version, resources, tls, defaults,
+    ))
 }
 
 /// Checks a Database on its own (create, and every reconcile).
