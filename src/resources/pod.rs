@@ -537,7 +537,8 @@ mod tests {
             pod.annotations().get(SPEC_HASH_ANNOTATION).cloned()
         };
         let plain = sample_database();
-        let edits: [(&str, fn(&mut crate::api::v1::TlsSpec)); 3] = [
+        type Edit = fn(&mut crate::api::v1::TlsSpec);
+        let edits: [(&str, Edit); 3] = [
             ("allowPlaintext", |t| t.allow_plaintext = true),
             ("minProtocolVersion", |t| {
                 t.min_protocol_version = crate::api::v1::TlsVersion::Tls12;
