@@ -288,7 +288,7 @@ pub fn wants_probe(observed: &TlsObserved) -> bool {
         .instances
         .values()
         .filter(|i| i.serving)
-        .any(|i| !reports_secret(i))
+        .any(|i| !in_effect(i))
 }
 
 /// Decides the TLS actions, stage and condition of one pass. Pure.
@@ -334,8 +334,19 @@ pub fn plan(observed: &TlsObserved) -> TlsPlan {
     if !leaves_moved {
         trust.extend(in_use.iter().map(|fp| CaRef::Known(fp.clone())));
     }
+    // A manager may still have loaded a CA Tusk no longer has: dropping it
+    // is not done before it says so.
+    let lingering = observed.instances.values().any(|i| {
+        i.serving
+            && i.report.as_ref().is_some_and(|r| {
+                r.trusted
+                    .iter()
+                    .chain(&r.client_trusted)
+                    .any(|fp| Some(fp) != target_fp.as_ref())
+            })
+    });
     let stage = match () {
-        _ if in_use.is_empty() && !has_next(observed) => Stage::Stable,
+        _ if in_use.is_empty() && !has_next(observed) && !lingering => Stage::Stable,
         _ if !trusting => Stage::TrustingBoth,
         _ if !leaves_moved => Stage::Reissuing,
         _ => Stage::DroppingOld,
@@ -343,7 +354,7 @@ pub fn plan(observed: &TlsObserved) -> TlsPlan {
     if stage == Stage::DroppingOld && has_next(observed) {
         out.actions.push(TlsAction::PromoteNext);
     }
-    operator(observed, &target_fp, issuer.as_ref(), &mut out);
+    operator(observed, &target_fp, (issuer.as_ref(), &target), &mut out);
     for (name, instance) in &observed.instances {
         write(
             observed,
@@ -490,6 +501,17 @@ fn reports_secret(i: &InstanceTls) -> bool {
         && secret.api.as_ref().map(|l| l.serial.as_str()) == Some(report.api_serial.as_str())
 }
 
+/// The manager reports its whole Secret in effect: serials and bundles.
+fn in_effect(i: &InstanceTls) -> bool {
+    let (Some(secret), Some(report)) = (&i.secret, &i.report) else {
+        return false;
+    };
+    let set = |v: &Vec<String>| v.iter().cloned().collect::<BTreeSet<String>>();
+    reports_secret(i)
+        && set(&report.trusted) == secret.trusted
+        && set(&report.client_trusted) == secret.client_trusted
+}
+
 /// Instance `name` holds leaves of `target` only, sound and confirmed in
 /// effect: reported loaded, and the server one presented in a handshake.
 fn leaves_on(observed: &TlsObserved, name: &str, i: &InstanceTls, target: Option<&str>) -> bool {
@@ -558,9 +580,18 @@ fn reason(
 
 /// The operator's identity: issued when missing, due, or from another CA
 /// once the target is trusted everywhere.
-fn operator(observed: &TlsObserved, target: &Option<String>, issuer: Option<&CaRef>, out: &mut Out) {
-    let Some(issuer) = issuer else {
-        return;
+fn operator(
+    observed: &TlsObserved,
+    target: &Option<String>,
+    (issuer, target_ref): (Option<&CaRef>, &CaRef),
+    out: &mut Out,
+) {
+    // Without an identity the operator reads no report, so no step could
+    // ever be confirmed: a missing one comes from the target at worst.
+    let issuer = match (issuer, &observed.operator) {
+        (Some(issuer), _) => issuer,
+        (None, None) => target_ref,
+        (None, Some(_)) => return,
     };
     let stale = match &observed.operator {
         None => true,
@@ -605,17 +636,15 @@ fn write(
         }
         // Moving a sound leaf to the target waits until the target is
         // trusted everywhere; anything else is renewed from the CA that is.
-        // With none (a user's CA replaced, Tusk's lost) only a missing leaf
-        // is issued, from the target: nothing verifies an absent one either.
-        let allowed = match issuer {
-            Some(issuer) => why != MOVING || issuer == target_ref,
-            None => why == MISSING,
-        };
-        if allowed {
+        // With none (a user's CA replaced, Tusk's lost) nothing is issued
+        // until the bundles with the target are loaded everywhere: a new
+        // instance's pod waits for its leaves.
+        if let Some(issuer) = issuer
+            && (why != MOVING || issuer == target_ref)
+        {
             issue.push(kind);
         }
     }
-    let issuer = issuer.unwrap_or(target_ref);
     let wanted: BTreeSet<String> = trust
         .iter()
         .filter_map(|c| match c {
@@ -637,7 +666,7 @@ fn write(
         out.actions.push(TlsAction::WriteInstance {
             instance: name.clone(),
             trust: trust.to_vec(),
-            issuer: (!issue.is_empty()).then(|| issuer.clone()),
+            issuer: issuer.filter(|_| !issue.is_empty()).cloned(),
             issue,
         });
     }
@@ -759,7 +788,7 @@ fn waiting(observed: &TlsObserved, stage: Stage) -> String {
         .iter()
         .filter(|(_, i)| i.serving && i.secret.is_some())
         .filter(|(_, i)| {
-            !reports_secret(i)
+            !in_effect(i)
                 || (stage != Stage::Stable
                     && !matches!(&i.probe, Probe::Presented(s) if i.secret.as_ref().and_then(|h| h.server.as_ref()).is_some_and(|l| l.serial == *s)))
         })
