@@ -15,6 +15,7 @@ pub mod postgres;
 pub mod resources;
 pub mod schedule;
 pub mod telemetry;
+pub mod tls;
 pub mod upgrade;
 pub mod wal;
 pub mod webhook;
