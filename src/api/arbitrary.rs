@@ -12,6 +12,7 @@ use proptest::prelude::*;
 
 use super::conversion::V1_FIELDS_ANNOTATION;
 use super::status::*;
+use super::tls::{InstanceTlsStatus, TlsSourceStatus, TlsStage, TlsStatus};
 use super::{v1, v1alpha1};
 
 fn small_string() -> impl Strategy<Value = String> {
@@ -88,12 +89,95 @@ fn migrations_status() -> impl Strategy<Value = MigrationsStatus> {
 }
 
 fn database_status() -> impl Strategy<Value = DatabaseStatus> {
-    (option::of(migrations_status()), database_status_base()).prop_map(|(migrations, status)| {
-        DatabaseStatus {
+    (
+        option::of(migrations_status()),
+        option::of(tls_status()),
+        database_status_base(),
+    )
+        .prop_map(|(migrations, tls, status)| DatabaseStatus {
             migrations,
+            tls,
             ..status
-        }
-    })
+        })
+}
+
+/// `status.tls`.
+fn tls_status() -> BoxedStrategy<TlsStatus> {
+    (
+        proptest::sample::select(vec![
+            TlsStage::Stable,
+            TlsStage::TrustingBoth,
+            TlsStage::Reissuing,
+            TlsStage::DroppingOld,
+        ]),
+        option::of(proptest::sample::select(vec![
+            TlsSourceStatus::Operator,
+            TlsSourceStatus::CaSecret,
+            TlsSourceStatus::ServerSecret,
+        ])),
+        option::of(Just("2036-11-26T04:00:00Z".to_owned())),
+        vec(
+            (small_string(), option::of("[0-9a-f]{1,16}"), any::<bool>()).prop_map(
+                |(name, serial, presented)| InstanceTlsStatus {
+                    secret: format!("{name}-tls"),
+                    name,
+                    not_after: serial.as_ref().map(|_| "2026-12-03T04:00:00Z".to_owned()),
+                    serial,
+                    presented,
+                },
+            ),
+            0..3,
+        ),
+    )
+        .prop_map(|(stage, source, ca_not_after, instances)| TlsStatus {
+            stage,
+            source,
+            earliest_not_after: instances.first().and_then(|i| i.not_after.clone()),
+            ca_not_after,
+            instances,
+        })
+        .boxed()
+}
+
+/// `spec.tls`: any field set or not (the rules between them are
+/// [`crate::api::tls::errors`]'s, not the conversion's). Boxed like the
+/// other groups of [`spec_v1`].
+fn tls() -> BoxedStrategy<v1::TlsSpec> {
+    let secret =
+        || option::of("[a-z]{1,12}".prop_map(|secret_name| v1::TlsSecretReference { secret_name }));
+    (
+        (
+            any::<bool>(),
+            prop_oneof![Just(v1::TlsVersion::Tls12), Just(v1::TlsVersion::Tls13)],
+            any::<bool>(),
+        ),
+        (
+            option::of("[1-9][0-9]{0,2}[hdw]"),
+            option::of("[1-9][0-9]{0,2}[hdw]"),
+            option::of("[1-9][0-9]{0,3}d"),
+            option::of("[1-9][0-9]{0,2}d"),
+        ),
+        (secret(), secret(), option::of(small_string())),
+    )
+        .prop_map(
+            |(
+                (allow_plaintext, min_protocol_version, client_certificates),
+                (certificate_lifetime, renew_before, ca_lifetime, ca_renew_before),
+                (ca, server, rotate_ca),
+            )| v1::TlsSpec {
+                allow_plaintext,
+                min_protocol_version,
+                client_certificates,
+                certificate_lifetime,
+                renew_before,
+                ca_lifetime,
+                ca_renew_before,
+                ca,
+                server,
+                rotate_ca,
+            },
+        )
+        .boxed()
 }
 
 fn database_status_base() -> impl Strategy<Value = DatabaseStatus> {
@@ -176,6 +260,7 @@ fn database_status_base() -> impl Strategy<Value = DatabaseStatus> {
                 }),
                 last_backup,
                 migrations: None,
+                tls: None,
                 // Derived from other drawn values: the tuple is at its size limit.
                 resources: ready_instances.map(|n| crate::api::resources::ResourcesStatus {
                     qos_class: (n % 2 == 0).then(|| "Guaranteed".to_owned()),
@@ -394,13 +479,19 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
                         annotations,
                     },
                     resources: None,
+                    tls: v1::TlsSpec::default(),
                 }
             },
         );
     // Boxed: one more level in the tuple above overflows a test thread's
     // stack when proptest builds the value tree in a debug build.
-    (base.boxed(), option::of(resources()))
-        .prop_map(|(spec, resources)| v1::DatabaseSpec { resources, ..spec })
+    (base.boxed(), option::of(resources()), tls()).prop_map(|(spec, resources, tls)| {
+        v1::DatabaseSpec {
+            resources,
+            tls,
+            ..spec
+        }
+    })
 }
 
 fn wal_storage() -> impl Strategy<Value = v1::WalStorageSpec> {
@@ -517,6 +608,7 @@ pub fn sample_database() -> v1::Database {
             priority_class_name: None,
             inherited_metadata: v1::InheritedMetadata::default(),
             resources: None,
+            tls: v1::TlsSpec::default(),
         },
     );
     db.metadata.namespace = Some("shop".into());

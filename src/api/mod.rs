@@ -11,6 +11,7 @@ pub mod quantity;
 pub mod resources;
 pub mod status;
 pub mod store;
+pub mod tls;
 pub mod v1;
 pub mod v1alpha1;
 pub mod validate;

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use super::placement::Placement;
 use super::resources::InstanceResources;
 use super::store;
+use super::tls::TlsSettings;
 use super::v1::{
     Database, InheritedMetadata, InitdbSpec, ObjectStore, ReplicationSpec, StorageSpec,
     WalStorageSpec,
@@ -70,16 +71,20 @@ pub struct ValidatedDatabase {
     /// The memory and WAL settings derived from `resources` and the volume
     /// (see [`crate::postgres::memory`]), whether or not the user overrides them.
     pub derived: memory::Derived,
+    /// `spec.tls`, resolved (defaults folded in, durations parsed).
+    pub tls: TlsSettings,
 }
 
 impl ValidatedDatabase {
     /// The model of `db`, whose version parsed as `version`, whose
-    /// `spec.resources` resolved as `resources`, and whose spec
+    /// `spec.resources` resolved as `resources`, whose `spec.tls` resolved as
+    /// `tls`, and whose spec
     /// passed every rule (only [`super::validate::validated`] calls this).
     pub(super) fn new(
         db: &Database,
         version: PgVersion,
         resources: InstanceResources,
+        tls: TlsSettings,
         defaults: &Defaults<'_>,
     ) -> Self {
         let spec = &db.spec;
@@ -110,6 +115,7 @@ impl ValidatedDatabase {
             inherited: spec.inherited_metadata.clone(),
             resources,
             derived,
+            tls,
         }
     }
 

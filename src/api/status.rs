@@ -64,6 +64,11 @@ pub struct DatabaseStatus {
     /// `spec.resources`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<super::resources::ResourcesStatus>,
+
+    /// The certificates in effect: their source, the CA rotation stage,
+    /// expiry, and per instance the certificate presented.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<super::tls::TlsStatus>,
 }
 
 /// The schema migrations run so far.

@@ -19,6 +19,7 @@ pub use super::status::{
     BackupPhase, BackupStatus, DatabasePhase, DatabaseStatus, InstanceRole, InstanceStatus,
     LastBackup, MigrationsStatus,
 };
+pub use super::tls::{TlsSecretReference, TlsSpec, TlsVersion};
 
 /// A PostgreSQL cluster managed by Tusk: a primary, streaming replicas, their
 /// volumes, services and credentials, and (optionally) backups to object storage.
@@ -151,6 +152,13 @@ pub struct DatabaseSpec {
     /// instance manager share it). See [`ResourcesSpec`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourcesSpec>,
+
+    /// TLS for every connection: applications, replication, the instance
+    /// API. Always on; this says how (protocol version, plaintext opt-out,
+    /// client certificates, lifetimes, your own CA or server certificate,
+    /// CA rotation). See [`TlsSpec`].
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub tls: TlsSpec,
 }
 
 fn default_instances() -> i32 {

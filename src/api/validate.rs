@@ -78,7 +78,16 @@ pub fn validated(
             "has a quantity that does not parse",
         )]
     })?;
-    Ok(ValidatedDatabase::new(&db, version, resources, defaults))
+    // [`database`] refused durations that do not parse.
+    let tls = super::tls::TlsSettings::resolve(&db.spec.tls).ok_or_else(|| {
+        vec![FieldError::new(
+            "spec.tls",
+            "has a duration that does not parse",
+        )]
+    })?;
+    Ok(ValidatedDatabase::new(
+        &db, version, resources, tls, defaults,
+    ))
 }
 
 /// Checks a Database on its own (create, and every reconcile).
@@ -146,6 +155,7 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
     errors.extend(super::wal_storage::errors(spec));
     errors.extend(super::placement::errors(spec));
     errors.extend(super::resources::errors(spec.resources.as_ref()));
+    errors.extend(super::tls::errors(&spec.tls));
     errors
 }
 

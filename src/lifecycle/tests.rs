@@ -38,6 +38,7 @@ pub(super) fn spec(instances: i32, mode: ReplicationMode, min_sync: i32) -> Data
         priority_class_name: None,
         inherited_metadata: Default::default(),
         resources: None,
+        tls: Default::default(),
     }
 }
 

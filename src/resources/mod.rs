@@ -31,6 +31,7 @@ mod pvc;
 mod restore;
 mod secret;
 mod service;
+pub mod tls;
 pub mod upgrade;
 mod verify;
 mod wal_volume;

@@ -3,8 +3,9 @@
 //! Database names are limited to [`crate::api::validate::MAX_NAME_LEN`] (50)
 //! characters so that the longest derived name, `<db>-replication` (62) or
 //! `<db>-<serial>` with a ten-digit serial (61), still fits in 63. (A WAL
-//! PVC, `<db>-<serial>-wal`, may reach 65: it is never a label value, and
-//! PVC names may have 253.)
+//! PVC, `<db>-<serial>-wal`, and an instance's TLS Secret,
+//! `<db>-<serial>-tls`, may reach 65: neither is a label value, and PVC and
+//! Secret names may have 253.)
 
 /// Instance `serial` of database `db`: its Pod, its PVC and its
 /// `tusk.dev/instance` label value. Serials start at 1; a new instance takes the
@@ -81,6 +82,18 @@ pub fn app_secret(db: &str) -> String {
 /// Secret with the streaming replication role's credentials.
 pub fn replication_secret(db: &str) -> String {
     format!("{db}-replication")
+}
+
+/// The operator-only Secret of Tusk's CA and the operator's client identity
+/// (never mounted in a pod; see `resources::tls`).
+pub fn ca_secret(db: &str) -> String {
+    format!("{db}-ca")
+}
+
+/// The TLS Secret of `instance` (`<db>-<serial>-tls`), mounted in its pod.
+/// Up to 65 characters: never a label value, and Secret names may have 253.
+pub fn instance_tls_secret(instance: &str) -> String {
+    format!("{instance}-tls")
 }
 
 /// PodDisruptionBudget protecting the primary.

@@ -5,7 +5,8 @@
 //! `tusk instance` as PID 1, which initialises or clones the data directory,
 //! supervises `postgres` and serves the instance API on port 8000. What it
 //! shares with the Jobs (layout, init container, security) is in
-//! [`super::container`].
+//! [`super::container`]; its TLS Secret volume and TLS environment are
+//! [`super::tls`]'s.
 
 use k8s_openapi::api::core::v1::{
     ConfigMapProjection, Container, ContainerPort, DownwardAPIProjection, DownwardAPIVolumeFile,
@@ -23,7 +24,7 @@ use super::container::{
 };
 use super::secret::{SecretKind, secret_env};
 use super::{
-    BuildConfig, compute, hash, inherited, labels, names, object_meta, placement, wal_volume,
+    BuildConfig, compute, hash, inherited, labels, names, object_meta, placement, tls, wal_volume,
 };
 use crate::api::model::ValidatedDatabase;
 use crate::api::status::InstanceRole;
@@ -234,6 +235,7 @@ fn postgres_container(
                     .map(|_| mount(STORE_CREDENTIALS_VOLUME, STORE_CREDENTIALS_MOUNT, true)),
             )
             .chain(wal_volume::mount(db))
+            .chain([tls::instance_mount()])
             .collect(),
         ),
         resources: Some(compute::instance(&db.resources)),
@@ -283,6 +285,7 @@ fn env(db: &ValidatedDatabase, instance: &str) -> Vec<EnvVar> {
         vars.extend(instance_objectstore_env(store));
     }
     vars.extend(wal_volume::env(db));
+    vars.extend(tls::instance_env(db));
     vars
 }
 
@@ -330,6 +333,7 @@ fn volumes(db: &ValidatedDatabase, instance: &str) -> Vec<Volume> {
     .into_iter()
     .chain(db.object_store.as_ref().and_then(store_credentials_volume))
     .chain(wal_volume::volume(db, instance))
+    .chain([tls::instance_volume(instance)])
     .collect()
 }
 

@@ -6,6 +6,11 @@
 //! the Secret with a new password would lock the instance manager and the
 //! applications out. Users may rotate a password by editing the Secret together
 //! with the role.
+//!
+//! Their TLS keys (`ca.crt`, `sslmode`, the app role's client certificate)
+//! change with every renewal, so they are not written here but applied
+//! separately by another field manager ([`super::tls`]) that never carries a
+//! password.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -14,6 +19,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Secret, SecretKeySelector};
 
 use super::container::POSTGRES_PORT;
+use super::tls::SSLMODE;
 use super::{labels, names, object_meta};
 use crate::api::model::ValidatedDatabase;
 
@@ -64,9 +70,11 @@ impl SecretKind {
 }
 
 /// Secret `kind` of `db`, holding `password`, of type `kubernetes.io/basic-auth`
-/// with keys `username` and `password`. The App Secret adds what a client needs
-/// to connect: `dbname`, `host` (`<db>-rw.<namespace>.svc`), `port` and a `uri`
-/// with the password percent-encoded.
+/// with keys `username` and `password`. The App and Superuser Secrets add what
+/// a client needs to connect: `dbname`, `host` (`<db>-rw.<namespace>.svc`),
+/// `port` and a `uri` with the password percent-encoded and
+/// `sslmode=verify-full` (the CA, `ca.crt`, is added by the TLS field
+/// manager: [`super::tls::credential_tls_apply`]).
 ///
 /// Create only when absent; never overwrite (see the module documentation).
 pub fn secret(db: &ValidatedDatabase, kind: SecretKind, password: &str) -> Secret {
@@ -75,30 +83,30 @@ pub fn secret(db: &ValidatedDatabase, kind: SecretKind, password: &str) -> Secre
     let mut put = |key: &str, value: &str| {
         data.insert(key.to_owned(), ByteString(value.as_bytes().to_vec()));
     };
+    // Without a namespace the short name still resolves from pods in the
+    // database's own namespace, which is better than a wrong guess.
+    let host = match &db.namespace {
+        Some(ns) => format!("{}.{ns}.svc", names::rw_service(&db_name)),
+        None => names::rw_service(&db_name),
+    };
+    let mut connection = |user: &str, dbname: &str| {
+        let uri = format!(
+            "postgresql://{}:{}@{host}:{POSTGRES_PORT}/{}?sslmode={SSLMODE}",
+            percent_encode(user),
+            percent_encode(password),
+            percent_encode(dbname),
+        );
+        put(USERNAME_KEY, user);
+        put("dbname", dbname);
+        put("host", &host);
+        put("port", &POSTGRES_PORT.to_string());
+        put("uri", &uri);
+    };
     match kind {
-        SecretKind::Superuser => put(USERNAME_KEY, SUPERUSER_USERNAME),
+        SecretKind::Superuser => connection(SUPERUSER_USERNAME, SUPERUSER_USERNAME),
+        SecretKind::App => connection(&db.initdb.owner, &db.initdb.database),
         SecretKind::Replication => put(USERNAME_KEY, REPLICATION_USERNAME),
         SecretKind::InstanceToken => put(USERNAME_KEY, INSTANCE_TOKEN_USERNAME),
-        SecretKind::App => {
-            let initdb = &db.initdb;
-            // Without a namespace the short name still resolves from pods in the
-            // database's own namespace, which is better than a wrong guess.
-            let host = match &db.namespace {
-                Some(ns) => format!("{}.{ns}.svc", names::rw_service(&db_name)),
-                None => names::rw_service(&db_name),
-            };
-            let uri = format!(
-                "postgresql://{}:{}@{host}:{POSTGRES_PORT}/{}",
-                percent_encode(&initdb.owner),
-                percent_encode(password),
-                percent_encode(&initdb.database),
-            );
-            put(USERNAME_KEY, &initdb.owner);
-            put("dbname", &initdb.database);
-            put("host", &host);
-            put("port", &POSTGRES_PORT.to_string());
-            put("uri", &uri);
-        }
     }
     put(PASSWORD_KEY, password);
     Secret {
@@ -161,12 +169,18 @@ mod tests {
     #[test]
     fn superuser_and_replication() {
         let db = sample_database();
-        for (kind, name, user) in [
-            (SecretKind::Superuser, "orders-superuser", "postgres"),
+        for (kind, name, user, keys) in [
+            (
+                SecretKind::Superuser,
+                "orders-superuser",
+                "postgres",
+                &["dbname", "host", "password", "port", "uri", "username"][..],
+            ),
             (
                 SecretKind::Replication,
                 "orders-replication",
                 "tusk_replication",
+                &["password", "username"][..],
             ),
         ] {
             let s = secret(&model(&db), kind, "s3cret");
@@ -175,7 +189,14 @@ mod tests {
             assert_eq!(s.type_.as_deref(), Some("kubernetes.io/basic-auth"));
             assert_eq!(text(&s, "username"), user);
             assert_eq!(text(&s, "password"), "s3cret");
-            assert_eq!(s.data.as_ref().map(BTreeMap::len), Some(2));
+            assert_eq!(
+                s.data
+                    .iter()
+                    .flatten()
+                    .map(|(k, _)| k.as_str())
+                    .collect::<Vec<_>>(),
+                keys
+            );
             assert_eq!(
                 s.metadata.labels.clone().unwrap_or_default(),
                 labels::common("orders")
@@ -185,6 +206,16 @@ mod tests {
                 super::super::owner_reference(&db).map(|o| vec![o])
             );
         }
+    }
+
+    #[test]
+    fn the_superuser_secret_connects_with_verify_full() {
+        let s = secret(&model(&sample_database()), SecretKind::Superuser, "pw");
+        assert_eq!(text(&s, "dbname"), "postgres");
+        assert_eq!(
+            text(&s, "uri"),
+            "postgresql://postgres:pw@orders-rw.shop.svc:5432/postgres?sslmode=verify-full"
+        );
     }
 
     #[test]
@@ -198,7 +229,7 @@ mod tests {
         assert_eq!(text(&s, "port"), "5432");
         assert_eq!(
             text(&s, "uri"),
-            "postgresql://app:pw@orders-rw.shop.svc:5432/app"
+            "postgresql://app:pw@orders-rw.shop.svc:5432/app?sslmode=verify-full"
         );
     }
 
@@ -218,7 +249,7 @@ mod tests {
         assert_eq!(text(&s, "password"), "p@ss:w/rd%?#é");
         assert_eq!(
             text(&s, "uri"),
-            "postgresql://clerk:p%40ss%3Aw%2Frd%25%3F%23%C3%A9@orders-rw.shop.svc:5432/shop"
+            "postgresql://clerk:p%40ss%3Aw%2Frd%25%3F%23%C3%A9@orders-rw.shop.svc:5432/shop?sslmode=verify-full"
         );
     }
 

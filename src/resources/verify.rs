@@ -3,7 +3,9 @@
 //! restricted security context) but with an emptyDir for data, bounded
 //! resources, no probes, no ports, no store of its own (nothing is archived)
 //! and the restore variables of the backup, replayed to its end LSN. With
-//! `spec.walStorage` it still keeps its WAL inside the emptyDir.
+//! `spec.walStorage` it still keeps its WAL inside the emptyDir. It mounts no
+//! instance's TLS Secret and serves no TLS: only the Job itself connects to
+//! the restored server, through its local socket.
 
 use std::collections::BTreeMap;
 
@@ -72,6 +74,8 @@ pub fn verify_job(
     // The WAL stays inside the emptyDir: a throwaway restore needs no
     // volume of the instance's.
     super::wal_volume::remove_from(&mut spec);
+    // Nor TLS: nobody but the Job itself connects to the restored server.
+    super::tls::remove_from(&mut spec);
     for volume in spec.volumes.iter_mut().flatten() {
         if volume.name == DATA_VOLUME {
             volume.persistent_volume_claim = None;
@@ -235,6 +239,21 @@ mod tests {
             .find(|v| v.name == DATA_VOLUME)
             .expect("data volume");
         assert!(data.empty_dir.is_some() && data.persistent_volume_claim.is_none());
+        // No instance's TLS Secret: nobody but the Job connects to its server.
+        assert!(
+            pod.volumes.iter().flatten().all(|v| v.name != "tls"),
+            "{:?}",
+            pod.volumes
+        );
+        assert!(
+            pod.containers[0]
+                .env
+                .iter()
+                .flatten()
+                .all(|v| !v.name.starts_with("TUSK_TLS_")),
+            "{:?}",
+            pod.containers[0].env
+        );
         let postgres = &pod.containers[0];
         assert_eq!(
             postgres.command.clone().unwrap_or_default()[1],
