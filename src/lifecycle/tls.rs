@@ -32,10 +32,12 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::contract::tls::TlsReport;
 
+use super::action::Action;
 use super::verdict::{Desired, Verdict};
+use crate::api::tls::condition;
 
 /// The condition type this planner sets besides Ready/Progressing/Degraded.
-pub const CERTIFICATES: &str = "Certificates";
+pub const CERTIFICATES: &str = condition::TYPE;
 /// How soon to look again while a step waits for the instances.
 pub const CONFIRM_POLL_SECONDS: u64 = 5;
 
@@ -58,7 +60,7 @@ pub struct Leaf {
     pub issuer: Option<String>,
     pub not_before: Timestamp,
     pub not_after: Timestamp,
-    /// Its DNS names (subject alternative names), sorted.
+    /// Its DNS names (subject alternative names).
     pub names: Vec<String>,
 }
 
@@ -135,8 +137,6 @@ pub struct InstanceTls {
     /// What its manager reports loaded (`Status.tls`), when it answered.
     pub report: Option<TlsReport>,
     pub probe: Probe,
-    /// The DNS names its server certificate must carry, sorted.
-    pub server_names: Vec<String>,
 }
 
 /// Where the certificates come from.
@@ -154,7 +154,7 @@ pub enum Authority {
     /// (the message names the Secret and what is wrong).
     User {
         secret: String,
-        ca: Result<Ca, String>,
+        ca: Result<Ca, Unusable>,
     },
 }
 
@@ -163,7 +163,7 @@ pub enum Authority {
 pub struct UserServer {
     pub secret: String,
     /// Its certificate, or why it cannot be used.
-    pub leaf: Result<Leaf, String>,
+    pub leaf: Result<Leaf, Unusable>,
 }
 
 /// The resolved `spec.tls` durations and requests.
@@ -178,22 +178,32 @@ pub struct Settings {
 }
 
 /// The rotation stages of `status.tls.stage`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Stage {
-    #[default]
-    Stable,
-    TrustingBoth,
-    Reissuing,
-    DroppingOld,
+pub use crate::api::tls::TlsStage as Stage;
+
+fn stage_name(stage: Stage) -> &'static str {
+    match stage {
+        Stage::Stable => "Stable",
+        Stage::TrustingBoth => "TrustingBoth",
+        Stage::Reissuing => "Reissuing",
+        Stage::DroppingOld => "DroppingOld",
+    }
 }
 
-impl Stage {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Stable => "Stable",
-            Self::TrustingBoth => "TrustingBoth",
-            Self::Reissuing => "Reissuing",
-            Self::DroppingOld => "DroppingOld",
+/// Why a user's Secret cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unusable {
+    /// The Secret does not exist (rather than being malformed).
+    pub missing: bool,
+    /// Names the Secret and what is wrong with it.
+    pub message: String,
+}
+
+impl Unusable {
+    fn reason(&self) -> &'static str {
+        if self.missing {
+            condition::SECRET_MISSING
+        } else {
+            condition::SECRET_INVALID
         }
     }
 }
@@ -210,6 +220,9 @@ pub struct TlsObserved {
     pub operator: Option<Leaf>,
     /// By instance name: those that exist and those about to be created.
     pub instances: BTreeMap<String, InstanceTls>,
+    /// The DNS names every server certificate carries besides its
+    /// instance's name (the Services', `tls::names::service_names`).
+    pub service_names: Vec<String>,
     pub settings: Settings,
     /// `status.tls.stage` as last recorded: only to tell a change.
     pub recorded: Stage,
@@ -388,11 +401,10 @@ fn target(observed: &TlsObserved, out: &mut Out) -> Option<CaRef> {
                 Some(CaRef::Known(ca.fingerprint.clone()))
             }
             Err(why) => {
-                out.verdicts.push(Verdict::blocked(
-                    "CertificateAuthorityInvalid",
-                    format!("spec.tls.ca.secretName: {why}"),
-                ));
-                out.blocked = Some(format!("spec.tls.ca.secretName: {why}"));
+                let message = format!("spec.tls.ca.secretName: {}", why.message);
+                out.verdicts
+                    .push(Verdict::blocked(why.reason(), message.clone()));
+                out.blocked = Some((why.reason(), message));
                 None
             }
         },
@@ -560,10 +572,10 @@ fn reason(
 ) -> Option<&'static str> {
     let issuer = leaf.issuer.as_deref().and_then(|fp| observed.known.get(fp));
     let names_ok = match kind {
-        LeafKind::Server => observed
-            .instances
-            .get(name)
-            .is_some_and(|i| i.server_names == leaf.names),
+        LeafKind::Server => {
+            let held: BTreeSet<&String> = leaf.names.iter().collect();
+            held == server_names(observed, name).iter().collect()
+        }
         LeafKind::Api => leaf.names == [name.to_owned()],
         LeafKind::Replication => true,
     };
@@ -576,6 +588,15 @@ fn reason(
         Some(_) if !names_ok => Some("names changed"),
         Some(_) => None,
     }
+}
+
+/// The DNS names instance `name`'s server certificate must carry.
+pub fn server_names(observed: &TlsObserved, name: &str) -> Vec<String> {
+    let mut names = observed.service_names.clone();
+    if !names.iter().any(|n| n == name) {
+        names.push(name.to_owned());
+    }
+    names
 }
 
 /// The operator's identity: issued when missing, due, or from another CA
@@ -680,7 +701,7 @@ struct Out {
     expired: Vec<String>,
     /// Material close to its end that Tusk cannot renew.
     warnings: Vec<String>,
-    blocked: Option<String>,
+    blocked: Option<(&'static str, String)>,
     rotation_started: bool,
     renewing: bool,
 }
@@ -694,7 +715,7 @@ impl Out {
         if rotating {
             self.verdicts.push(Verdict::progress(
                 "RotatingCA",
-                format!("rotating the CA: stage {}{waiting}", stage.as_str()),
+                format!("rotating the CA: stage {}{waiting}", stage_name(stage)),
             ));
         }
         for instance in &observed.instances {
@@ -711,28 +732,33 @@ impl Out {
                 self.expired.join("; "),
             ));
         }
-        let certificates = if let Some(why) = &self.blocked {
-            Desired::new(CERTIFICATES, false, "CertificateAuthorityInvalid", why.clone())
+        let certificates = if let Some((reason, why)) = &self.blocked {
+            Desired::new(CERTIFICATES, false, reason, why.clone())
         } else if !self.expired.is_empty() {
-            Desired::new(CERTIFICATES, false, "Expired", self.expired.join("; "))
+            Desired::new(CERTIFICATES, false, condition::EXPIRED, self.expired.join("; "))
         } else if rotating {
             Desired::new(
                 CERTIFICATES,
                 false,
-                "RotatingCA",
-                format!("stage {}{waiting}", stage.as_str()),
+                condition::ROTATING,
+                format!("stage {}{waiting}", stage_name(stage)),
             )
         } else if !self.warnings.is_empty() {
-            Desired::new(CERTIFICATES, true, "ExpiringSoon", self.warnings.join("; "))
+            Desired::new(CERTIFICATES, true, condition::IN_EFFECT, self.warnings.join("; "))
         } else if self.renewing || !self.actions.is_empty() || !waiting.is_empty() {
             Desired::new(
                 CERTIFICATES,
                 true,
-                "Renewing",
+                condition::ROTATING,
                 format!("issuing certificates{waiting}"),
             )
         } else {
-            Desired::new(CERTIFICATES, true, "Valid", "every instance serves current certificates")
+            Desired::new(
+                CERTIFICATES,
+                true,
+                condition::IN_EFFECT,
+                "every instance serves current certificates",
+            )
         };
         let not_after = not_after(observed, target.as_deref());
         let busy = rotating || !self.actions.is_empty() || !waiting.is_empty();
@@ -764,10 +790,10 @@ fn user_server(observed: &TlsObserved, out: &mut Out) {
     };
     match &user.leaf {
         Err(why) => {
-            let message = format!("spec.tls.server.secretName: {why}");
+            let message = format!("spec.tls.server.secretName: {}", why.message);
             out.verdicts
-                .push(Verdict::blocked("ServerCertificateInvalid", message.clone()));
-            out.blocked.get_or_insert(message);
+                .push(Verdict::blocked(why.reason(), message.clone()));
+            out.blocked.get_or_insert((why.reason(), message));
         }
         Ok(leaf) if leaf.not_after <= observed.now => out.expired.push(format!(
             "spec.tls.server.secretName: the certificate in Secret {} expired at {}; renew it there",
@@ -835,6 +861,81 @@ fn leaves(observed: &TlsObserved) -> impl Iterator<Item = &Leaf> {
         .filter_map(|i| i.secret.as_ref())
         .flat_map(|s| LeafKind::ALL.iter().filter_map(|k| s.leaf(*k)))
         .chain(observed.operator.as_ref())
+}
+
+/// The TLS part of a Database's pass: the planner on what was observed,
+/// with the instances the topology is about to create added (their
+/// Secrets are written before their pods). `None` when TLS is not observed.
+pub(super) fn for_pass(ctx: &super::context::Context, additions: &[Action]) -> Option<TlsPlan> {
+    let mut observed = ctx.observed.tls.clone()?;
+    for action in additions {
+        if let Action::CreatePod { serial, .. } | Action::CreatePvc { serial } = action {
+            observed.instances.entry(ctx.name(*serial)).or_default();
+        }
+    }
+    Some(plan(&observed))
+}
+
+/// Keeps back the creation of a pod whose TLS Secret will not hold every
+/// certificate once this plan's writes are done: the pod could not start
+/// without it. Says so in a verdict naming the Secrets.
+pub(super) fn hold_pods(
+    ctx: &super::context::Context,
+    tls: Option<&TlsPlan>,
+    additions: Vec<Action>,
+) -> (Vec<Action>, Option<Verdict>) {
+    let (Some(observed), Some(tls)) = (ctx.observed.tls.as_ref(), tls) else {
+        return (additions, None);
+    };
+    let user_server = observed.settings.user_server.is_some();
+    let complete = |name: &str| {
+        let held = observed
+            .instances
+            .get(name)
+            .and_then(|i| i.secret.clone())
+            .unwrap_or_default();
+        let written: Vec<LeafKind> = tls
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                TlsAction::WriteInstance {
+                    instance, issue, ..
+                } if instance == name => Some(issue.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        LeafKind::ALL.iter().all(|kind| {
+            (*kind == LeafKind::Server && user_server)
+                || held.leaf(*kind).is_some()
+                || written.contains(kind)
+        })
+    };
+    let mut waiting = Vec::new();
+    let kept = additions
+        .into_iter()
+        .filter(|action| match action {
+            Action::CreatePod { serial, .. } => {
+                let name = ctx.name(*serial);
+                let ready = complete(&name);
+                if !ready {
+                    waiting.push(format!("Secret {name}-tls"));
+                }
+                ready
+            }
+            _ => true,
+        })
+        .collect();
+    let verdict = (!waiting.is_empty()).then(|| {
+        Verdict::progress(
+            "WaitingForCertificates",
+            format!(
+                "pods wait for their certificates: {} not complete yet",
+                waiting.join(", ")
+            ),
+        )
+    });
+    (kept, verdict)
 }
 
 #[cfg(test)]

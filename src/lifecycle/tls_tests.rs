@@ -153,15 +153,11 @@ impl World {
                     serving: false,
                     report: None,
                     probe: Probe::NotProbed,
-                    server_names: names(name),
                 },
             );
         }
         for name in self.pending.iter().chain(self.loaded.keys()) {
-            instances.entry(name.clone()).or_insert_with(|| InstanceTls {
-                server_names: names(name),
-                ..InstanceTls::default()
-            });
+            instances.entry(name.clone()).or_default();
         }
         for (name, loaded) in &self.loaded {
             if let Some(instance) = instances.get_mut(name) {
@@ -176,7 +172,10 @@ impl World {
                     .cas
                     .get(fp)
                     .cloned()
-                    .ok_or_else(|| "no CA".to_owned()),
+                    .ok_or_else(|| Unusable {
+                        missing: true,
+                        message: "no CA".into(),
+                    }),
             },
             None => Authority::Managed {
                 current: self.current.as_ref().and_then(|fp| self.cas.get(fp)).cloned(),
@@ -189,6 +188,7 @@ impl World {
             operator: seen(&self.operator),
             known,
             instances,
+            service_names: vec!["orders-rw".into()],
             settings: self.settings.clone(),
             recorded: self.recorded,
             now: self.now,
@@ -440,7 +440,7 @@ fn at_rest_nothing_is_done_and_the_next_look_is_when_a_renewal_falls_due() {
     let plan = plan(&world.observe());
     assert_eq!(plan.actions, vec![]);
     assert!(plan.certificates.status);
-    assert_eq!(plan.certificates.reason, "Valid");
+    assert_eq!(plan.certificates.reason, "InEffect");
     assert!(plan.verdicts.is_empty(), "{:?}", plan.verdicts);
     let due = (7 * DAY - 7 * DAY / 3) as u64;
     assert!(
@@ -469,7 +469,7 @@ fn a_leaf_within_renew_before_is_renewed_from_the_current_ca_alone() {
         }
     );
     assert_eq!(plan.stage, Stage::Stable);
-    assert_eq!(plan.certificates.reason, "Renewing");
+    assert_eq!(plan.certificates.reason, "Rotating");
     assert!(plan.verdicts.is_empty(), "renewal is not a spec change: {:?}", plan.verdicts);
 }
 
@@ -477,19 +477,19 @@ fn a_leaf_within_renew_before_is_renewed_from_the_current_ca_alone() {
 fn changed_names_reissue_the_server_certificate_only() {
     let world = stable(2, false);
     let mut observed = world.observe();
-    if let Some(i) = observed.instances.get_mut("orders-1") {
-        i.server_names.push("db.example.com".into());
-    }
+    observed.service_names.push("db.example.com".into());
     let plan = plan(&observed);
-    assert_eq!(
-        plan.actions,
-        vec![TlsAction::WriteInstance {
-            instance: "orders-1".into(),
-            trust: vec![CaRef::Known(world.current.clone().unwrap_or_default())],
+    let ca = CaRef::Known(world.current.clone().unwrap_or_default());
+    let writes: Vec<TlsAction> = ["orders-1", "orders-2"]
+        .into_iter()
+        .map(|name| TlsAction::WriteInstance {
+            instance: name.into(),
+            trust: vec![ca.clone()],
             issue: vec![LeafKind::Server],
-            issuer: Some(CaRef::Known(world.current.clone().unwrap_or_default())),
-        }]
-    );
+            issuer: Some(ca.clone()),
+        })
+        .collect();
+    assert_eq!(plan.actions, writes);
 }
 
 #[test]
@@ -629,7 +629,7 @@ fn a_users_ca_is_never_rotated_and_its_end_is_a_condition() {
         )),
         "{plan:#?}"
     );
-    assert_eq!(plan.certificates.reason, "ExpiringSoon");
+    assert_eq!(plan.certificates.reason, "InEffect");
     assert!(plan.certificates.message.starts_with("spec.tls.ca.secretName: the CA in Secret orders-user-ca expires"));
 }
 
@@ -639,14 +639,17 @@ fn an_unusable_user_ca_blocks_naming_the_field_and_touches_nothing() {
     let mut observed = world.observe();
     observed.authority = Authority::User {
         secret: "orders-user-ca".into(),
-        ca: Err("Secret orders-user-ca: tls.crt is not a CA certificate".into()),
+        ca: Err(Unusable {
+            missing: false,
+            message: "Secret orders-user-ca: tls.crt is not a CA certificate".into(),
+        }),
     };
     let plan = plan(&observed);
     assert!(plan.actions.is_empty(), "{plan:#?}");
     assert!(!plan.certificates.status);
     assert!(matches!(
         &plan.verdicts[..],
-        [Verdict::Blocked { reason: "CertificateAuthorityInvalid", message }]
+        [Verdict::Blocked { reason: "SecretInvalid", message }]
             if message == "spec.tls.ca.secretName: Secret orders-user-ca: tls.crt is not a CA certificate"
     ), "{:?}", plan.verdicts);
 }
@@ -697,7 +700,7 @@ fn a_users_server_certificate_is_copied_not_issued_and_its_end_named() {
         &plan.actions[..],
         [TlsAction::WriteInstance { issue, .. }] if issue.is_empty()
     ), "{plan:#?}");
-    assert_eq!(plan.certificates.reason, "ExpiringSoon");
+    assert_eq!(plan.certificates.reason, "InEffect");
     assert!(plan.certificates.message.contains("spec.tls.server.secretName"));
 }
 
