@@ -34,7 +34,7 @@ use crate::contract::tls::TlsReport;
 
 use super::action::Action;
 use super::verdict::{Desired, Verdict};
-use crate::api::tls::condition;
+use crate::api::tls::{InstanceTlsStatus, TlsSourceStatus, TlsStatus, condition};
 
 /// The condition type this planner sets besides Ready/Progressing/Degraded.
 pub const CERTIFICATES: &str = condition::TYPE;
@@ -285,6 +285,8 @@ pub struct TlsPlan {
     pub not_after: Option<Timestamp>,
     /// The target CA's fingerprint.
     pub authority: Option<String>,
+    /// What to record as `status.tls`.
+    pub status: TlsStatus,
 }
 
 /// Whether this pass should handshake every serving instance: something is
@@ -771,7 +773,9 @@ impl Out {
                     .max(1)
             })
         };
+        let status = status(observed, stage, target.as_deref(), not_after);
         TlsPlan {
+            status,
             actions: self.actions,
             stage,
             verdicts: self.verdicts,
@@ -780,6 +784,52 @@ impl Out {
             not_after,
             authority: target,
         }
+    }
+}
+
+/// `status.tls`: the stage, where the certificates come from, and per
+/// instance the server certificate its Secret holds and whether it was
+/// seen presented.
+fn status(
+    observed: &TlsObserved,
+    stage: Stage,
+    target: Option<&str>,
+    earliest: Option<Timestamp>,
+) -> TlsStatus {
+    let source = match (&observed.authority, &observed.settings.user_server) {
+        (Authority::User { .. }, _) => TlsSourceStatus::CaSecret,
+        (Authority::Managed { .. }, Some(_)) => TlsSourceStatus::ServerSecret,
+        (Authority::Managed { .. }, None) => TlsSourceStatus::Operator,
+    };
+    let instances = observed
+        .instances
+        .iter()
+        .map(|(name, i)| {
+            let server = i.secret.as_ref().and_then(|s| s.server.as_ref());
+            InstanceTlsStatus {
+                name: name.clone(),
+                secret: format!("{name}-tls"),
+                serial: server.map(|l| l.serial.clone()),
+                not_after: server.map(|l| l.not_after.to_string()),
+                // Not probed: nothing was in flight, and it was probed
+                // when its Secret last changed, until its manager reported
+                // the Secret in effect.
+                presented: match (&i.probe, server) {
+                    (Probe::Presented(serial), Some(l)) => *serial == l.serial,
+                    (Probe::NotProbed, Some(_)) => i.serving && in_effect(i),
+                    _ => false,
+                },
+            }
+        })
+        .collect();
+    TlsStatus {
+        stage,
+        source: Some(source),
+        ca_not_after: target
+            .and_then(|fp| observed.known.get(fp))
+            .map(|c| c.not_after.to_string()),
+        earliest_not_after: earliest.map(|t| t.to_string()),
+        instances,
     }
 }
 
