@@ -234,15 +234,16 @@ pub struct TlsObserved {
 pub enum CaRef {
     /// The CA with this fingerprint (current, next or the user's).
     Known(String),
-    /// The CA [`TlsAction::CreateCa`] makes in this same pass.
+    /// The CA [`TlsAction::CreateCa`] made (`<db>-ca`'s current one).
     Created,
 }
 
 /// One TLS step for the controller, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TlsAction {
-    /// Make `<db>-ca` with a new CA, recording `rotation` (the rotateCA value
-    /// it answers) so that it does not start a rotation.
+    /// Make `<db>-ca` with a new CA and the operator's identity from it,
+    /// recording `rotation` (the rotateCA value it answers) so that it does
+    /// not start a rotation. Nothing else is planned in that pass.
     CreateCa { rotation: Option<String> },
     /// Add a next CA to `<db>-ca`: a rotation begins. Records `rotation`.
     CreateNextCa { rotation: Option<String> },
@@ -312,6 +313,12 @@ pub fn plan(observed: &TlsObserved) -> TlsPlan {
     let Some(target) = target(observed, &mut out) else {
         return out.finish(observed, Stage::Stable, None);
     };
+    if target == CaRef::Created {
+        // A new CA, with the operator's identity from it, is a pass of its
+        // own: the next pass sees it and writes the instances' Secrets
+        // (their pods wait for them).
+        return out.finish(observed, Stage::Stable, None);
+    }
     let current = match &observed.authority {
         Authority::Managed { current, .. } => current.as_ref().map(|c| c.fingerprint.clone()),
         Authority::User { .. } => None,

@@ -224,6 +224,7 @@ impl World {
                     self.current = Some(fp.clone());
                     self.next = None;
                     self.rotation = rotation.clone();
+                    self.operator = Some(self.issue(&fp, vec!["tusk-operator".into()]));
                     created = Some(fp);
                 }
                 TlsAction::CreateNextCa { rotation } => {
@@ -408,28 +409,22 @@ fn a_new_database_gets_a_ca_then_every_secret_from_it() {
     let mut world = World::new(false);
     world.add_instance();
     world.add_instance();
+    let first = world.pass(usize::MAX);
+    assert_eq!(first.actions, vec![TlsAction::CreateCa { rotation: None }]);
+    let ca = CaRef::Known(world.current.clone().unwrap_or_default());
     let plan = plan(&world.observe());
     assert_eq!(
         plan.actions[0],
-        TlsAction::CreateCa { rotation: None },
-        "{plan:#?}"
-    );
-    assert_eq!(
-        plan.actions[1],
-        TlsAction::IssueOperator {
-            issuer: CaRef::Created
-        }
-    );
-    assert_eq!(
-        plan.actions[2],
         TlsAction::WriteInstance {
             instance: "orders-1".into(),
-            trust: vec![CaRef::Created],
+            trust: vec![ca.clone()],
             issue: LeafKind::ALL.to_vec(),
-            issuer: Some(CaRef::Created),
-        }
+            issuer: Some(ca),
+        },
+        "{plan:#?}"
     );
     assert_eq!(count(&plan, |a| a.instance().is_some()), 2);
+    assert_eq!(plan.actions.len(), 2, "the operator's identity came with the CA");
     assert_eq!(plan.stage, Stage::Stable);
 }
 

@@ -2,8 +2,7 @@
 //! and certificates are generated here (randomness stays at the edge) with
 //! `crate::tls::Authority`, and the Secrets are laid out by the builders of
 //! `resources::tls` and written with server-side apply. `<db>-ca` is read
-//! again before each step, so a CA made earlier in the same pass is the one
-//! later steps issue from ([`CaRef::Created`]).
+//! again before each step: what it holds is kept, whatever the pass saw.
 
 use jiff::SignedDuration;
 use k8s_openapi::api::core::v1::Secret;
@@ -35,7 +34,14 @@ impl Applier<'_> {
         let now = jiff::Timestamp::now();
         match action {
             TlsAction::CreateCa { rotation } => {
-                state.current = Some(self.new_ca(now)?);
+                let ca = self.new_ca(now)?;
+                let authority = Authority::from_pem(&ca.cert_pem, &ca.key_pem)
+                    .map_err(tls_error("reading the new CA"))?;
+                let operator = authority
+                    .issue_client(OPERATOR_COMMON_NAME, self.lifetime(), now)
+                    .map_err(tls_error("issuing the operator's identity"))?;
+                state.operator = Some(pair(operator));
+                state.current = Some(ca);
                 state.next = None;
                 state.rotation = rotation.clone();
                 self.write_ca(&state).await?;
