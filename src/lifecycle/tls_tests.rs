@@ -863,3 +863,90 @@ proptest! {
         prop_assert!(degraded, "{:?}", plan.verdicts);
     }
 }
+
+// ---------------------------------------------------------------- in the Database's plan
+
+/// The TLS world of a healthy three-instance Database, as `Observed.tls`.
+fn database_tls(world: &World) -> crate::lifecycle::Observed {
+    let mut observed = crate::lifecycle::tests::healthy_three();
+    let mut tls = world.observe();
+    // The pods of healthy_three were built with TLS and serve.
+    for instance in tls.instances.values_mut() {
+        instance.serving = instance.report.is_some();
+    }
+    observed.tls = Some(tls);
+    observed
+}
+
+#[test]
+fn a_new_instances_secret_is_written_before_anything_creates_its_pod() {
+    let world = stable(3, false);
+    let observed = database_tls(&world);
+    let spec = crate::lifecycle::tests::async_spec(3);
+    let tls = super::plan(observed.tls.as_ref().unwrap_or_else(|| unreachable!()));
+    assert!(tls.actions.is_empty(), "at rest: {tls:#?}");
+    let ctx = super::super::context::Context::new(&spec, None, &observed);
+    let additions = vec![
+        Action::CreatePvc { serial: 4 },
+        Action::CreatePod {
+            serial: 4,
+            bootstrap: crate::contract::Bootstrap::Clone,
+            role: crate::api::status::InstanceRole::Replica,
+            image: "postgres".into(),
+        },
+    ];
+    let planned = for_pass(&ctx, &additions).unwrap_or_else(|| unreachable!());
+    assert!(
+        matches!(&planned.actions[..], [TlsAction::WriteInstance { instance, issue, .. }]
+            if instance == "orders-4" && issue.len() == 3),
+        "{planned:#?}"
+    );
+    let (kept, verdict) = hold_pods(&ctx, Some(&planned), additions.clone());
+    assert_eq!(kept, additions, "its Secret is complete once this plan is applied");
+    assert_eq!(verdict, None);
+
+    // The user's CA is unusable: nothing is issued, so the pod waits.
+    let mut broken = observed.clone();
+    if let Some(tls) = broken.tls.as_mut() {
+        tls.authority = Authority::User {
+            secret: "mine".into(),
+            ca: Err(Unusable {
+                missing: true,
+                message: "Secret \"mine\" does not exist".into(),
+            }),
+        };
+    }
+    let ctx = super::super::context::Context::new(&spec, None, &broken);
+    let planned = for_pass(&ctx, &additions).unwrap_or_else(|| unreachable!());
+    let (kept, verdict) = hold_pods(&ctx, Some(&planned), additions);
+    assert_eq!(kept, vec![Action::CreatePvc { serial: 4 }]);
+    assert!(
+        matches!(&verdict, Some(Verdict::Progress { reason: "WaitingForCertificates", message })
+            if message.contains("Secret orders-4-tls")),
+        "{verdict:?}"
+    );
+}
+
+#[test]
+fn the_database_plan_applies_tls_steps_before_pods_and_shows_certificates() {
+    let mut world = stable(3, false);
+    world.now += days(5);
+    let observed = database_tls(&world);
+    let spec = crate::lifecycle::tests::async_spec(3);
+    let decided = crate::lifecycle::plan(&spec, None, &observed);
+    let first_tls = decided.actions.iter().position(|a| matches!(a, Action::Tls(_)));
+    let first_pod = decided
+        .actions
+        .iter()
+        .position(|a| matches!(a, Action::CreatePod { .. } | Action::CreatePvc { .. }));
+    assert!(first_tls.is_some(), "{:#?}", decided.actions);
+    if let (Some(tls), Some(pod)) = (first_tls, first_pod) {
+        assert!(tls < pod);
+    }
+    assert!(
+        decided.conditions.iter().any(|c| c.type_ == CERTIFICATES),
+        "{:?}",
+        decided.conditions
+    );
+    assert!(decided.tls.is_some_and(|t| t.status.instances.len() == 3));
+}
