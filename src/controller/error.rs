@@ -42,6 +42,13 @@ pub enum Error {
 
     #[error("{0}")]
     Restore(String),
+
+    /// Generating or reading certificates (`lifecycle::tls`'s steps).
+    #[error("TLS: {context}: {message}")]
+    Tls {
+        context: &'static str,
+        message: String,
+    },
 }
 
 impl Error {
@@ -59,7 +66,10 @@ impl Error {
                 | kube::runtime::finalizer::Error::RemoveFinalizer(e) => Category::of_kube(e),
                 _ => Category::Internal,
             },
-            Error::MissingField(_) | Error::Serialize { .. } | Error::Restore(_) => {
+            Error::MissingField(_)
+            | Error::Serialize { .. }
+            | Error::Restore(_)
+            | Error::Tls { .. } => {
                 Category::Internal
             }
             Error::Instance { source, .. } => source.category(),

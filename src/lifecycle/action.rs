@@ -154,6 +154,9 @@ pub enum Action {
         pods: Vec<String>,
         pvcs: Vec<String>,
     },
+    /// A step of the TLS lifecycle (`lifecycle::tls`): a CA, the operator's
+    /// identity, an instance's TLS Secret, a CA promotion.
+    Tls(super::tls::TlsAction),
 }
 
 /// Why a volume grows; goes into the Event.
@@ -221,6 +224,7 @@ impl Action {
             | Self::DeleteJob { .. }
             | Self::DropSlot { .. }
             | Self::RestoreInheritedMetadata { .. } => None,
+            Self::Tls(action) => action.instance().map(str::to_owned),
             Self::RunUpgradeJob { instance, .. } => Some(instance.clone()),
             Self::RunRetention { primary, .. } => Some(primary.clone()),
             Self::CreatePvc { serial } | Self::CreatePod { serial, .. } => Some(name_of(*serial)),

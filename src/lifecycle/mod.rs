@@ -42,7 +42,9 @@ mod rollout;
 mod scheduling;
 mod serving;
 mod shape;
+pub mod tls;
 mod topology;
+
 mod upgrade;
 mod verdict;
 mod volume;

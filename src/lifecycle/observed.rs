@@ -80,6 +80,10 @@ pub struct Observed {
     /// Instance Pods and PVCs, by name, that lack a label or annotation of
     /// `spec.inheritedMetadata` (removed or changed since they were made).
     pub inherited_drift: InheritedDrift,
+    /// The certificates, the CAs and what each instance loaded and presents
+    /// (`lifecycle::tls`); `None` where TLS is not observed (tests of other
+    /// concerns): nothing about TLS is planned then.
+    pub tls: Option<super::tls::TlsObserved>,
 }
 
 /// Objects whose inherited metadata drifted, by name.
@@ -226,6 +230,7 @@ impl Default for Observed {
             deletion: Deletion::default(),
             last_retention: None,
             inherited_drift: InheritedDrift::default(),
+            tls: None,
         }
     }
 }

@@ -18,7 +18,7 @@ use super::observed::Observed;
 use super::verdict::{self, Desired, Verdict};
 use super::{
     alarm, backups, configuration, deletion, growth, metadata, migrations, objects, primary,
-    requests, roles, rollout, scheduling, serving, topology, upgrade,
+    requests, roles, rollout, scheduling, serving, tls, topology, upgrade,
 };
 
 /// Requeue delay while something is under way or unclear: instance managers are
@@ -82,6 +82,9 @@ pub struct Plan {
     /// way.
     switching: bool,
     ready_message: String,
+    /// The TLS part: stage, `Certificates`, `status.tls`; `None` where TLS
+    /// is not observed.
+    pub tls: Option<tls::TlsPlan>,
 }
 
 impl Plan {
@@ -116,6 +119,7 @@ impl Plan {
             held: false,
             switching: false,
             ready_message: String::new(),
+            tls: None,
         }
     }
 
@@ -158,6 +162,8 @@ impl Plan {
             &self.ready_message,
         );
         self.conditions.extend(self.backup.clone());
+        self.conditions
+            .extend(self.tls.as_ref().map(|t| t.certificates.clone()));
     }
 }
 
@@ -178,7 +184,12 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         .image
         .clone()
         .unwrap_or_else(|| rollout.image.clone());
-    let topology = topology::plan(&ctx, requests.hold_bootstrap, &image);
+    let mut topology = topology::plan(&ctx, requests.hold_bootstrap, &image);
+    // TLS Secrets are written before the pods that mount them.
+    let tls = tls::for_pass(&ctx, &topology.additions);
+    let (additions, tls_hold) =
+        tls::hold_pods(&ctx, tls.as_ref(), std::mem::take(&mut topology.additions));
+    topology.additions = additions;
     let backups = backups::plan(&ctx);
     if upgrade.hold {
         return held(&ctx, requests.verdicts, objects, upgrade, topology, backups);
@@ -217,13 +228,20 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         || alarm::switchover_wake(&ctx);
     let members = primary::members_actions(&ctx);
     verdicts.extend(backups.verdicts);
+    verdicts.extend(tls_hold);
+    verdicts.extend(tls.iter().flat_map(|t| t.verdicts.iter().cloned()));
 
     // The order that keeps every step safe: credentials and Services first;
     // the primary's label before anything routes; budgets before pods come or
     // go; the quorum before a standby goes; removals before additions; the
     // configuration once the set is complete.
+    let tls_actions: Vec<Action> = tls
+        .iter()
+        .flat_map(|t| t.actions.iter().cloned().map(Action::Tls))
+        .collect();
     let actions: Vec<Action> = [
         objects.first,
+        tls_actions,
         metadata::plan(&ctx),
         topology.first,
         roles.primary_label,
@@ -265,7 +283,10 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     let mut plan = Plan {
         phase: topology.phase,
         actions,
-        requeue_after_seconds: Some(growth.poll_seconds.map_or(requeue, |p| p.min(requeue))),
+        requeue_after_seconds: [Some(requeue), growth.poll_seconds, tls.as_ref().and_then(|t| t.requeue_seconds)]
+            .into_iter()
+            .flatten()
+            .min(),
         verdicts,
         conditions: Vec::new(),
         current_primary,
@@ -282,6 +303,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         held: false,
         switching,
         ready_message: topology.message,
+        tls,
     };
     plan.settle();
     plan.finish(&ctx, backups.next_run_seconds);
@@ -409,6 +431,7 @@ fn held(
         held: true,
         switching: false,
         ready_message: String::new(),
+        tls: None,
     };
     plan.settle();
     plan.finish(ctx, backups.next_run_seconds);

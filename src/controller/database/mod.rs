@@ -112,8 +112,15 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
             return Ok(Action::await_change());
         }
     };
-    let snapshot = observe::live(ctx, db, &namespace).await?;
-    let observed = observe::reduce(db, &model, &snapshot, &ctx.build);
+    let mut snapshot = observe::live(ctx, db, &namespace).await?;
+    let mut observed = observe::reduce(db, &model, &snapshot, &ctx.build);
+    let recorded = db
+        .status
+        .as_ref()
+        .and_then(|s| s.tls.as_ref())
+        .map(|t| t.stage)
+        .unwrap_or_default();
+    observe::tls::observe(&ctx.client, &model, &mut snapshot, &mut observed, recorded).await?;
     let mut decision = lifecycle::plan(&db.spec, db.status.as_ref(), &observed);
     debug!(actions = ?decision.actions, "planned");
     let key = key_of(db);

@@ -36,6 +36,8 @@ pub struct NextStatus {
     pub migrations: Option<MigrationsStatus>,
     /// `status.resources`; `None` keeps the recorded one.
     pub resources: Option<ResourcesStatus>,
+    /// `status.tls`; `None` keeps the recorded one.
+    pub tls: Option<crate::api::tls::TlsStatus>,
 }
 
 /// Everything the reconciler checks before acting: the spec on its own (as
@@ -87,6 +89,7 @@ pub fn invalid(db: &Database, errors: &[FieldError]) -> NextStatus {
         upgrade: db.status.as_ref().and_then(|s| s.upgrade.clone()),
         migrations: None,
         resources: None,
+        tls: None,
     }
 }
 
@@ -105,6 +108,7 @@ pub fn deleting(db: &Database, decision: &lifecycle::Plan) -> NextStatus {
         upgrade: db.status.as_ref().and_then(|s| s.upgrade.clone()),
         migrations: None,
         resources: None,
+        tls: None,
     }
 }
 
@@ -126,6 +130,7 @@ pub fn accepted(
         upgrade: decision.upgrade.clone(),
         migrations: decision.migrations.clone(),
         resources: None,
+        tls: decision.tls.as_ref().map(|t| t.status.clone()),
     }
 }
 

@@ -43,7 +43,7 @@ pub fn build(db: &Database, plan: &NextStatus, now: &Time) -> DatabaseStatus {
         migrations: plan.migrations.clone().or(previous.migrations.clone()),
         resources: plan.resources.clone().or(previous.resources.clone()),
         // Kept until the controller computes it (the TLS wiring, #27).
-        tls: previous.tls.clone(),
+        tls: plan.tls.clone().or(previous.tls.clone()),
     }
 }
 

@@ -120,7 +120,13 @@ async fn serve_empty_namespace(mut handle: Handle, db: Value) -> Vec<(Method, St
         } else {
             serde_json::from_slice(&bytes).unwrap()
         };
-        let named = ["/leases/", "/serviceaccounts/", "/roles/", "/rolebindings/"]
+        let named = [
+            "/leases/",
+            "/serviceaccounts/",
+            "/roles/",
+            "/rolebindings/",
+            "/secrets/",
+        ]
             .iter()
             .any(|kind| path.contains(kind));
         if method == Method::GET && named {
@@ -190,6 +196,8 @@ async fn a_first_pass_creates_credentials_services_and_the_first_volume_then_wri
                 .to_owned(),
             "GET /apis/rbac.authorization.k8s.io/v1/namespaces/shop/rolebindings/orders-instance"
                 .to_owned(),
+            // TLS: `<db>-ca` observed, then made (read again before the write).
+            format!("GET {ns}/secrets/orders-ca"),
             format!("POST {ns}/secrets"),
             format!("POST {ns}/secrets"),
             format!("POST {ns}/secrets"),
@@ -203,6 +211,8 @@ async fn a_first_pass_creates_credentials_services_and_the_first_volume_then_wri
             "PATCH /apis/rbac.authorization.k8s.io/v1/namespaces/shop/rolebindings/orders-instance"
                 .to_owned(),
             "PATCH /apis/coordination.k8s.io/v1/namespaces/shop/leases/orders-primary".to_owned(),
+            format!("GET {ns}/secrets/orders-ca"),
+            format!("PATCH {ns}/secrets/orders-ca"),
             format!("PATCH {ns}/persistentvolumeclaims/orders-1"),
             format!("PATCH {DB_PATH}/status"),
         ]
@@ -240,7 +250,7 @@ async fn a_first_pass_creates_credentials_services_and_the_first_volume_then_wri
         .iter()
         .map(|c| c["type"].as_str().unwrap())
         .collect();
-    assert_eq!(types, ["Ready", "Progressing", "Degraded"]);
+    assert_eq!(types, ["Ready", "Progressing", "Degraded", "Certificates"]);
     assert!(conditions.iter().all(|c| c["observedGeneration"] == 4));
     let reasons: Vec<&str> = seen
         .iter()

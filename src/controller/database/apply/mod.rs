@@ -23,6 +23,7 @@ mod jobs;
 mod metadata;
 mod objects;
 mod resize;
+mod tls;
 
 pub use backups::take_backup;
 
@@ -168,6 +169,7 @@ impl Applier<'_> {
             // A status write: the pass carries it out, with the status it is
             // about to write.
             Action::RecordTargetPrimary { .. } => Ok(None),
+            Action::Tls(action) => self.tls(action).await,
         }
     }
 

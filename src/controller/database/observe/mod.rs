@@ -78,6 +78,8 @@ pub struct Snapshot {
     pub last_retention: Option<RetentionPass>,
     /// The namespace is being deleted (only asked while the Database is).
     pub namespace_terminating: bool,
+    /// The TLS material behind `Observed.tls` (`tls::observe`).
+    pub tls: Option<tls::TlsMaterial>,
 }
 
 impl Snapshot {
@@ -198,6 +200,7 @@ pub async fn snapshot(
         now: Timestamp::UNIX_EPOCH,
         last_retention: None,
         namespace_terminating: false,
+        tls: None,
     })
 }
 
@@ -384,6 +387,7 @@ async fn lease_access(client: &kube::Client, name: &str, namespace: &str) -> Res
 
 mod cpu;
 mod reduce;
+pub mod tls;
 mod views;
 mod volume_usage;
 mod volumes;

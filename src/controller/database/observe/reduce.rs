@@ -126,6 +126,8 @@ pub fn reduce(
         deletion: deletion(db, snapshot),
         last_retention: snapshot.last_retention.clone(),
         inherited_drift: inherited_drift(model, snapshot),
+        // Filled by `tls::observe`, which reads the Secrets' data.
+        tls: None,
     }
 }
 

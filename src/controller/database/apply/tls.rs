@@ -1,0 +1,323 @@
+//! Apply the TLS lifecycle's actions (`lifecycle::tls::TlsAction`): keys
+//! and certificates are generated here (randomness stays at the edge) with
+//! `crate::tls::Authority`, and the Secrets are laid out by the builders of
+//! `resources::tls` and written with server-side apply. `<db>-ca` is read
+//! again before each step: what it holds is kept, whatever the pass saw.
+
+use jiff::SignedDuration;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+
+use super::{Applier, Done};
+use crate::contract::tls::OPERATOR_COMMON_NAME;
+use crate::controller::Error;
+use crate::controller::database::observe::tls::{InstanceParts, ROTATION_ANNOTATION, pem_blocks};
+use crate::lifecycle::tls::{CaRef, LeafKind, TlsAction};
+use crate::postgres::REPLICATION_USER;
+use crate::resources::names;
+use crate::resources::tls::{self as built, CaMaterial, InstanceMaterial, KeyPair};
+use crate::tls::{Authority, CertInfo};
+
+/// What `<db>-ca` holds now.
+#[derive(Clone, Debug, Default)]
+struct CaState {
+    current: Option<KeyPair>,
+    next: Option<KeyPair>,
+    operator: Option<KeyPair>,
+    rotation: Option<String>,
+}
+
+impl Applier<'_> {
+    /// Carries out one TLS step.
+    pub(super) async fn tls(&self, action: &TlsAction) -> Result<Option<Done>, Error> {
+        let mut state = self.read_ca().await?;
+        let now = jiff::Timestamp::now();
+        match action {
+            TlsAction::CreateCa { rotation } => {
+                let ca = self.new_ca(now)?;
+                let authority = Authority::from_pem(&ca.cert_pem, &ca.key_pem)
+                    .map_err(tls_error("reading the new CA"))?;
+                let operator = authority
+                    .issue_client(OPERATOR_COMMON_NAME, self.lifetime(), now)
+                    .map_err(tls_error("issuing the operator's identity"))?;
+                state.operator = Some(pair(operator));
+                state.current = Some(ca);
+                state.next = None;
+                state.rotation = rotation.clone();
+                self.write_ca(&state).await?;
+                done("CertificateAuthorityCreated", format!("created the CA in Secret {}", self.ca_name()))
+            }
+            TlsAction::CreateNextCa { rotation } => {
+                state.next = Some(self.new_ca(now)?);
+                state.rotation = rotation.clone();
+                self.write_ca(&state).await?;
+                done("CertificateAuthorityRotating", format!("created the next CA in Secret {}: trusting both", self.ca_name()))
+            }
+            TlsAction::PromoteNext => {
+                if let Some(next) = state.next.take() {
+                    state.current = Some(next);
+                }
+                self.write_ca(&state).await?;
+                done("CertificateAuthorityPromoted", "the new CA is the current one; dropping the old".to_owned())
+            }
+            TlsAction::IssueOperator { issuer } => {
+                let authority = self.authority(&state, issuer)?;
+                let leaf = authority
+                    .issue_client(OPERATOR_COMMON_NAME, self.lifetime(), now)
+                    .map_err(tls_error("issuing the operator's identity"))?;
+                state.operator = Some(pair(leaf));
+                self.write_ca(&state).await?;
+                Ok(None)
+            }
+            TlsAction::WriteInstance {
+                instance,
+                trust,
+                issue,
+                issuer,
+            } => {
+                self.write_instance(&state, instance, trust, issue, issuer.as_ref(), now)
+                    .await?;
+                Ok(None)
+            }
+        }
+    }
+
+    async fn write_instance(
+        &self,
+        state: &CaState,
+        instance: &str,
+        trust: &[CaRef],
+        issue: &[LeafKind],
+        issuer: Option<&CaRef>,
+        now: jiff::Timestamp,
+    ) -> Result<(), Error> {
+        let secret_name = names::instance_tls_secret(instance);
+        let existing = self
+            .secrets()
+            .get_opt(&secret_name)
+            .await
+            .map_err(Error::kube("reading an instance TLS Secret"))?
+            .map(|s| InstanceParts::from_secret(&s))
+            .unwrap_or_default();
+        let mut bundle = String::new();
+        for ca in trust {
+            bundle.push_str(&self.ca_pem(state, ca)?);
+        }
+        let mut server = existing.server.clone().unwrap_or_default();
+        let mut api = existing.api.clone().unwrap_or_default();
+        let mut replication = existing.replication.clone().unwrap_or_default();
+        if let Some(issuer) = issuer.filter(|_| !issue.is_empty()) {
+            let authority = self.authority(state, issuer)?;
+            let lifetime = self.lifetime();
+            for kind in issue {
+                let leaf = match kind {
+                    LeafKind::Server => authority.issue_server(&self.server_names(instance), lifetime, now),
+                    LeafKind::Api => authority.issue_identity(instance, lifetime, now),
+                    LeafKind::Replication => authority.issue_client(REPLICATION_USER, lifetime, now),
+                }
+                .map_err(tls_error("issuing an instance certificate"))?;
+                match kind {
+                    LeafKind::Server => server = pair(leaf),
+                    LeafKind::Api => api = pair(leaf),
+                    LeafKind::Replication => replication = pair(leaf),
+                }
+            }
+        }
+        let mut ca_bundle = bundle.clone();
+        if let Some(user) = self.snapshot.tls.as_ref().and_then(|t| t.user_server.as_ref()) {
+            // spec.tls.server: the user's certificate, verified by their CA.
+            server = KeyPair {
+                cert_pem: user.cert_pem.clone(),
+                key_pem: user.key_pem.clone(),
+            };
+            ca_bundle.push_str(&user.ca_pem);
+        }
+        let material = InstanceMaterial {
+            ca_bundle,
+            client_ca_bundle: bundle.clone(),
+            server,
+            api,
+            replication,
+        };
+        let secret = built::instance_tls_secret(self.model, instance, &material);
+        self.server_side_apply(&secret, "writing an instance TLS Secret")
+            .await?;
+        self.credential_bundles(&bundle).await
+    }
+
+    /// The CA bundle of `<db>-app` and `<db>-superuser` follows the
+    /// instances' (their own field manager: never a password).
+    async fn credential_bundles(&self, bundle: &str) -> Result<(), Error> {
+        for (kind, client) in built::credential_secrets(self.model) {
+            if client {
+                // FOR THE LEAD: the app role's client certificate
+                // (spec.tls.clientCertificates) is not issued by this
+                // branch; leave that Secret's TLS keys alone rather than
+                // remove its certificate.
+                continue;
+            }
+            let body = built::credential_tls_apply(
+                self.model,
+                kind,
+                &built::ClientMaterial {
+                    ca_bundle: bundle.to_owned(),
+                    client: None,
+                },
+            );
+            let name = body.metadata.name.clone().unwrap_or_default();
+            self.secrets()
+                .patch(
+                    &name,
+                    &kube::api::PatchParams::apply(built::TLS_FIELD_MANAGER).force(),
+                    &kube::api::Patch::Apply(&body),
+                )
+                .await
+                .map_err(Error::kube("writing a credential Secret's CA bundle"))?;
+        }
+        Ok(())
+    }
+
+    fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), self.namespace)
+    }
+
+    fn ca_name(&self) -> String {
+        names::ca_secret(&self.model.name)
+    }
+
+    async fn read_ca(&self) -> Result<CaState, Error> {
+        let Some(secret) = self
+            .secrets()
+            .get_opt(&self.ca_name())
+            .await
+            .map_err(Error::kube("reading the CA Secret"))?
+        else {
+            return Ok(CaState::default());
+        };
+        let pair = |cert: &str, key: &str| {
+            Some(KeyPair {
+                cert_pem: built::text(&secret, cert).ok()?,
+                key_pem: built::text(&secret, key).ok()?,
+            })
+        };
+        Ok(CaState {
+            current: pair(built::CA_CERT, built::CA_KEY),
+            next: pair(built::NEXT_CA_CERT, built::NEXT_CA_KEY),
+            operator: pair(built::OPERATOR_CERT, built::OPERATOR_KEY),
+            rotation: secret
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ROTATION_ANNOTATION))
+                .cloned(),
+        })
+    }
+
+    async fn write_ca(&self, state: &CaState) -> Result<(), Error> {
+        let material = CaMaterial {
+            ca: state.current.clone(),
+            next: state.next.clone(),
+            operator: state.operator.clone().unwrap_or_default(),
+        };
+        let mut secret = built::ca_secret(self.model, &material);
+        if let Some(data) = secret.data.as_mut() {
+            // No identity yet: leave the keys out rather than write them empty.
+            data.retain(|_, v| !v.0.is_empty());
+        }
+        if let Some(rotation) = &state.rotation {
+            secret
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(ROTATION_ANNOTATION.to_owned(), rotation.clone());
+        }
+        self.server_side_apply(&secret, "writing the CA Secret").await
+    }
+
+    fn new_ca(&self, now: jiff::Timestamp) -> Result<KeyPair, Error> {
+        let lifetime =
+            SignedDuration::try_from(self.model.tls.ca_lifetime).unwrap_or(SignedDuration::MAX);
+        let name = format!("tusk {}/{} CA", self.namespace, self.model.name);
+        let ca = Authority::generate(&name, lifetime, now).map_err(tls_error("generating a CA"))?;
+        Ok(KeyPair {
+            cert_pem: ca.cert_pem().to_owned(),
+            key_pem: ca.key_pem().to_owned(),
+        })
+    }
+
+    fn lifetime(&self) -> SignedDuration {
+        SignedDuration::try_from(self.model.tls.certificate_lifetime)
+            .unwrap_or(SignedDuration::MAX)
+    }
+
+    fn server_names(&self, instance: &str) -> Vec<String> {
+        crate::tls::names::server_names(
+            &self.model.name,
+            self.namespace,
+            crate::controller::database::observe::tls::CLUSTER_DOMAIN,
+            instance,
+            &[],
+        )
+    }
+
+    /// The key pair of CA `ca`: the user's, the current or the next one.
+    fn ca_pair(&self, state: &CaState, ca: &CaRef) -> Result<KeyPair, Error> {
+        let user = self.snapshot.tls.as_ref().and_then(|t| t.user_ca.clone());
+        let candidates = [state.current.clone(), state.next.clone(), user];
+        let found = match ca {
+            CaRef::Created => state.current.clone(),
+            CaRef::Known(fp) => candidates.into_iter().flatten().find(|pair| {
+                CertInfo::parse(&pair.cert_pem).is_ok_and(|i| i.fingerprint == *fp)
+            }),
+        };
+        found.ok_or_else(|| Error::Tls {
+            context: "finding the CA to issue from",
+            message: format!("no CA {ca:?} in Secret {} or the user's Secret", self.ca_name()),
+        })
+    }
+
+    fn authority(&self, state: &CaState, ca: &CaRef) -> Result<Authority, Error> {
+        let pair = self.ca_pair(state, ca)?;
+        Authority::from_pem(&pair.cert_pem, &pair.key_pem).map_err(tls_error("reading a CA"))
+    }
+
+    /// The certificate of CA `ca` for a bundle: one Tusk holds the key of,
+    /// or one only known from an instance's bundle (a CA being dropped).
+    fn ca_pem(&self, state: &CaState, ca: &CaRef) -> Result<String, Error> {
+        if let Ok(pair) = self.ca_pair(state, ca) {
+            return Ok(pem_blocks(&pair.cert_pem).concat());
+        }
+        let CaRef::Known(fp) = ca else {
+            return Err(Error::Tls {
+                context: "finding a CA for a trust bundle",
+                message: format!("Secret {} has no CA", self.ca_name()),
+            });
+        };
+        self.snapshot
+            .tls
+            .as_ref()
+            .and_then(|t| t.cas.get(fp).cloned())
+            .ok_or_else(|| Error::Tls {
+                context: "finding a CA for a trust bundle",
+                message: format!("no certificate of CA {fp} is known"),
+            })
+    }
+}
+
+fn pair(leaf: crate::tls::Leaf) -> KeyPair {
+    KeyPair {
+        cert_pem: leaf.cert_pem,
+        key_pem: leaf.key_pem,
+    }
+}
+
+fn done(reason: &'static str, note: String) -> Result<Option<Done>, Error> {
+    Ok(Some(Done { reason, note }))
+}
+
+fn tls_error(context: &'static str) -> impl Fn(crate::tls::Error) -> Error {
+    move |error| Error::Tls {
+        context,
+        message: error.to_string(),
+    }
+}

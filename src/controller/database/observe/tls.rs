@@ -1,0 +1,405 @@
+//! Observe the TLS material of a Database for `lifecycle::tls`: `<db>-ca`,
+//! each instance's `<instance>-tls`, the user's Secret when `spec.tls.ca` or
+//! `spec.tls.server` names one, what each manager reports loaded
+//! (`Status.tls`), and, only while something is in flight or unconfirmed
+//! (`lifecycle::tls::wants_probe`), a TLS handshake with each serving pod's
+//! PostgreSQL port to see which certificate it presents. The certificates
+//! are reduced to fingerprints, serials, issuers, validity and names; their
+//! PEM text is kept aside ([`TlsMaterial`]) for the apply step, which must
+//! keep the leaves it does not reissue and put CAs into bundles.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+
+use jiff::SignedDuration;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+
+use super::Snapshot;
+use crate::api::model::ValidatedDatabase;
+use crate::api::tls::TlsSource;
+use crate::contract::tls as files;
+use crate::controller::Error;
+use crate::lifecycle::tls::{
+    Authority, Ca, HeldSecret, InstanceTls, Leaf, Probe, Settings, Stage, TlsObserved, Unusable,
+    UserServer,
+};
+use crate::lifecycle::{Observed, PodPhase};
+use crate::resources::tls::{self as built, KeyPair};
+use crate::resources::{POSTGRES_PORT, names};
+use crate::tls::CertInfo;
+use crate::tls::probe::{self, Negotiation};
+use crate::tls::user_secret::{self, ServerMaterial};
+
+/// On `<db>-ca`: the `spec.tls.rotateCA` value the last rotation answered,
+/// written with the next CA so that a request starts one rotation only,
+/// whatever the operator forgets.
+pub const ROTATION_ANNOTATION: &str = "tusk.dev/rotate-ca";
+
+/// The cluster domain of the Service names in server certificates.
+pub const CLUSTER_DOMAIN: &str = crate::tls::names::DEFAULT_CLUSTER_DOMAIN;
+
+/// The PEM text behind what [`TlsObserved`] says, for the apply step.
+#[derive(Clone, Debug, Default)]
+pub struct TlsMaterial {
+    /// `<db>-ca`'s current CA, next CA and operator identity.
+    pub current: Option<KeyPair>,
+    pub next: Option<KeyPair>,
+    pub operator: Option<KeyPair>,
+    /// The annotation [`ROTATION_ANNOTATION`].
+    pub rotation: Option<String>,
+    /// The user's CA (`spec.tls.ca`), when usable.
+    pub user_ca: Option<KeyPair>,
+    /// The user's server certificate (`spec.tls.server`), when usable.
+    pub user_server: Option<ServerMaterial>,
+    /// Every known CA certificate by fingerprint.
+    pub cas: BTreeMap<String, String>,
+    /// Each instance's TLS Secret as read, by instance name.
+    pub instances: BTreeMap<String, InstanceParts>,
+    /// The Service names every server certificate carries.
+    pub service_names: Vec<String>,
+}
+
+impl TlsMaterial {
+    /// The trust bundle of the operator's instance-API client: every CA
+    /// Tusk knows for this Database (during a rotation old and new), PEM.
+    /// FOR THE LEAD: hand this and [`TlsMaterial::operator`] to apitls's
+    /// client type once it is merged.
+    pub fn api_trust_bundle(&self) -> String {
+        self.cas.values().cloned().collect::<Vec<_>>().join("")
+    }
+}
+
+/// Reads the TLS Secrets of `db`, fills `observed.tls` and keeps the PEM
+/// text in `snapshot.tls`. Handshakes only when the planner would want to
+/// confirm something.
+pub async fn observe(
+    client: &kube::Client,
+    model: &ValidatedDatabase,
+    snapshot: &mut Snapshot,
+    observed: &mut Observed,
+    recorded: Stage,
+) -> Result<(), Error> {
+    let namespace = model.namespace.clone().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let get = |name: String| {
+        let secrets = secrets.clone();
+        async move {
+            secrets
+                .get_opt(&name)
+                .await
+                .map_err(Error::kube("reading a TLS Secret"))
+        }
+    };
+    let ca = get(names::ca_secret(&model.name)).await?;
+    let user = match model.tls.source.user_secret() {
+        Some((_, name)) => Some(get(name.to_owned()).await?),
+        None => None,
+    };
+    let mut instances = BTreeMap::new();
+    for serial in observed.instances.keys() {
+        let name = observed.name(*serial);
+        let secret = get(names::instance_tls_secret(&name)).await?;
+        instances.insert(name, secret);
+    }
+    let (mut tls, material) = reduce(model, ca.as_ref(), user, &instances, snapshot, observed, recorded);
+    if crate::lifecycle::tls::wants_probe(&tls) {
+        probe_all(&mut tls, &material, snapshot).await;
+    }
+    observed.tls = Some(tls);
+    snapshot.tls = Some(material);
+    Ok(())
+}
+
+/// Handshakes every serving instance's PostgreSQL port, concurrently.
+async fn probe_all(tls: &mut TlsObserved, material: &TlsMaterial, snapshot: &Snapshot) {
+    let bundle = material.api_trust_bundle();
+    let targets: Vec<(String, SocketAddr)> = tls
+        .instances
+        .iter()
+        .filter(|(_, i)| i.serving)
+        .filter_map(|(name, _)| {
+            let ip = snapshot.pod_ip(name)?.parse().ok()?;
+            Some((name.clone(), SocketAddr::new(ip, POSTGRES_PORT as u16)))
+        })
+        .collect();
+    let probes = futures::future::join_all(targets.iter().map(|(name, addr)| {
+        probe::postgres_handshake(*addr, name, &bundle, Negotiation::SslRequest)
+    }))
+    .await;
+    for ((name, _), result) in targets.iter().zip(probes) {
+        if let Some(instance) = tls.instances.get_mut(name) {
+            instance.probe = match result {
+                Ok(presented) => Probe::Presented(presented.serial),
+                Err(error) => Probe::Failed(error.to_string()),
+            };
+        }
+    }
+}
+
+/// The planner's view and the PEM text, from the Secrets as read. Pure.
+pub fn reduce(
+    model: &ValidatedDatabase,
+    ca: Option<&Secret>,
+    user: Option<Option<Secret>>,
+    instances: &BTreeMap<String, Option<Secret>>,
+    snapshot: &Snapshot,
+    observed: &Observed,
+    recorded: Stage,
+) -> (TlsObserved, TlsMaterial) {
+    let now = observed.now;
+    let namespace = model.namespace.clone().unwrap_or_default();
+    let mut material = TlsMaterial {
+        service_names: crate::tls::names::service_names(&model.name, &namespace, CLUSTER_DOMAIN, &[]),
+        ..TlsMaterial::default()
+    };
+    let pair = |secret: &Secret, cert: &str, key: &str| {
+        Some(KeyPair {
+            cert_pem: built::text(secret, cert).ok()?,
+            key_pem: built::text(secret, key).ok()?,
+        })
+    };
+    if let Some(secret) = ca {
+        material.current = pair(secret, built::CA_CERT, built::CA_KEY);
+        material.next = pair(secret, built::NEXT_CA_CERT, built::NEXT_CA_KEY);
+        material.operator = pair(secret, built::OPERATOR_CERT, built::OPERATOR_KEY);
+        material.rotation = secret
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ROTATION_ANNOTATION))
+            .cloned();
+    }
+    let mut known: BTreeMap<String, (Ca, CertInfo)> = BTreeMap::new();
+    let mut remember = |pem: &str, material: &mut TlsMaterial| -> Option<Ca> {
+        let mut first = None;
+        for info in CertInfo::parse_bundle(pem).ok()?.into_iter().filter(|i| i.is_ca) {
+            let ca = Ca {
+                fingerprint: info.fingerprint.clone(),
+                not_before: info.not_before,
+                not_after: info.not_after,
+            };
+            material
+                .cas
+                .entry(info.fingerprint.clone())
+                .or_insert_with(|| pem_of(pem, &info));
+            first.get_or_insert(ca.clone());
+            known.insert(info.fingerprint.clone(), (ca, info));
+        }
+        first
+    };
+    let current = material.current.clone().and_then(|p| remember(&p.cert_pem, &mut material));
+    let next = material.next.clone().and_then(|p| remember(&p.cert_pem, &mut material));
+    let (authority, user_server) = match (&model.tls.source, user) {
+        (TlsSource::CaSecret(name), Some(secret)) => {
+            let ca = match secret {
+                None => Err(absent(name)),
+                Some(secret) => match user_secret::check_ca(&secret, now) {
+                    Ok(authority) => {
+                        material.user_ca = Some(KeyPair {
+                            cert_pem: authority.cert_pem().to_owned(),
+                            key_pem: authority.key_pem().to_owned(),
+                        });
+                        remember(authority.cert_pem(), &mut material).ok_or_else(|| unusable(name, "its tls.crt does not parse"))
+                    }
+                    Err(error) => Err(Unusable {
+                        missing: false,
+                        message: error.to_string(),
+                    }),
+                },
+            };
+            (
+                Authority::User {
+                    secret: name.clone(),
+                    ca,
+                },
+                None,
+            )
+        }
+        (TlsSource::ServerSecret(name), Some(secret)) => {
+            let leaf = match secret {
+                None => Err(absent(name)),
+                Some(secret) => {
+                    match user_secret::check_server(&secret, &material.service_names, now) {
+                        Ok(server) => {
+                            let leaf = leaf_of(&server.info, None);
+                            material.user_server = Some(server);
+                            Ok(leaf)
+                        }
+                        Err(error) => Err(Unusable {
+                            missing: false,
+                            message: error.to_string(),
+                        }),
+                    }
+                }
+            };
+            (
+                managed(current, next, &material),
+                Some(UserServer {
+                    secret: name.clone(),
+                    leaf,
+                }),
+            )
+        }
+        _ => (managed(current, next, &material), None),
+    };
+    // The instances' bundles: CAs they trust that `<db>-ca` may have lost.
+    let mut parts = BTreeMap::new();
+    for (name, secret) in instances {
+        if let Some(secret) = secret {
+            let read = InstanceParts::from_secret(secret);
+            for bundle in [&read.ca_bundle, &read.client_ca_bundle] {
+                remember(bundle, &mut material);
+            }
+            parts.insert(name.clone(), read);
+        }
+    }
+    let issuer_of = |info: &CertInfo| {
+        known
+            .iter()
+            .find(|(_, (_, ca))| info.issued_by(ca))
+            .map(|(fp, _)| fp.clone())
+    };
+    let leaf = |pem: &Option<KeyPair>| {
+        let info = CertInfo::parse(&pem.as_ref()?.cert_pem).ok()?;
+        Some(leaf_of(&info, issuer_of(&info)))
+    };
+    let fingerprints = |pem: &str| -> BTreeSet<String> {
+        CertInfo::parse_bundle(pem)
+            .map(|all| all.into_iter().map(|i| i.fingerprint).collect())
+            .unwrap_or_default()
+    };
+    let mut tls_instances = BTreeMap::new();
+    for (serial, instance) in &observed.instances {
+        let name = observed.name(*serial);
+        let secret = parts.get(&name).map(|read| HeldSecret {
+            server: leaf(&read.server),
+            api: leaf(&read.api),
+            replication: leaf(&read.replication),
+            trusted: fingerprints(&read.ca_bundle),
+            client_trusted: fingerprints(&read.client_ca_bundle),
+        });
+        let serving = instance.pod.as_ref().is_some_and(|p| p.tls && p.phase == PodPhase::Running);
+        let report = snapshot
+            .managers
+            .get(&name)
+            .filter(|s| s.api_version == crate::contract::API_VERSION)
+            .and_then(|s| s.tls.clone());
+        tls_instances.insert(
+            name,
+            InstanceTls {
+                secret,
+                serving,
+                report,
+                probe: Probe::NotProbed,
+            },
+        );
+    }
+    let operator = leaf(&material.operator);
+    material.instances = parts;
+    let tls = TlsObserved {
+        authority,
+        known: known.into_iter().map(|(fp, (ca, _))| (fp, ca)).collect(),
+        operator,
+        instances: tls_instances,
+        service_names: material.service_names.clone(),
+        settings: settings(model, user_server),
+        recorded,
+        now,
+    };
+    (tls, material)
+}
+
+fn managed(current: Option<Ca>, next: Option<Ca>, material: &TlsMaterial) -> Authority {
+    Authority::Managed {
+        current,
+        next,
+        rotation: material.rotation.clone(),
+    }
+}
+
+fn settings(model: &ValidatedDatabase, user_server: Option<UserServer>) -> Settings {
+    let duration = |d: std::time::Duration| SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX);
+    Settings {
+        lifetime: duration(model.tls.certificate_lifetime),
+        renew_before: duration(model.tls.renew_before),
+        ca_renew_before: duration(model.tls.ca_renew_before),
+        rotate_ca: model.tls.rotate_ca.clone(),
+        user_server,
+    }
+}
+
+fn leaf_of(info: &CertInfo, issuer: Option<String>) -> Leaf {
+    Leaf {
+        serial: info.serial.clone(),
+        issuer,
+        not_before: info.not_before,
+        not_after: info.not_after,
+        names: info.dns_names.clone(),
+    }
+}
+
+fn absent(name: &str) -> Unusable {
+    Unusable {
+        missing: true,
+        message: format!("Secret \"{name}\" does not exist"),
+    }
+}
+
+fn unusable(name: &str, why: &str) -> Unusable {
+    Unusable {
+        missing: false,
+        message: format!("Secret \"{name}\" {why}"),
+    }
+}
+
+/// The PEM of the one certificate `info` out of `bundle`.
+fn pem_of(bundle: &str, info: &CertInfo) -> String {
+    pem_blocks(bundle)
+        .into_iter()
+        .find(|block| {
+            CertInfo::parse(block).is_ok_and(|i| i.fingerprint == info.fingerprint)
+        })
+        .unwrap_or_default()
+}
+
+/// An instance's TLS Secret as read, every key optional (a Secret from an
+/// interrupted write, or one a human edited, is repaired, not refused).
+#[derive(Clone, Debug, Default)]
+pub struct InstanceParts {
+    pub ca_bundle: String,
+    pub client_ca_bundle: String,
+    pub server: Option<KeyPair>,
+    pub api: Option<KeyPair>,
+    pub replication: Option<KeyPair>,
+}
+
+impl InstanceParts {
+    pub fn from_secret(secret: &Secret) -> Self {
+        let pair = |cert: &str, key: &str| {
+            Some(KeyPair {
+                cert_pem: built::text(secret, cert).ok()?,
+                key_pem: built::text(secret, key).ok()?,
+            })
+        };
+        Self {
+            ca_bundle: built::text(secret, files::CA_BUNDLE).unwrap_or_default(),
+            client_ca_bundle: built::text(secret, files::CLIENT_CA_BUNDLE).unwrap_or_default(),
+            server: pair(files::SERVER_CERT, files::SERVER_KEY),
+            api: pair(files::API_CERT, files::API_KEY),
+            replication: pair(files::REPLICATION_CERT, files::REPLICATION_KEY),
+        }
+    }
+}
+
+/// The PEM blocks of certificates in `bundle`, each with its END line.
+pub fn pem_blocks(bundle: &str) -> Vec<String> {
+    const END: &str = "-----END CERTIFICATE-----";
+    bundle
+        .split_inclusive(END)
+        .filter_map(|part| {
+            let start = part.find("-----BEGIN CERTIFICATE-----")?;
+            part.ends_with(END).then(|| format!("{}\n", &part[start..]))
+        })
+        .collect()
+}
