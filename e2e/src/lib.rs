@@ -18,6 +18,7 @@ pub mod loopback;
 pub mod skip;
 pub mod storage;
 pub mod store;
+pub mod tls;
 pub mod writer;
 
 use std::fmt::Write as _;
