@@ -181,7 +181,7 @@ mod tests {
             proptest::prop_assert_eq!(services.len(), 12);
             proptest::prop_assert!(names.starts_with(&services));
             proptest::prop_assert!(uncovered(&names, &extras).is_empty());
-            proptest::prop_assert!(uncovered(&names, &[instance.clone()]).is_empty());
+            proptest::prop_assert!(uncovered(&names, std::slice::from_ref(&instance)).is_empty());
             proptest::prop_assert!(uncovered(&names, &names).is_empty());
             proptest::prop_assert_eq!(
                 names.clone(),
