@@ -161,6 +161,50 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever the inputs, the list holds each name once, starts with
+        /// the twelve service names in their fixed order, holds the instance
+        /// and every extra, and covers itself.
+        #[test]
+        fn server_names_are_complete_unique_and_stable(
+            db in "[a-z][a-z0-9-]{0,8}",
+            ns in "[a-z][a-z0-9-]{0,8}",
+            instance in "[a-z][a-z0-9-]{0,12}",
+            extras in proptest::collection::vec("[a-z]{1,6}(\\.[a-z]{1,6}){0,2}", 0..4),
+        ) {
+            let names = server_names(&db, &ns, "cluster.local", &instance, &extras);
+            let mut seen = std::collections::BTreeSet::new();
+            for name in &names {
+                proptest::prop_assert!(seen.insert(name.to_ascii_lowercase()), "{} twice", name);
+            }
+            let services = service_names(&db, &ns, "cluster.local", &[]);
+            proptest::prop_assert_eq!(services.len(), 12);
+            proptest::prop_assert!(names.starts_with(&services));
+            proptest::prop_assert!(uncovered(&names, &extras).is_empty());
+            proptest::prop_assert!(uncovered(&names, std::slice::from_ref(&instance)).is_empty());
+            proptest::prop_assert!(uncovered(&names, &names).is_empty());
+            proptest::prop_assert_eq!(
+                names.clone(),
+                server_names(&db, &ns, "cluster.local", &instance, &extras)
+            );
+        }
+
+        /// A wildcard covers exactly one more label.
+        #[test]
+        fn a_wildcard_covers_one_label(
+            parent in "[a-z]{1,6}(\\.[a-z]{1,6}){0,2}",
+            first in "[a-z0-9-]{1,8}",
+            second in "[a-z0-9-]{1,8}",
+        ) {
+            let wildcard = format!("*.{parent}");
+            let one_deeper = format!("{first}.{parent}");
+            let two_deeper = format!("{first}.{second}.{parent}");
+            proptest::prop_assert!(covers(&wildcard, &one_deeper));
+            proptest::prop_assert!(!covers(&wildcard, &two_deeper));
+            proptest::prop_assert!(!covers(&wildcard, &parent));
+        }
+    }
+
     #[test]
     fn uncovered_lists_what_no_name_covers_in_order() {
         let cert = s(&["*.prod.svc", "shop-rw"]);

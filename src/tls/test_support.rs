@@ -48,7 +48,7 @@ pub fn ekus(info: &CertInfo) -> (bool, bool) {
     (eku.server_auth, eku.client_auth)
 }
 
-/// The named curve of an EC public key, or None for another key type.
+/// Whether the public key is ECDSA on P-256.
 pub fn is_p256(info: &CertInfo) -> bool {
     let (_, cert) = x509_parser::certificate::X509Certificate::from_der(info.der()).unwrap();
     let spki = cert.public_key();
