@@ -302,11 +302,12 @@ async fn tls_everywhere(pg: Pg) {
         &dir,
         with_tls(Options::primary(&pg, "orders-1"), &primary_mount),
     );
-    // Ready: the application role exists (the primary's setup ran).
+    // Ready: the application database exists (the last step of the
+    // primary's setup).
     wait_for(
         &primary,
         &root,
-        "SELECT count(*) FROM pg_roles WHERE rolname = 'app'",
+        "SELECT count(*) FROM pg_database WHERE datname = 'app'",
         "1",
     )
     .await;

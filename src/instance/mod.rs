@@ -6,10 +6,13 @@
 //! the `postgres` postmaster as its child ([`process`], with the [`reaper`]
 //! collecting every child as PID 1), takes part in leader selection ([`ha`]:
 //! the primary lease, the peers, fencing; a former primary [`rejoin`]s as a
-//! replica), takes base backups ([`backup`]) and serves an HTTP API the
-//! operator and the other instances call ([`api`]: status, metrics,
-//! reload, promotion, switchover, backups and the rest of the contract in
-//! [`crate::contract`]).
+//! replica), keeps PostgreSQL's TLS material in effect without a restart
+//! ([`tls`]: a private copy of the mounted Secret, reloaded when the Secret
+//! changes; standbys reach a TLS primary with `verify-full` and the
+//! replication certificate), takes base backups ([`backup`]) and serves an
+//! HTTP API the operator and the other instances call ([`api`]: status,
+//! metrics, reload, promotion, switchover, backups and the rest of the
+//! contract in [`crate::contract`]).
 //!
 //! Everything it needs comes from the environment the operator sets on the pod
 //! (see [`InstanceConfig`]); every setting is also a flag so tests can pass it.
