@@ -69,9 +69,7 @@ impl Error {
             Error::MissingField(_)
             | Error::Serialize { .. }
             | Error::Restore(_)
-            | Error::Tls { .. } => {
-                Category::Internal
-            }
+            | Error::Tls { .. } => Category::Internal,
             Error::Instance { source, .. } => source.category(),
             // An instance manager that cannot be reached now may be on the next pass.
             Error::InstanceUnreachable { .. } => Category::Api,

@@ -283,10 +283,14 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     let mut plan = Plan {
         phase: topology.phase,
         actions,
-        requeue_after_seconds: [Some(requeue), growth.poll_seconds, tls.as_ref().and_then(|t| t.requeue_seconds)]
-            .into_iter()
-            .flatten()
-            .min(),
+        requeue_after_seconds: [
+            Some(requeue),
+            growth.poll_seconds,
+            tls.as_ref().and_then(|t| t.requeue_seconds),
+        ]
+        .into_iter()
+        .flatten()
+        .min(),
         verdicts,
         conditions: Vec::new(),
         current_primary,

@@ -297,7 +297,10 @@ pub fn wants_probe(observed: &TlsObserved) -> bool {
     if observed.recorded != Stage::Stable {
         return true;
     }
-    if matches!(&observed.authority, Authority::Managed { next: Some(_), .. }) {
+    if matches!(
+        &observed.authority,
+        Authority::Managed { next: Some(_), .. }
+    ) {
         return true;
     }
     observed
@@ -327,8 +330,7 @@ pub fn plan(observed: &TlsObserved) -> TlsPlan {
         CaRef::Known(fp) => Some(fp.clone()),
         CaRef::Created => None,
     };
-    let everyone_trusts =
-        |fp: &str| observed.instances.values().all(|i| trusts_confirmed(i, fp));
+    let everyone_trusts = |fp: &str| observed.instances.values().all(|i| trusts_confirmed(i, fp));
     // A CA made in this pass is trusted by nothing that serves yet.
     let trusting = match &target_fp {
         Some(fp) => everyone_trusts(fp),
@@ -465,7 +467,10 @@ fn target(observed: &TlsObserved, out: &mut Out) -> Option<CaRef> {
 }
 
 fn has_next(observed: &TlsObserved) -> bool {
-    matches!(&observed.authority, Authority::Managed { next: Some(_), .. })
+    matches!(
+        &observed.authority,
+        Authority::Managed { next: Some(_), .. }
+    )
 }
 
 /// CAs besides the target that an instance may still present or trust: in
@@ -661,8 +666,10 @@ fn write(
             },
         };
         if why == EXPIRED {
-            out.expired
-                .push(format!("instance {name}'s {} certificate expired", kind.as_str()));
+            out.expired.push(format!(
+                "instance {name}'s {} certificate expired",
+                kind.as_str()
+            ));
         }
         // Moving a sound leaf to the target waits until the target is
         // trusted everywhere; anything else is renewed from the CA that is.
@@ -683,9 +690,7 @@ fn write(
         })
         .collect();
     let created = trust.contains(&CaRef::Created);
-    let bundles_differ = created
-        || held.trusted != wanted
-        || held.client_trusted != wanted;
+    let bundles_differ = created || held.trusted != wanted || held.client_trusted != wanted;
     let server_stale = observed.settings.user_server.as_ref().is_some_and(|u| {
         u.leaf
             .as_ref()
@@ -720,7 +725,11 @@ impl Out {
         user_server(observed, &mut self);
         let waiting = waiting(observed, stage);
         let rotating = stage != Stage::Stable || self.rotation_started;
-        let stage = if self.rotation_started { Stage::TrustingBoth } else { stage };
+        let stage = if self.rotation_started {
+            Stage::TrustingBoth
+        } else {
+            stage
+        };
         if rotating {
             self.verdicts.push(Verdict::progress(
                 "RotatingCA",
@@ -731,7 +740,10 @@ impl Out {
             if let Some(error) = instance.1.report.as_ref().and_then(|r| r.error.as_deref()) {
                 self.verdicts.push(Verdict::degraded(
                     "CertificateNotLoaded",
-                    format!("instance {} did not load the files of Secret {}-tls: {error}", instance.0, instance.0),
+                    format!(
+                        "instance {} did not load the files of Secret {}-tls: {error}",
+                        instance.0, instance.0
+                    ),
                 ));
             }
         }
@@ -744,7 +756,12 @@ impl Out {
         let certificates = if let Some((reason, why)) = &self.blocked {
             Desired::new(CERTIFICATES, false, reason, why.clone())
         } else if !self.expired.is_empty() {
-            Desired::new(CERTIFICATES, false, condition::EXPIRED, self.expired.join("; "))
+            Desired::new(
+                CERTIFICATES,
+                false,
+                condition::EXPIRED,
+                self.expired.join("; "),
+            )
         } else if rotating {
             Desired::new(
                 CERTIFICATES,
@@ -753,7 +770,12 @@ impl Out {
                 format!("stage {}{waiting}", stage_name(stage)),
             )
         } else if !self.warnings.is_empty() {
-            Desired::new(CERTIFICATES, true, condition::IN_EFFECT, self.warnings.join("; "))
+            Desired::new(
+                CERTIFICATES,
+                true,
+                condition::IN_EFFECT,
+                self.warnings.join("; "),
+            )
         } else if self.renewing || !self.actions.is_empty() || !waiting.is_empty() {
             Desired::new(
                 CERTIFICATES,
@@ -880,7 +902,10 @@ fn waiting(observed: &TlsObserved, stage: Stage) -> String {
     if pending.is_empty() {
         String::new()
     } else {
-        format!("; waiting for {} to load and present their Secret", pending.join(", "))
+        format!(
+            "; waiting for {} to load and present their Secret",
+            pending.join(", ")
+        )
     }
 }
 
@@ -888,7 +913,11 @@ fn waiting(observed: &TlsObserved, stage: Stage) -> String {
 fn not_after(observed: &TlsObserved, target: Option<&str>) -> Option<Timestamp> {
     leaves(observed)
         .map(|l| l.not_after)
-        .chain(target.and_then(|fp| observed.known.get(fp)).map(|c| c.not_after))
+        .chain(
+            target
+                .and_then(|fp| observed.known.get(fp))
+                .map(|c| c.not_after),
+        )
         .min()
 }
 

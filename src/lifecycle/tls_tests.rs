@@ -168,17 +168,17 @@ impl World {
         let authority = match &self.user {
             Some(fp) => Authority::User {
                 secret: "orders-user-ca".into(),
-                ca: self
-                    .cas
-                    .get(fp)
-                    .cloned()
-                    .ok_or_else(|| Unusable {
-                        missing: true,
-                        message: "no CA".into(),
-                    }),
+                ca: self.cas.get(fp).cloned().ok_or_else(|| Unusable {
+                    missing: true,
+                    message: "no CA".into(),
+                }),
             },
             None => Authority::Managed {
-                current: self.current.as_ref().and_then(|fp| self.cas.get(fp)).cloned(),
+                current: self
+                    .current
+                    .as_ref()
+                    .and_then(|fp| self.cas.get(fp))
+                    .cloned(),
                 next: self.next.as_ref().and_then(|fp| self.cas.get(fp)).cloned(),
                 rotation: self.rotation.clone(),
             },
@@ -255,7 +255,9 @@ impl World {
                     secret.trusted = bundle.clone();
                     secret.client_trusted = bundle;
                     if !issue.is_empty() {
-                        let Some(fp) = issuer.as_ref().and_then(|i| self.resolve(i, created.as_ref()))
+                        let Some(fp) = issuer
+                            .as_ref()
+                            .and_then(|i| self.resolve(i, created.as_ref()))
                         else {
                             panic!("leaves to issue without an issuer: {action:?}");
                         };
@@ -307,10 +309,17 @@ impl World {
                 let checks = [
                     (&peer_loaded.server, &loaded.trusted, "server"),
                     (&peer_loaded.api, &loaded.client_trusted, "api"),
-                    (&peer_loaded.replication, &loaded.client_trusted, "replication"),
+                    (
+                        &peer_loaded.replication,
+                        &loaded.client_trusted,
+                        "replication",
+                    ),
                 ];
                 for (leaf, bundle, what) in checks {
-                    let issuer = leaf.as_ref().and_then(|l| l.issuer.clone()).unwrap_or_default();
+                    let issuer = leaf
+                        .as_ref()
+                        .and_then(|l| l.issuer.clone())
+                        .unwrap_or_default();
                     if !bundle.contains(&issuer) {
                         return Err(format!(
                             "{name} trusts only {bundle:?} but {peer} presents a {what} leaf of {issuer}"
@@ -322,7 +331,9 @@ impl World {
                 && !self.lost
                 && !loaded.client_trusted.contains(&op)
             {
-                return Err(format!("{name} does not trust the operator's identity from {op}"));
+                return Err(format!(
+                    "{name} does not trust the operator's identity from {op}"
+                ));
             }
         }
         for (name, secret) in &self.secrets {
@@ -331,7 +342,10 @@ impl World {
                     continue;
                 };
                 if leaf.not_before < ca.not_before {
-                    return Err(format!("{name} holds leaf {} older than its CA", leaf.serial));
+                    return Err(format!(
+                        "{name} holds leaf {} older than its CA",
+                        leaf.serial
+                    ));
                 }
             }
         }
@@ -340,14 +354,21 @@ impl World {
 
     /// What the world should be at rest: one CA in use everywhere.
     fn settled(&self) -> Result<(), String> {
-        let target = self.user.clone().or_else(|| self.current.clone()).unwrap_or_default();
+        let target = self
+            .user
+            .clone()
+            .or_else(|| self.current.clone())
+            .unwrap_or_default();
         if self.next.is_some() {
             return Err("a next CA is left".into());
         }
         let only: BTreeSet<String> = [target.clone()].into();
         for (name, secret) in &self.secrets {
             if secret.trusted != only || secret.client_trusted != only {
-                return Err(format!("{name}'s Secret trusts {:?}, not only {target}", secret.trusted));
+                return Err(format!(
+                    "{name}'s Secret trusts {:?}, not only {target}",
+                    secret.trusted
+                ));
             }
             for leaf in LeafKind::ALL.iter().filter_map(|k| secret.leaf(*k)) {
                 if leaf.issuer.as_deref() != Some(target.as_str()) {
@@ -369,8 +390,16 @@ impl World {
 
 fn report(loaded: &HeldSecret) -> TlsReport {
     TlsReport {
-        server_serial: loaded.server.as_ref().map(|l| l.serial.clone()).unwrap_or_default(),
-        api_serial: loaded.api.as_ref().map(|l| l.serial.clone()).unwrap_or_default(),
+        server_serial: loaded
+            .server
+            .as_ref()
+            .map(|l| l.serial.clone())
+            .unwrap_or_default(),
+        api_serial: loaded
+            .api
+            .as_ref()
+            .map(|l| l.serial.clone())
+            .unwrap_or_default(),
         trusted: loaded.trusted.iter().cloned().collect(),
         client_trusted: loaded.client_trusted.iter().cloned().collect(),
         error: None,
@@ -424,7 +453,11 @@ fn a_new_database_gets_a_ca_then_every_secret_from_it() {
         "{plan:#?}"
     );
     assert_eq!(count(&plan, |a| a.instance().is_some()), 2);
-    assert_eq!(plan.actions.len(), 2, "the operator's identity came with the CA");
+    assert_eq!(
+        plan.actions.len(),
+        2,
+        "the operator's identity came with the CA"
+    );
     assert_eq!(plan.stage, Stage::Stable);
 }
 
@@ -439,7 +472,8 @@ fn at_rest_nothing_is_done_and_the_next_look_is_when_a_renewal_falls_due() {
     assert!(plan.verdicts.is_empty(), "{:?}", plan.verdicts);
     let due = (7 * DAY - 7 * DAY / 3) as u64;
     assert!(
-        plan.requeue_seconds.is_some_and(|s| s <= due && s > due - 3600),
+        plan.requeue_seconds
+            .is_some_and(|s| s <= due && s > due - 3600),
         "{:?}",
         plan.requeue_seconds
     );
@@ -452,7 +486,11 @@ fn a_leaf_within_renew_before_is_renewed_from_the_current_ca_alone() {
     world.now += days(5);
     let ca = world.current.clone().unwrap_or_default();
     let plan = plan(&world.observe());
-    let writes: Vec<&TlsAction> = plan.actions.iter().filter(|a| a.instance().is_some()).collect();
+    let writes: Vec<&TlsAction> = plan
+        .actions
+        .iter()
+        .filter(|a| a.instance().is_some())
+        .collect();
     assert_eq!(writes.len(), 2, "{plan:#?}");
     assert_eq!(
         writes[0],
@@ -465,7 +503,11 @@ fn a_leaf_within_renew_before_is_renewed_from_the_current_ca_alone() {
     );
     assert_eq!(plan.stage, Stage::Stable);
     assert_eq!(plan.certificates.reason, "Rotating");
-    assert!(plan.verdicts.is_empty(), "renewal is not a spec change: {:?}", plan.verdicts);
+    assert!(
+        plan.verdicts.is_empty(),
+        "renewal is not a spec change: {:?}",
+        plan.verdicts
+    );
 }
 
 #[test]
@@ -537,30 +579,68 @@ fn a_rotation_goes_through_every_stage_each_waiting_for_every_instance() {
         }]
     );
     assert_eq!(plan.stage, Stage::TrustingBoth);
-    assert!(matches!(plan.verdicts[..], [Verdict::Progress { reason: "RotatingCA", .. }]));
+    assert!(matches!(
+        plan.verdicts[..],
+        [Verdict::Progress {
+            reason: "RotatingCA",
+            ..
+        }]
+    ));
     let new = world.next.clone().unwrap_or_default();
 
     // Bundles of both, no leaf yet.
     let plan = world.pass(usize::MAX);
     assert_eq!(plan.stage, Stage::TrustingBoth);
-    assert_eq!(count(&plan, |a| matches!(a, TlsAction::WriteInstance { issue, .. } if issue.is_empty())), 2);
-    assert!(world.secrets.values().all(|s| s.trusted == [old.clone(), new.clone()].into()));
+    assert_eq!(
+        count(
+            &plan,
+            |a| matches!(a, TlsAction::WriteInstance { issue, .. } if issue.is_empty())
+        ),
+        2
+    );
+    assert!(
+        world
+            .secrets
+            .values()
+            .all(|s| s.trusted == [old.clone(), new.clone()].into())
+    );
     // One instance loads: still waiting for the other.
     world.load("orders-1");
     let plan = world.pass(usize::MAX);
     assert_eq!(plan.stage, Stage::TrustingBoth);
     assert!(plan.actions.is_empty(), "{plan:#?}");
-    assert!(plan.certificates.message.contains("orders-2 (Secret orders-2-tls)"), "{}", plan.certificates.message);
+    assert!(
+        plan.certificates
+            .message
+            .contains("orders-2 (Secret orders-2-tls)"),
+        "{}",
+        plan.certificates.message
+    );
     world.load("orders-2");
 
     // Everyone trusts both: leaves and the operator from the new CA.
     let plan = world.pass(usize::MAX);
     assert_eq!(plan.stage, Stage::Reissuing);
-    assert_eq!(plan.actions[0], TlsAction::IssueOperator { issuer: CaRef::Known(new.clone()) });
-    assert_eq!(count(&plan, |a| matches!(a, TlsAction::WriteInstance { issue, .. } if issue.len() == 3)), 2);
+    assert_eq!(
+        plan.actions[0],
+        TlsAction::IssueOperator {
+            issuer: CaRef::Known(new.clone())
+        }
+    );
+    assert_eq!(
+        count(
+            &plan,
+            |a| matches!(a, TlsAction::WriteInstance { issue, .. } if issue.len() == 3)
+        ),
+        2
+    );
     world.load("orders-2");
     let plan = world.pass(usize::MAX);
-    assert_eq!(plan.stage, Stage::Reissuing, "orders-1 still presents the old leaf");
+    assert_eq!(
+        plan.stage,
+        Stage::Reissuing,
+        "orders-1 still presents the old leaf"
+    );
     assert!(plan.actions.is_empty());
     world.load("orders-1");
 
@@ -568,10 +648,20 @@ fn a_rotation_goes_through_every_stage_each_waiting_for_every_instance() {
     let plan = world.pass(usize::MAX);
     assert_eq!(plan.stage, Stage::DroppingOld);
     assert_eq!(plan.actions[0], TlsAction::PromoteNext);
-    assert_eq!(count(&plan, |a| matches!(a, TlsAction::WriteInstance { trust, .. } if trust == &[CaRef::Known(new.clone())])), 2);
+    assert_eq!(
+        count(
+            &plan,
+            |a| matches!(a, TlsAction::WriteInstance { trust, .. } if trust == &[CaRef::Known(new.clone())])
+        ),
+        2
+    );
     world.load("orders-1");
     let plan = world.pass(usize::MAX);
-    assert_eq!(plan.stage, Stage::DroppingOld, "orders-2 still loaded the old CA");
+    assert_eq!(
+        plan.stage,
+        Stage::DroppingOld,
+        "orders-2 still loaded the old CA"
+    );
     world.load("orders-2");
     let plan = world.pass(usize::MAX);
     assert_eq!(plan.stage, Stage::Stable);
@@ -602,10 +692,17 @@ fn a_leaf_is_not_moved_to_the_new_ca_on_the_word_of_a_report_without_a_handshake
 #[test]
 fn the_ca_renews_itself_within_ca_renew_before() {
     let mut world = stable(1, false);
-    let end = world.cas.get(world.current.as_deref().unwrap_or_default()).map(|c| c.not_after);
+    let end = world
+        .cas
+        .get(world.current.as_deref().unwrap_or_default())
+        .map(|c| c.not_after);
     world.now = end.unwrap_or(t0()) - days(89);
     let plan = plan(&world.observe());
-    assert_eq!(plan.actions[0], TlsAction::CreateNextCa { rotation: None }, "{plan:#?}");
+    assert_eq!(
+        plan.actions[0],
+        TlsAction::CreateNextCa { rotation: None },
+        "{plan:#?}"
+    );
 }
 
 #[test]
@@ -625,7 +722,11 @@ fn a_users_ca_is_never_rotated_and_its_end_is_a_condition() {
         "{plan:#?}"
     );
     assert_eq!(plan.certificates.reason, "InEffect");
-    assert!(plan.certificates.message.starts_with("spec.tls.ca.secretName: the CA in Secret orders-user-ca expires"));
+    assert!(
+        plan.certificates
+            .message
+            .starts_with("spec.tls.ca.secretName: the CA in Secret orders-user-ca expires")
+    );
 }
 
 #[test]
@@ -642,11 +743,15 @@ fn an_unusable_user_ca_blocks_naming_the_field_and_touches_nothing() {
     let plan = plan(&observed);
     assert!(plan.actions.is_empty(), "{plan:#?}");
     assert!(!plan.certificates.status);
-    assert!(matches!(
-        &plan.verdicts[..],
-        [Verdict::Blocked { reason: "SecretInvalid", message }]
-            if message == "spec.tls.ca.secretName: Secret orders-user-ca: tls.crt is not a CA certificate"
-    ), "{:?}", plan.verdicts);
+    assert!(
+        matches!(
+            &plan.verdicts[..],
+            [Verdict::Blocked { reason: "SecretInvalid", message }]
+                if message == "spec.tls.ca.secretName: Secret orders-user-ca: tls.crt is not a CA certificate"
+        ),
+        "{:?}",
+        plan.verdicts
+    );
 }
 
 #[test]
@@ -656,16 +761,35 @@ fn expired_material_is_a_condition_never_silence() {
     let plan = plan(&world.observe());
     assert!(!plan.certificates.status);
     assert_eq!(plan.certificates.reason, "Expired");
-    assert!(plan.certificates.message.contains("instance orders-1's server certificate expired"));
-    assert!(plan.verdicts.iter().any(|v| matches!(v, Verdict::Degraded { reason: "CertificateExpired", .. })));
-    assert!(plan.actions.iter().any(|a| matches!(a, TlsAction::WriteInstance { issue, .. } if issue.len() == 3)), "and renewed");
+    assert!(
+        plan.certificates
+            .message
+            .contains("instance orders-1's server certificate expired")
+    );
+    assert!(plan.verdicts.iter().any(|v| matches!(
+        v,
+        Verdict::Degraded {
+            reason: "CertificateExpired",
+            ..
+        }
+    )));
+    assert!(
+        plan.actions
+            .iter()
+            .any(|a| matches!(a, TlsAction::WriteInstance { issue, .. } if issue.len() == 3)),
+        "and renewed"
+    );
 }
 
 #[test]
 fn a_manager_that_refused_its_files_is_degraded_and_holds_the_step() {
     let world = stable(1, false);
     let mut observed = world.observe();
-    if let Some(report) = observed.instances.get_mut("orders-1").and_then(|i| i.report.as_mut()) {
+    if let Some(report) = observed
+        .instances
+        .get_mut("orders-1")
+        .and_then(|i| i.report.as_mut())
+    {
         report.error = Some("key does not match certificate".into());
     }
     let plan = plan(&observed);
@@ -691,12 +815,19 @@ fn a_users_server_certificate_is_copied_not_issued_and_its_end_named() {
         leaf: Ok(leaf),
     });
     let plan = plan(&world.observe());
-    assert!(matches!(
-        &plan.actions[..],
-        [TlsAction::WriteInstance { issue, .. }] if issue.is_empty()
-    ), "{plan:#?}");
+    assert!(
+        matches!(
+            &plan.actions[..],
+            [TlsAction::WriteInstance { issue, .. }] if issue.is_empty()
+        ),
+        "{plan:#?}"
+    );
     assert_eq!(plan.certificates.reason, "InEffect");
-    assert!(plan.certificates.message.contains("spec.tls.server.secretName"));
+    assert!(
+        plan.certificates
+            .message
+            .contains("spec.tls.server.secretName")
+    );
 }
 
 #[test]
@@ -782,7 +913,9 @@ fn run(world: &mut World, steps: &[Step]) -> Result<bool, TestCaseError> {
             }
         }
         if let Err(broken) = world.check() {
-            return Err(TestCaseError::fail(format!("after step {n} ({step:?}): {broken}")));
+            return Err(TestCaseError::fail(format!(
+                "after step {n} ({step:?}): {broken}"
+            )));
         }
     }
     Ok(rotated)
@@ -902,7 +1035,10 @@ fn a_new_instances_secret_is_written_before_anything_creates_its_pod() {
         "{planned:#?}"
     );
     let (kept, verdict) = hold_pods(&ctx, Some(&planned), additions.clone());
-    assert_eq!(kept, additions, "its Secret is complete once this plan is applied");
+    assert_eq!(
+        kept, additions,
+        "its Secret is complete once this plan is applied"
+    );
     assert_eq!(verdict, None);
 
     // The user's CA is unusable: nothing is issued, so the pod waits.
@@ -934,7 +1070,10 @@ fn the_database_plan_applies_tls_steps_before_pods_and_shows_certificates() {
     let observed = database_tls(&world);
     let spec = crate::lifecycle::tests::async_spec(3);
     let decided = crate::lifecycle::plan(&spec, None, &observed);
-    let first_tls = decided.actions.iter().position(|a| matches!(a, Action::Tls(_)));
+    let first_tls = decided
+        .actions
+        .iter()
+        .position(|a| matches!(a, Action::Tls(_)));
     let first_pod = decided
         .actions
         .iter()

@@ -127,8 +127,8 @@ async fn serve_empty_namespace(mut handle: Handle, db: Value) -> Vec<(Method, St
             "/rolebindings/",
             "/secrets/",
         ]
-            .iter()
-            .any(|kind| path.contains(kind));
+        .iter()
+        .any(|kind| path.contains(kind));
         if method == Method::GET && named {
             let status = json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure",
                 "reason": "NotFound", "code": 404, "message": "not found" });

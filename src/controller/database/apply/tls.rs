@@ -45,20 +45,32 @@ impl Applier<'_> {
                 state.next = None;
                 state.rotation = rotation.clone();
                 self.write_ca(&state).await?;
-                done("CertificateAuthorityCreated", format!("created the CA in Secret {}", self.ca_name()))
+                done(
+                    "CertificateAuthorityCreated",
+                    format!("created the CA in Secret {}", self.ca_name()),
+                )
             }
             TlsAction::CreateNextCa { rotation } => {
                 state.next = Some(self.new_ca(now)?);
                 state.rotation = rotation.clone();
                 self.write_ca(&state).await?;
-                done("CertificateAuthorityRotating", format!("created the next CA in Secret {}: trusting both", self.ca_name()))
+                done(
+                    "CertificateAuthorityRotating",
+                    format!(
+                        "created the next CA in Secret {}: trusting both",
+                        self.ca_name()
+                    ),
+                )
             }
             TlsAction::PromoteNext => {
                 if let Some(next) = state.next.take() {
                     state.current = Some(next);
                 }
                 self.write_ca(&state).await?;
-                done("CertificateAuthorityPromoted", "the new CA is the current one; dropping the old".to_owned())
+                done(
+                    "CertificateAuthorityPromoted",
+                    "the new CA is the current one; dropping the old".to_owned(),
+                )
             }
             TlsAction::IssueOperator { issuer } => {
                 let authority = self.authority(&state, issuer)?;
@@ -111,9 +123,13 @@ impl Applier<'_> {
             let lifetime = self.lifetime();
             for kind in issue {
                 let leaf = match kind {
-                    LeafKind::Server => authority.issue_server(&self.server_names(instance), lifetime, now),
+                    LeafKind::Server => {
+                        authority.issue_server(&self.server_names(instance), lifetime, now)
+                    }
                     LeafKind::Api => authority.issue_identity(instance, lifetime, now),
-                    LeafKind::Replication => authority.issue_client(REPLICATION_USER, lifetime, now),
+                    LeafKind::Replication => {
+                        authority.issue_client(REPLICATION_USER, lifetime, now)
+                    }
                 }
                 .map_err(tls_error("issuing an instance certificate"))?;
                 match kind {
@@ -124,7 +140,12 @@ impl Applier<'_> {
             }
         }
         let mut ca_bundle = bundle.clone();
-        if let Some(user) = self.snapshot.tls.as_ref().and_then(|t| t.user_server.as_ref()) {
+        if let Some(user) = self
+            .snapshot
+            .tls
+            .as_ref()
+            .and_then(|t| t.user_server.as_ref())
+        {
             // spec.tls.server: the user's certificate, verified by their CA.
             server = KeyPair {
                 cert_pem: user.cert_pem.clone(),
@@ -231,7 +252,8 @@ impl Applier<'_> {
                 .get_or_insert_with(Default::default)
                 .insert(ROTATION_ANNOTATION.to_owned(), rotation.clone());
         }
-        self.server_side_apply(&secret, "writing the CA Secret").await
+        self.server_side_apply(&secret, "writing the CA Secret")
+            .await
     }
 
     fn new_ca(&self, now: jiff::Timestamp) -> Result<KeyPair, Error> {
@@ -246,8 +268,7 @@ impl Applier<'_> {
     }
 
     fn lifetime(&self) -> SignedDuration {
-        SignedDuration::try_from(self.model.tls.certificate_lifetime)
-            .unwrap_or(SignedDuration::MAX)
+        SignedDuration::try_from(self.model.tls.certificate_lifetime).unwrap_or(SignedDuration::MAX)
     }
 
     fn server_names(&self, instance: &str) -> Vec<String> {
@@ -266,13 +287,17 @@ impl Applier<'_> {
         let candidates = [state.current.clone(), state.next.clone(), user];
         let found = match ca {
             CaRef::Created => state.current.clone(),
-            CaRef::Known(fp) => candidates.into_iter().flatten().find(|pair| {
-                CertInfo::parse(&pair.cert_pem).is_ok_and(|i| i.fingerprint == *fp)
-            }),
+            CaRef::Known(fp) => candidates
+                .into_iter()
+                .flatten()
+                .find(|pair| CertInfo::parse(&pair.cert_pem).is_ok_and(|i| i.fingerprint == *fp)),
         };
         found.ok_or_else(|| Error::Tls {
             context: "finding the CA to issue from",
-            message: format!("no CA {ca:?} in Secret {} or the user's Secret", self.ca_name()),
+            message: format!(
+                "no CA {ca:?} in Secret {} or the user's Secret",
+                self.ca_name()
+            ),
         })
     }
 

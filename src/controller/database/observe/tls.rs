@@ -102,7 +102,15 @@ pub async fn observe(
         let secret = get(names::instance_tls_secret(&name)).await?;
         instances.insert(name, secret);
     }
-    let (mut tls, material) = reduce(model, ca.as_ref(), user, &instances, snapshot, observed, recorded);
+    let (mut tls, material) = reduce(
+        model,
+        ca.as_ref(),
+        user,
+        &instances,
+        snapshot,
+        observed,
+        recorded,
+    );
     if crate::lifecycle::tls::wants_probe(&tls) {
         probe_all(&mut tls, &material, snapshot).await;
     }
@@ -150,7 +158,12 @@ pub fn reduce(
     let now = observed.now;
     let namespace = model.namespace.clone().unwrap_or_default();
     let mut material = TlsMaterial {
-        service_names: crate::tls::names::service_names(&model.name, &namespace, CLUSTER_DOMAIN, &[]),
+        service_names: crate::tls::names::service_names(
+            &model.name,
+            &namespace,
+            CLUSTER_DOMAIN,
+            &[],
+        ),
         ..TlsMaterial::default()
     };
     let pair = |secret: &Secret, cert: &str, key: &str| {
@@ -173,7 +186,11 @@ pub fn reduce(
     let mut known: BTreeMap<String, (Ca, CertInfo)> = BTreeMap::new();
     let mut remember = |pem: &str, material: &mut TlsMaterial| -> Option<Ca> {
         let mut first = None;
-        for info in CertInfo::parse_bundle(pem).ok()?.into_iter().filter(|i| i.is_ca) {
+        for info in CertInfo::parse_bundle(pem)
+            .ok()?
+            .into_iter()
+            .filter(|i| i.is_ca)
+        {
             let ca = Ca {
                 fingerprint: info.fingerprint.clone(),
                 not_before: info.not_before,
@@ -188,8 +205,14 @@ pub fn reduce(
         }
         first
     };
-    let current = material.current.clone().and_then(|p| remember(&p.cert_pem, &mut material));
-    let next = material.next.clone().and_then(|p| remember(&p.cert_pem, &mut material));
+    let current = material
+        .current
+        .clone()
+        .and_then(|p| remember(&p.cert_pem, &mut material));
+    let next = material
+        .next
+        .clone()
+        .and_then(|p| remember(&p.cert_pem, &mut material));
     let (authority, user_server) = match (&model.tls.source, user) {
         (TlsSource::CaSecret(name), Some(secret)) => {
             let ca = match secret {
@@ -200,7 +223,8 @@ pub fn reduce(
                             cert_pem: authority.cert_pem().to_owned(),
                             key_pem: authority.key_pem().to_owned(),
                         });
-                        remember(authority.cert_pem(), &mut material).ok_or_else(|| unusable(name, "its tls.crt does not parse"))
+                        remember(authority.cert_pem(), &mut material)
+                            .ok_or_else(|| unusable(name, "its tls.crt does not parse"))
                     }
                     Err(error) => Err(Unusable {
                         missing: false,
@@ -279,7 +303,10 @@ pub fn reduce(
             trusted: fingerprints(&read.ca_bundle),
             client_trusted: fingerprints(&read.client_ca_bundle),
         });
-        let serving = instance.pod.as_ref().is_some_and(|p| p.tls && p.phase == PodPhase::Running);
+        let serving = instance
+            .pod
+            .as_ref()
+            .is_some_and(|p| p.tls && p.phase == PodPhase::Running);
         let report = snapshot
             .managers
             .get(&name)
@@ -319,7 +346,8 @@ fn managed(current: Option<Ca>, next: Option<Ca>, material: &TlsMaterial) -> Aut
 }
 
 fn settings(model: &ValidatedDatabase, user_server: Option<UserServer>) -> Settings {
-    let duration = |d: std::time::Duration| SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX);
+    let duration =
+        |d: std::time::Duration| SignedDuration::try_from(d).unwrap_or(SignedDuration::MAX);
     Settings {
         lifetime: duration(model.tls.certificate_lifetime),
         renew_before: duration(model.tls.renew_before),
@@ -357,9 +385,7 @@ fn unusable(name: &str, why: &str) -> Unusable {
 fn pem_of(bundle: &str, info: &CertInfo) -> String {
     pem_blocks(bundle)
         .into_iter()
-        .find(|block| {
-            CertInfo::parse(block).is_ok_and(|i| i.fingerprint == info.fingerprint)
-        })
+        .find(|block| CertInfo::parse(block).is_ok_and(|i| i.fingerprint == info.fingerprint))
         .unwrap_or_default()
 }
 
