@@ -18,7 +18,9 @@ use tusk::api::v1::Database;
 use tusk::contract::{Bootstrap, Role};
 use tusk::instance::metrics::{self as instance_metrics, Archiver, ReplicaLag, Sample, Standby};
 use tusk::resources::{BuildConfig, PlannedInstance, instance_pod, labels};
-use tusk::telemetry::metrics::{BackupResult, DatabaseLabels, Metrics, exposition};
+use tusk::telemetry::metrics::{
+    BackupResult, CertificateKind, DatabaseLabels, Metrics, exposition,
+};
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
@@ -79,7 +81,7 @@ fn the_prometheus_rule_passes_promtool_check_rules() {
     let output = promtool_in(&dir.0, &["check", "rules", "rules.yaml"]);
     let printed = promtool_support::printed(&output);
     assert!(output.status.success(), "{printed}");
-    assert!(printed.contains("SUCCESS: 9 rules found"), "{printed}");
+    assert!(printed.contains("SUCCESS: 11 rules found"), "{printed}");
 }
 
 #[test]
@@ -142,6 +144,8 @@ fn every_alert_has_a_severity_a_summary_and_a_description() {
         "TuskBackupTooOld",
         "TuskBackupVerificationFailed",
         "TuskBackupVerificationTooOld",
+        "TuskCertificateExpiringSoon",
+        "TuskCertificateExpired",
         "TuskFailoverHappened",
         "TuskOperatorReconcileErrors",
     ]
@@ -175,6 +179,11 @@ fn operator_exposition() -> String {
     };
     metrics.set_verifications([(orders(), 1_700_000_100.0)], [(orders(), 1.0)]);
     metrics.set_schedule_periods([(orders(), 86_400.0)]);
+    metrics.set_certificates(
+        "shop",
+        "orders",
+        [("orders-1-tls", CertificateKind::Server, 1_700_600_000)],
+    );
     exposition(&registry, None).expect("encode").body
 }
 

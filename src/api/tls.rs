@@ -786,4 +786,68 @@ mod tests {
             serde_json::json!({})
         );
     }
+
+    /// The rules the schema can say are CEL the API server enforces even
+    /// without the webhook.
+    #[test]
+    fn the_schema_refuses_ca_with_server_and_rotate_ca_with_a_user_ca() {
+        let cel = |tls: TlsSpec| {
+            let mut db = crate::api::arbitrary::sample_database();
+            db.spec.tls = tls;
+            match db.validate_cel() {
+                Ok(()) => String::new(),
+                Err(errors) => format!("{errors:?}"),
+            }
+        };
+        assert_eq!(cel(TlsSpec::default()), "");
+        let both = cel(TlsSpec {
+            ca: secret("corp-ca"),
+            server: secret("pg-cert"),
+            ..TlsSpec::default()
+        });
+        assert!(
+            both.contains("spec.tls.ca and spec.tls.server are mutually exclusive"),
+            "{both}"
+        );
+        let rotate = cel(TlsSpec {
+            ca: secret("corp-ca"),
+            rotate_ca: Some("2026-11-26".into()),
+            ..TlsSpec::default()
+        });
+        assert!(
+            rotate.contains("spec.tls.rotateCA rotates Tusk's own CA"),
+            "{rotate}"
+        );
+        assert_eq!(
+            cel(TlsSpec {
+                server: secret("pg-cert"),
+                rotate_ca: Some("2026-11-26".into()),
+                ..TlsSpec::default()
+            }),
+            ""
+        );
+    }
+
+    /// The webhook and the reconciler run `validate::database`, which
+    /// includes these rules: a bad field is refused at admission, named.
+    #[test]
+    fn validation_of_a_database_includes_spec_tls() {
+        let mut db = crate::api::arbitrary::sample_database();
+        db.spec.tls.renew_before = Some("8d".into());
+        let errors = crate::api::validate::database(&db);
+        assert_eq!(
+            errors.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
+            ["spec.tls.renewBefore"]
+        );
+        let defaults = crate::api::model::Defaults {
+            store: None,
+            postgres_repository: "postgres",
+        };
+        db.spec.tls.renew_before = Some("2d".into());
+        db.spec.tls.client_certificates = true;
+        let model =
+            crate::api::validate::validated(&db, &defaults).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(model.tls.renew_before, Duration::from_secs(2 * 86_400));
+        assert!(model.tls.client_certificates);
+    }
 }

@@ -156,7 +156,7 @@ pub struct DatabaseSpec {
     /// TLS for every connection: applications, replication, the instance
     /// API. Always on; this says how (protocol version, plaintext opt-out,
     /// client certificates, lifetimes, your own CA or server certificate,
-    /// CA rotation). See [`TlsSpec`].
+    /// CA rotation).
     #[serde(default, skip_serializing_if = "is_default")]
     pub tls: TlsSpec,
 }

@@ -1,20 +1,24 @@
 //! The Job that runs a Database's schema migrations (`spec.migrations`): the
 //! user's image and command, connected to the primary through `<db>-rw` with
 //! the application role, every connection setting read from the `<db>-app`
-//! Secret (nothing secret is copied into the Job).
+//! Secret (nothing secret is copied into the Job). PostgreSQL requires TLS,
+//! so the Job verifies the server (`PGSSLMODE=verify-full`) against the
+//! Secret's `ca.crt`, mounted read-only with the role's client certificate
+//! when `spec.tls.clientCertificates` is on.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, EnvVarSource, PodSecurityContext, PodSpec, PodTemplateSpec,
-    SeccompProfile, SecretKeySelector, SecurityContext,
+    Capabilities, Container, EnvVar, EnvVarSource, KeyToPath, PodSecurityContext, PodSpec,
+    PodTemplateSpec, SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext,
+    Volume, VolumeMount,
 };
 
 use super::compute::{self, JobKind};
 use super::hash::fnv1a64_hex;
 use super::secret::{PASSWORD_KEY, USERNAME_KEY};
-use super::{BuildConfig, inherited, labels, names, object_meta, template_meta};
+use super::{BuildConfig, inherited, labels, names, object_meta, template_meta, tls};
 use crate::api::model::ValidatedDatabase;
 use crate::api::v1::MigrationsSpec;
 
@@ -39,6 +43,38 @@ pub const MIGRATION_DEADLINE_SECONDS: i64 = 3600;
 /// `nonroot` of distroless images) lets any image start. The tools only need
 /// the environment and a writable `HOME`, not an `/etc/passwd` entry.
 pub const MIGRATION_UID: i64 = 65532;
+
+/// The volume of the `<db>-app` Secret's TLS keys and where it is mounted.
+const TLS_VOLUME: &str = "app-tls";
+const TLS_MOUNT: &str = "/tusk/app-tls";
+
+/// The `<db>-app` Secret's CA, and the role's certificate and key with
+/// `spec.tls.clientCertificates`, readable by the Job's group only: libpq
+/// accepts a key owned by root that its group may read.
+fn tls_volume(db: &ValidatedDatabase) -> Volume {
+    let mut keys = vec![tls::CLIENT_CA_KEY];
+    if db.tls.client_certificates {
+        keys.extend([tls::CLIENT_CERT_KEY, tls::CLIENT_KEY_KEY]);
+    }
+    Volume {
+        name: TLS_VOLUME.to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(names::app_secret(&db.name)),
+            items: Some(
+                keys.into_iter()
+                    .map(|key| KeyToPath {
+                        key: key.to_owned(),
+                        path: key.to_owned(),
+                        mode: None,
+                    })
+                    .collect(),
+            ),
+            default_mode: Some(tls::FILE_MODE),
+            optional: None,
+        }),
+        ..Volume::default()
+    }
+}
 
 /// Characters of the version's hash in a Job name at most.
 const HASH_LEN: usize = 10;
@@ -97,7 +133,13 @@ pub fn migration_job(
         image_pull_policy: config.image_pull_policy.clone(),
         command: (!migrations.command.is_empty()).then(|| migrations.command.clone()),
         args: (!migrations.args.is_empty()).then(|| migrations.args.clone()),
-        env: Some(environment(&db_name, &migrations.env)),
+        env: Some(environment(db, &migrations.env)),
+        volume_mounts: Some(vec![VolumeMount {
+            name: TLS_VOLUME.to_owned(),
+            mount_path: TLS_MOUNT.to_owned(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        }]),
         // The last lines the container logged become its termination
         // message when it fails, which the operator reads from the pod's
         // status: no pods/log permission, and the message survives the
@@ -127,6 +169,7 @@ pub fn migration_job(
                 metadata: Some(template_meta(db, labels)),
                 spec: Some(PodSpec {
                     containers: vec![container],
+                    volumes: Some(vec![tls_volume(db)]),
                     restart_policy: Some("Never".to_owned()),
                     // A migration talks to PostgreSQL, never to the API server.
                     automount_service_account_token: Some(false),
@@ -134,6 +177,8 @@ pub fn migration_job(
                         run_as_non_root: Some(true),
                         run_as_user: Some(MIGRATION_UID),
                         run_as_group: Some(MIGRATION_UID),
+                        // The TLS files are readable by this group only.
+                        fs_group: Some(MIGRATION_UID),
                         seccomp_profile: Some(SeccompProfile {
                             type_: "RuntimeDefault".to_owned(),
                             localhost_profile: None,
@@ -153,8 +198,8 @@ pub fn migration_job(
 /// Secret (whose `uri` has the password percent-encoded, so any password makes
 /// a valid `DATABASE_URL`), then the user's `extra`, which replace a
 /// connection variable of the same name.
-fn environment(db: &str, extra: &[EnvVar]) -> Vec<EnvVar> {
-    let secret = names::app_secret(db);
+fn environment(db: &ValidatedDatabase, extra: &[EnvVar]) -> Vec<EnvVar> {
+    let secret = names::app_secret(&db.name);
     let from_secret = |name: &str, key: &str| EnvVar {
         name: name.to_owned(),
         value: None,
@@ -181,11 +226,27 @@ fn environment(db: &str, extra: &[EnvVar]) -> Vec<EnvVar> {
         from_secret("PGPASSWORD", PASSWORD_KEY),
         from_secret("DATABASE_URL", "uri"),
         value("PGAPPNAME", "tusk-migrations"),
+        // libpq's: a `uri` written before TLS has no `sslmode` of its own.
+        value("PGSSLMODE", tls::SSLMODE),
+        value(
+            "PGSSLROOTCERT",
+            &format!("{TLS_MOUNT}/{}", tls::CLIENT_CA_KEY),
+        ),
         // The uid has no home directory in most images; tools that keep
         // history or caches there get a writable one.
         value("HOME", "/tmp"),
     ];
+    let client_cert = db.tls.client_certificates.then(|| {
+        [
+            value(
+                "PGSSLCERT",
+                &format!("{TLS_MOUNT}/{}", tls::CLIENT_CERT_KEY),
+            ),
+            value("PGSSLKEY", &format!("{TLS_MOUNT}/{}", tls::CLIENT_KEY_KEY)),
+        ]
+    });
     ours.into_iter()
+        .chain(client_cert.into_iter().flatten())
         .filter(|v| !extra.iter().any(|e| e.name == v.name))
         .chain(extra.iter().cloned())
         .collect()
@@ -407,5 +468,57 @@ mod tests {
         );
         let host = String::from_utf8(data["host"].0.clone()).unwrap_or_default();
         assert!(host.starts_with("orders-rw."), "{host}");
+    }
+
+    #[test]
+    fn the_job_verifies_the_server_and_with_client_certificates_presents_one() {
+        let env_of = |pod: &PodSpec| -> BTreeMap<String, String> {
+            pod.containers[0]
+                .env
+                .iter()
+                .flatten()
+                .filter_map(|v| Some((v.name.clone(), v.value.clone()?)))
+                .collect()
+        };
+        let items_of = |pod: &PodSpec| -> Vec<String> {
+            let volume = pod.volumes.iter().flatten().find(|v| v.name == "app-tls");
+            let secret = volume.and_then(|v| v.secret.clone()).unwrap_or_default();
+            assert_eq!(secret.secret_name.as_deref(), Some("orders-app"));
+            assert_eq!(secret.default_mode, Some(0o440));
+            secret
+                .items
+                .iter()
+                .flatten()
+                .map(|i| i.key.clone())
+                .collect()
+        };
+        let mut db = sample_database();
+        let pod = pod_spec(&migration_job(&model(&db), &spec(), &config()));
+        let env = env_of(&pod);
+        assert_eq!(env["PGSSLMODE"], "verify-full");
+        assert_eq!(env["PGSSLROOTCERT"], "/tusk/app-tls/ca.crt");
+        assert!(!env.contains_key("PGSSLCERT"), "{env:?}");
+        assert_eq!(items_of(&pod), ["ca.crt"]);
+        assert_eq!(
+            pod.security_context.as_ref().and_then(|c| c.fs_group),
+            Some(MIGRATION_UID),
+            "the files are readable by the Job's group"
+        );
+        let mount = &pod.containers[0].volume_mounts.clone().unwrap_or_default()[0];
+        assert_eq!(
+            (
+                mount.name.as_str(),
+                mount.mount_path.as_str(),
+                mount.read_only
+            ),
+            ("app-tls", "/tusk/app-tls", Some(true))
+        );
+
+        db.spec.tls.client_certificates = true;
+        let pod = pod_spec(&migration_job(&model(&db), &spec(), &config()));
+        let env = env_of(&pod);
+        assert_eq!(env["PGSSLCERT"], "/tusk/app-tls/tls.crt");
+        assert_eq!(env["PGSSLKEY"], "/tusk/app-tls/tls.key");
+        assert_eq!(items_of(&pod), ["ca.crt", "tls.crt", "tls.key"]);
     }
 }

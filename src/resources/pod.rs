@@ -463,7 +463,18 @@ mod tests {
         let spec = spec_of(&pod);
         let volumes = spec.volumes.clone().unwrap_or_default();
         let names: Vec<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(names, ["data", "tusk-bin", "run", "tmp", "kube-api-access"]);
+        assert_eq!(
+            names,
+            ["data", "tusk-bin", "run", "tmp", "kube-api-access", "tls"]
+        );
+        assert_eq!(
+            volumes[5]
+                .secret
+                .as_ref()
+                .and_then(|s| s.secret_name.as_deref()),
+            Some("orders-3-tls"),
+            "the instance's own TLS Secret"
+        );
         assert_eq!(
             volumes[0]
                 .persistent_volume_claim
@@ -505,7 +516,47 @@ mod tests {
                     "kube-api-access".into(),
                     "/var/run/secrets/kubernetes.io/serviceaccount".into()
                 ),
+                ("tls".into(), "/tusk/tls".into()),
             ]
+        );
+        // The init container runs the operator image's binary copy only: it
+        // gets none of the instance's keys.
+        assert!(
+            init.iter()
+                .all(|c| { c.volume_mounts.iter().flatten().all(|m| m.name != "tls") })
+        );
+    }
+
+    /// The TLS settings are read by the manager at start only, so each one
+    /// rolls the pods; the certificates live in the Secret, not in the pod
+    /// spec, so a renewal changes no hash.
+    #[test]
+    fn every_tls_setting_rolls_the_pods() {
+        let hash_of = |db: &crate::api::v1::Database| {
+            let pod = pod_of(db, 1, InstanceRole::Primary, &config());
+            pod.annotations().get(SPEC_HASH_ANNOTATION).cloned()
+        };
+        let plain = sample_database();
+        type Edit = fn(&mut crate::api::v1::TlsSpec);
+        let edits: [(&str, Edit); 3] = [
+            ("allowPlaintext", |t| t.allow_plaintext = true),
+            ("minProtocolVersion", |t| {
+                t.min_protocol_version = crate::api::v1::TlsVersion::Tls12;
+            }),
+            ("clientCertificates", |t| t.client_certificates = true),
+        ];
+        for (field, edit) in edits {
+            let mut changed = plain.clone();
+            edit(&mut changed.spec.tls);
+            assert_ne!(hash_of(&plain), hash_of(&changed), "{field}");
+        }
+        let mut renewed = plain.clone();
+        renewed.spec.tls.certificate_lifetime = Some("30d".into());
+        renewed.spec.tls.rotate_ca = Some("2026-11-26".into());
+        assert_eq!(
+            hash_of(&plain),
+            hash_of(&renewed),
+            "lifetimes and CA rotation change Secrets, not pods"
         );
     }
 
@@ -868,7 +919,11 @@ mod tests {
     /// every running pod when the operator is upgraded. The ones with an
     /// object store changed once, on purpose, when the credentials became an
     /// optional Secret volume (those pods are recreated once by that
-    /// upgrade, replicas first).
+    /// upgrade, replicas first). All changed once, on purpose, with TLS
+    /// everywhere (#27: the TLS Secret volume and environment): the operator
+    /// upgrade that brings TLS rolls every instance once, which is how TLS
+    /// reaches the pods built before it (peers reach a not-yet-rolled pod
+    /// the old way meanwhile: `contract::Member.tls`).
     #[test]
     fn instance_spec_hash_is_the_hash_a_whole_pod_build_wrote() {
         let config = config();
@@ -914,18 +969,18 @@ mod tests {
             ..Default::default()
         });
         let cases = [
-            (&plain, &config, 1, "9176ce905283a03f"),
-            (&plain, &config, 7, "324b87c035838a79"),
-            (&plain, &traced, 1, "81f97fd9c414a338"),
-            (&plain, &traced, 7, "793959a4b09a184e"),
-            (&tuned, &config, 1, "b53863cef9cec49f"),
-            (&tuned, &config, 7, "fd11d1b1c2b538bd"),
-            (&tuned, &traced, 1, "d3639575bff5ef36"),
-            (&tuned, &traced, 7, "2ccaaf66c4c9b600"),
-            (&stored, &config, 1, "c78fed5b77ff772a"),
-            (&stored, &config, 7, "9fc13b734c29a8c4"),
-            (&stored, &traced, 1, "bc748527dee91927"),
-            (&stored, &traced, 7, "38ecb4deaf1bdf55"),
+            (&plain, &config, 1, "525a0425b94e177e"),
+            (&plain, &config, 7, "d4f6993f8a4e5afe"),
+            (&plain, &traced, 1, "894842f81a3b37bf"),
+            (&plain, &traced, 7, "08222ec6b5e73cb7"),
+            (&tuned, &config, 1, "25609528952662aa"),
+            (&tuned, &config, 7, "c1e4b293d4ef8bae"),
+            (&tuned, &traced, 1, "b816fd9f3e12a909"),
+            (&tuned, &traced, 7, "c433de0b11546821"),
+            (&stored, &config, 1, "e2716b4e9960c249"),
+            (&stored, &config, 7, "e21a30a3bb53ea05"),
+            (&stored, &traced, 1, "9fef0eba334c8340"),
+            (&stored, &traced, 7, "eb219c2a1574c78c"),
         ];
         for (db, config, serial, before) in cases {
             let model = model_of(db, config);

@@ -504,6 +504,8 @@ mod tests {
         assert_eq!(
             json,
             serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
                 "metadata": {"name": "orders-superuser", "namespace": "shop"},
                 "data": {"ca.crt": "Q0E=", "sslmode": "dmVyaWZ5LWZ1bGw="},
             }),

@@ -47,6 +47,50 @@ pub struct DatabaseLabels {
     pub database: String,
 }
 
+/// One certificate of one Database: the Secret that holds it and what it is
+/// (see [`CertificateKind`]).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct CertificateLabels {
+    pub namespace: String,
+    pub database: String,
+    pub secret: String,
+    pub kind: String,
+}
+
+/// What a certificate is for; the `kind` label of
+/// `tusk_certificate_not_after_seconds`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CertificateKind {
+    /// A CA in effect (Tusk's in `<db>-ca`, or the user's `spec.tls.ca`).
+    Ca,
+    /// The CA a rotation moves to.
+    NextCa,
+    /// PostgreSQL's server certificate of an instance.
+    Server,
+    /// An instance's API identity.
+    Api,
+    /// An instance's replication client certificate.
+    Replication,
+    /// The operator's client certificate on the instance API.
+    Operator,
+    /// The application role's client certificate (`<db>-app`).
+    Client,
+}
+
+impl CertificateKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ca => "ca",
+            Self::NextCa => "next-ca",
+            Self::Server => "server",
+            Self::Api => "api",
+            Self::Replication => "replication",
+            Self::Operator => "operator",
+            Self::Client => "client",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: String,
@@ -93,6 +137,36 @@ pub struct Metrics {
     last_verified: DatabaseGauge,
     verification_success: DatabaseGauge,
     schedule_period: DatabaseGauge,
+    certificates: CertificateGauge,
+}
+
+/// `tusk_certificate_not_after_seconds`: per Database, the set of its
+/// certificates is replaced at each sample, so a certificate no longer in
+/// effect (a dropped CA, a removed instance) loses its series.
+#[derive(Clone, Default)]
+struct CertificateGauge {
+    family: Family<CertificateLabels, Gauge<f64, AtomicU64>>,
+    /// Per Database, the label sets the family holds for it.
+    keys: Arc<Mutex<std::collections::BTreeMap<DatabaseLabels, BTreeSet<CertificateLabels>>>>,
+}
+
+impl CertificateGauge {
+    fn replace(&self, database: DatabaseLabels, latest: BTreeSet<(CertificateLabels, u64)>) {
+        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut current = BTreeSet::new();
+        for (labels, not_after) in latest {
+            // Unix seconds: exact in an f64 for the next 285 million years.
+            self.family.get_or_create(&labels).set(not_after as f64);
+            current.insert(labels);
+        }
+        let before = keys.remove(&database).unwrap_or_default();
+        for gone in before.difference(&current) {
+            self.family.remove(gone);
+        }
+        if !current.is_empty() {
+            keys.insert(database, current);
+        }
+    }
 }
 
 /// A gauge per Database whose whole set is replaced at each sample: a
@@ -141,6 +215,7 @@ impl Metrics {
             last_verified: DatabaseGauge::default(),
             verification_success: DatabaseGauge::default(),
             schedule_period: DatabaseGauge::default(),
+            certificates: CertificateGauge::default(),
         };
         // Every result exists from the start, so that `increase()` sees the first
         // backup of each kind rather than a series appearing at 1.
@@ -229,7 +304,41 @@ impl Metrics {
             Unit::Seconds,
             metrics.schedule_period.family.clone(),
         );
+        tusk.register_with_unit(
+            "certificate_not_after",
+            "When each certificate of a Database in effect expires, in Unix seconds, by the Secret that holds it and its kind (ca, next-ca, server, api, replication, operator, client)",
+            Unit::Seconds,
+            metrics.certificates.family.clone(),
+        );
         metrics
+    }
+
+    /// Sets `tusk_certificate_not_after_seconds` for Database
+    /// `namespace/database`: every certificate in effect, as (Secret, kind,
+    /// notAfter in Unix seconds). Replaces the Database's previous set: a
+    /// certificate not listed any more loses its series.
+    pub fn set_certificates<'a>(
+        &self,
+        namespace: &str,
+        database: &str,
+        certificates: impl IntoIterator<Item = (&'a str, CertificateKind, u64)>,
+    ) {
+        let latest = certificates
+            .into_iter()
+            .map(|(secret, kind, not_after)| {
+                (
+                    CertificateLabels {
+                        namespace: namespace.to_owned(),
+                        database: database.to_owned(),
+                        secret: secret.to_owned(),
+                        kind: kind.as_str().to_owned(),
+                    },
+                    not_after,
+                )
+            })
+            .collect();
+        self.certificates
+            .replace(database_labels(namespace, database), latest);
     }
 
     /// Counts a reconciliation and times it until the returned guard drops.
@@ -300,6 +409,7 @@ impl Metrics {
         self.failovers.remove(&labels);
         self.failover_duration.remove(&labels);
         self.failover_wal_gap.remove(&labels);
+        self.certificates.replace(labels, BTreeSet::new());
     }
 
     pub fn failover(&self, namespace: &str, database: &str) {
@@ -603,6 +713,57 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn certificate_expiry_is_replaced_per_database_and_forgotten_with_it() {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        metrics.set_certificates(
+            "shop",
+            "orders",
+            [
+                ("orders-ca", CertificateKind::Ca, 2_000_000_000),
+                ("orders-ca", CertificateKind::NextCa, 2_100_000_000),
+                ("orders-1-tls", CertificateKind::Server, 1_700_000_000),
+            ],
+        );
+        metrics.set_certificates(
+            "shop",
+            "users",
+            [("users-1-tls", CertificateKind::Server, 1_800_000_000)],
+        );
+        let text = openmetrics(&registry);
+        for line in [
+            "# TYPE tusk_certificate_not_after_seconds gauge",
+            "tusk_certificate_not_after_seconds{namespace=\"shop\",database=\"orders\",secret=\"orders-1-tls\",kind=\"server\"} 1700000000.0",
+            "tusk_certificate_not_after_seconds{namespace=\"shop\",database=\"orders\",secret=\"orders-ca\",kind=\"next-ca\"} 2100000000.0",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+        // The rotation ended: the next CA is the CA, the old one is gone.
+        metrics.set_certificates(
+            "shop",
+            "orders",
+            [
+                ("orders-ca", CertificateKind::Ca, 2_100_000_000),
+                ("orders-1-tls", CertificateKind::Server, 1_700_500_000),
+            ],
+        );
+        let text = openmetrics(&registry);
+        assert!(!text.contains("kind=\"next-ca\""), "{text}");
+        assert!(
+            text.contains("secret=\"orders-ca\",kind=\"ca\"} 2100000000.0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("database=\"users\""),
+            "another Database is untouched"
+        );
+        metrics.forget_database("shop", "orders");
+        let text = openmetrics(&registry);
+        assert!(!text.contains("database=\"orders\""), "{text}");
+        assert!(text.contains("database=\"users\""), "{text}");
     }
 
     #[test]
