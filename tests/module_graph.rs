@@ -161,6 +161,22 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "cli",
         ],
     ),
+    // The TLS core serves the operator, the manager and the webhooks alike.
+    (
+        "tls",
+        &[
+            "api",
+            "backup",
+            "controller",
+            "operator",
+            "webhook",
+            "instance",
+            "lifecycle",
+            "resources",
+            "telemetry",
+            "cli",
+        ],
+    ),
     ("webhook", &["controller", "operator", "instance", "cli"]),
     ("controller", &["operator", "webhook", "instance", "cli"]),
 ];
@@ -381,6 +397,14 @@ const PURE: &[&str] = &[
     "controller/database/migration_jobs.rs",
     "api/validate.rs",
     "api/conversion.rs",
+    "tls/ca_key.rs",
+    "tls/error.rs",
+    "tls/inspect.rs",
+    "tls/names.rs",
+    "tls/pem.rs",
+    "tls/renewal.rs",
+    "tls/rustls_config.rs",
+    "tls/user_secret.rs",
 ];
 
 /// What a pure file may not name, and why it matters.

@@ -26,7 +26,9 @@ pub enum Error {
         not_after: jiff::Timestamp,
         now: jiff::Timestamp,
     },
-    #[error("no valid period: notBefore {not_before} is not before notAfter {not_after} (is the CA not valid yet?)")]
+    #[error(
+        "no valid period: notBefore {not_before} is not before notAfter {not_after} (is the CA not valid yet?)"
+    )]
     EmptyValidity {
         not_before: jiff::Timestamp,
         not_after: jiff::Timestamp,
@@ -53,7 +55,10 @@ pub enum Error {
         source: std::io::Error,
     },
     #[error("{addr}: the server answered {answer:?} to the SSLRequest instead of 'S' (TLS off?)")]
-    SslRefused { addr: std::net::SocketAddr, answer: char },
+    SslRefused {
+        addr: std::net::SocketAddr,
+        answer: char,
+    },
     #[error("{addr}: no answer within {seconds} s")]
     Timeout {
         addr: std::net::SocketAddr,

@@ -12,6 +12,7 @@
 //! draws randomness. Times come in as arguments.
 
 pub mod authority;
+mod ca_key;
 mod error;
 pub mod inspect;
 pub mod names;
@@ -19,6 +20,8 @@ mod pem;
 pub mod probe;
 pub mod renewal;
 pub mod rustls_config;
+#[cfg(test)]
+mod test_support;
 pub mod user_secret;
 
 pub use authority::{Authority, Leaf};

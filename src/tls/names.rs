@@ -1,6 +1,8 @@
 //! The DNS names a PostgreSQL server certificate must carry, and which of
 //! them a certificate does not cover.
 
+use std::net::IpAddr;
+
 /// The default Kubernetes cluster domain.
 pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
 
@@ -51,7 +53,7 @@ pub fn server_names(
 /// The names of `required` that none of `cert_dns_names` covers, in order. A
 /// wildcard `*.example.com` covers exactly one label (`a.example.com`, not
 /// `example.com` nor `a.b.example.com`), as RFC 6125 verifiers do. DNS names
-/// compare case-insensitively.
+/// compare case-insensitively, IP addresses by value (`::1` = `0::1`).
 pub fn uncovered(cert_dns_names: &[String], required: &[String]) -> Vec<String> {
     required
         .iter()
@@ -62,6 +64,10 @@ pub fn uncovered(cert_dns_names: &[String], required: &[String]) -> Vec<String> 
 
 /// Whether the certificate name `pattern` covers `name`.
 pub fn covers(pattern: &str, name: &str) -> bool {
+    // An address is covered by the same address only, never by a wildcard.
+    if let Ok(address) = name.parse::<IpAddr>() {
+        return pattern.parse::<IpAddr>() == Ok(address);
+    }
     let pattern = pattern.trim_end_matches('.');
     let name = name.trim_end_matches('.');
     match pattern.strip_prefix("*.") {
@@ -145,9 +151,57 @@ mod tests {
             ("*.prod.svc", ".prod.svc", false),
             ("*.svc", "shop-rw.prod.svc", false),
             ("shop-rw.prod.", "shop-rw.prod", true),
+            ("::1", "0::1", true),
+            ("10.0.0.1", "10.0.0.1", true),
+            ("10.0.0.1", "10.0.0.2", false),
+            ("*.0.0.1", "10.0.0.1", false),
         ];
         for (pattern, name, expected) in table {
             assert_eq!(covers(pattern, name), *expected, "{pattern} covers {name}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the inputs, the list holds each name once, starts with
+        /// the twelve service names in their fixed order, holds the instance
+        /// and every extra, and covers itself.
+        #[test]
+        fn server_names_are_complete_unique_and_stable(
+            db in "[a-z][a-z0-9-]{0,8}",
+            ns in "[a-z][a-z0-9-]{0,8}",
+            instance in "[a-z][a-z0-9-]{0,12}",
+            extras in proptest::collection::vec("[a-z]{1,6}(\\.[a-z]{1,6}){0,2}", 0..4),
+        ) {
+            let names = server_names(&db, &ns, "cluster.local", &instance, &extras);
+            let mut seen = std::collections::BTreeSet::new();
+            for name in &names {
+                proptest::prop_assert!(seen.insert(name.to_ascii_lowercase()), "{} twice", name);
+            }
+            let services = service_names(&db, &ns, "cluster.local", &[]);
+            proptest::prop_assert_eq!(services.len(), 12);
+            proptest::prop_assert!(names.starts_with(&services));
+            proptest::prop_assert!(uncovered(&names, &extras).is_empty());
+            proptest::prop_assert!(uncovered(&names, std::slice::from_ref(&instance)).is_empty());
+            proptest::prop_assert!(uncovered(&names, &names).is_empty());
+            proptest::prop_assert_eq!(
+                names.clone(),
+                server_names(&db, &ns, "cluster.local", &instance, &extras)
+            );
+        }
+
+        /// A wildcard covers exactly one more label.
+        #[test]
+        fn a_wildcard_covers_one_label(
+            parent in "[a-z]{1,6}(\\.[a-z]{1,6}){0,2}",
+            first in "[a-z0-9-]{1,8}",
+            second in "[a-z0-9-]{1,8}",
+        ) {
+            let wildcard = format!("*.{parent}");
+            let one_deeper = format!("{first}.{parent}");
+            let two_deeper = format!("{first}.{second}.{parent}");
+            proptest::prop_assert!(covers(&wildcard, &one_deeper));
+            proptest::prop_assert!(!covers(&wildcard, &two_deeper));
+            proptest::prop_assert!(!covers(&wildcard, &parent));
         }
     }
 

@@ -121,3 +121,170 @@ async fn handshake(
     let _ = tls.shutdown().await;
     Ok(chain)
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::net::TcpListener;
+    use tokio_rustls::TlsAcceptor;
+
+    use super::*;
+    use crate::tls::authority::{Authority, Leaf};
+    use crate::tls::test_support::*;
+
+    /// How the in-test server behaves before TLS.
+    #[derive(Clone, Copy)]
+    enum Server {
+        /// Expects an SSLRequest and answers `S`.
+        Postgres,
+        /// Expects an SSLRequest and answers `N` (ssl=off).
+        PlaintextOnly,
+        /// Expects TLS at once and requires ALPN `postgresql`.
+        DirectTls,
+    }
+
+    /// Serves one connection on loopback as PostgreSQL would, with `leaf`;
+    /// returns its address and what the server saw (an error if the client
+    /// misbehaved).
+    async fn serve(
+        leaf: &Leaf,
+        how: Server,
+    ) -> (SocketAddr, tokio::task::JoinHandle<Result<(), String>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let alpn: &[&[u8]] = match how {
+            Server::DirectTls => &[ALPN_POSTGRESQL],
+            _ => &[],
+        };
+        let config =
+            rustls_config::server_config(&leaf.cert_pem, &leaf.key_pem, None, alpn).unwrap();
+        let task = tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.map_err(|e| e.to_string())?;
+            if !matches!(how, Server::DirectTls) {
+                let mut request = [0u8; 8];
+                tcp.read_exact(&mut request)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if request != SSL_REQUEST {
+                    return Err(format!("not an SSLRequest: {request:?}"));
+                }
+                let answer = if matches!(how, Server::PlaintextOnly) {
+                    b'N'
+                } else {
+                    b'S'
+                };
+                tcp.write_all(&[answer]).await.map_err(|e| e.to_string())?;
+                if answer == b'N' {
+                    return Ok(());
+                }
+            }
+            let tls = TlsAcceptor::from(config)
+                .accept(tcp)
+                .await
+                .map_err(|e| e.to_string())?;
+            if matches!(how, Server::DirectTls)
+                && tls.get_ref().1.alpn_protocol() != Some(ALPN_POSTGRESQL)
+            {
+                return Err("direct TLS without ALPN postgresql".to_owned());
+            }
+            Ok(())
+        });
+        (addr, task)
+    }
+
+    fn server_leaf(ca: &Authority, instance: &str) -> Leaf {
+        ca.issue_server(&strings(&["shop-rw", instance]), days(7), now())
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_probe_reports_the_leaf_the_server_presented_and_its_ca() {
+        let old = ca();
+        let new = Authority::generate("new-ca", days(365), now()).unwrap();
+        let bundle = format!("{}{}", old.cert_pem(), new.cert_pem());
+        let leaf = server_leaf(&new, "shop-1");
+        let (addr, server) = serve(&leaf, Server::Postgres).await;
+        let presented = postgres_handshake(addr, "shop-1", &bundle, Negotiation::SslRequest)
+            .await
+            .unwrap();
+        server.await.unwrap().unwrap();
+        assert_eq!(
+            presented,
+            Presented {
+                serial: leaf.info.serial.clone(),
+                fingerprint: leaf.info.fingerprint.clone(),
+                not_after: leaf.info.not_after,
+                issuer_fingerprint: Some(new.info().fingerprint.clone()),
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn direct_tls_offers_alpn_postgresql_and_sends_no_sslrequest() {
+        let ca = ca();
+        let leaf = server_leaf(&ca, "shop-1");
+        let (addr, server) = serve(&leaf, Server::DirectTls).await;
+        let presented = postgres_handshake(addr, "shop-1", ca.cert_pem(), Negotiation::DirectTls)
+            .await
+            .unwrap();
+        server.await.unwrap().unwrap();
+        assert_eq!(presented.serial, leaf.info.serial);
+    }
+
+    #[tokio::test]
+    async fn a_server_without_tls_is_reported_as_such() {
+        let ca = ca();
+        let (addr, server) = serve(&server_leaf(&ca, "shop-1"), Server::PlaintextOnly).await;
+        let err = postgres_handshake(addr, "shop-1", ca.cert_pem(), Negotiation::SslRequest)
+            .await
+            .unwrap_err();
+        server.await.unwrap().unwrap();
+        assert!(
+            matches!(err, Error::SslRefused { answer: 'N', .. }),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_probe_refuses_a_server_naming_another_instance() {
+        let ca = ca();
+        let (addr, _server) = serve(&server_leaf(&ca, "shop-2"), Server::Postgres).await;
+        let err = postgres_handshake(addr, "shop-1", ca.cert_pem(), Negotiation::SslRequest)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains(r#"not valid for name "shop-1""#),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_probe_refuses_a_server_from_an_untrusted_ca() {
+        let ca = ca();
+        let stranger = Authority::generate("stranger", days(365), now()).unwrap();
+        let (addr, _server) = serve(&server_leaf(&stranger, "shop-1"), Server::Postgres).await;
+        let err = postgres_handshake(addr, "shop-1", ca.cert_pem(), Negotiation::SslRequest)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("UnknownIssuer"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_a_connect_error() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        let err = postgres_handshake(addr, "shop-1", ca().cert_pem(), Negotiation::SslRequest)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Io {
+                    what: "connect",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+}

@@ -172,3 +172,186 @@ impl ServerCertVerifier for NamedServerVerifier {
         self.inner.supported_verify_schemes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+    use super::*;
+    use crate::tls::authority::{Authority, Leaf};
+    use crate::tls::test_support::*;
+
+    struct Accepted {
+        peer_common_name: Option<String>,
+        alpn: Option<Vec<u8>>,
+    }
+
+    /// One exchange over an in-memory pipe: the client dials `dialled`.
+    async fn exchange(
+        client: Arc<ClientConfig>,
+        dialled: &str,
+        server: Arc<ServerConfig>,
+    ) -> (io::Result<()>, io::Result<Accepted>) {
+        let (near, far) = tokio::io::duplex(64 * 1024);
+        let dialled = ServerName::try_from(dialled.to_owned()).unwrap();
+        let client = async move {
+            let mut tls = TlsConnector::from(client).connect(dialled, near).await?;
+            tls.write_all(b"?").await?;
+            tls.flush().await?;
+            let mut answer = [0u8; 1];
+            tls.read_exact(&mut answer).await?;
+            Ok(())
+        };
+        let server = async move {
+            let mut tls = TlsAcceptor::from(server).accept(far).await?;
+            let mut question = [0u8; 1];
+            tls.read_exact(&mut question).await?;
+            tls.write_all(b"!").await?;
+            tls.flush().await?;
+            let connection = tls.get_ref().1;
+            Ok(Accepted {
+                peer_common_name: peer_common_name(connection.peer_certificates().unwrap_or(&[])),
+                alpn: connection.alpn_protocol().map(<[u8]>::to_vec),
+            })
+        };
+        tokio::join!(client, server)
+    }
+
+    fn api_server(ca: &Authority, instance: &str) -> Arc<ServerConfig> {
+        let leaf = ca.issue_identity(instance, days(7), now()).unwrap();
+        server_config(&leaf.cert_pem, &leaf.key_pem, Some(ca.cert_pem()), &[]).unwrap()
+    }
+
+    fn identity(leaf: &Leaf) -> Option<(&str, &str)> {
+        Some((leaf.cert_pem.as_str(), leaf.key_pem.as_str()))
+    }
+
+    #[tokio::test]
+    async fn a_client_accepts_the_instance_it_meant_whatever_address_it_dialled() {
+        let ca = ca();
+        let client = client_config(ca.cert_pem(), None, "shop-1").unwrap();
+        let (dialled, accepted) = exchange(client, "10.0.0.7", api_server(&ca, "shop-1")).await;
+        dialled.unwrap();
+        assert_eq!(accepted.unwrap().peer_common_name, None);
+    }
+
+    #[tokio::test]
+    async fn a_client_refuses_another_instance_even_when_it_dialled_that_name() {
+        let ca = ca();
+        let client = client_config(ca.cert_pem(), None, "shop-1").unwrap();
+        let (dialled, _) = exchange(client.clone(), "10.0.0.7", api_server(&ca, "shop-2")).await;
+        let err = dialled.unwrap_err();
+        assert!(
+            err.to_string().contains(r#"not valid for name "shop-1""#),
+            "{err}"
+        );
+        let (dialled, _) = exchange(client, "shop-2", api_server(&ca, "shop-2")).await;
+        assert!(dialled.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_client_refuses_a_certificate_from_a_ca_it_does_not_trust() {
+        let ca = ca();
+        let other = crate::tls::test_support::ca();
+        let client = client_config(other.cert_pem(), None, "shop-1").unwrap();
+        let (dialled, _) = exchange(client, "10.0.0.7", api_server(&ca, "shop-1")).await;
+        let err = dialled.unwrap_err();
+        // Same subject as the trusted CA, another key.
+        assert!(err.to_string().contains("BadSignature"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn during_a_rotation_a_bundle_of_both_cas_accepts_either() {
+        let old = ca();
+        let new = crate::tls::test_support::ca();
+        let bundle = format!("{}{}", old.cert_pem(), new.cert_pem());
+        for issuer in [&old, &new] {
+            let client = client_config(&bundle, None, "shop-1").unwrap();
+            let (dialled, _) = exchange(client, "10.0.0.7", api_server(issuer, "shop-1")).await;
+            dialled.unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_client_certificate_is_optional_but_verified_when_presented() {
+        let ca = ca();
+        let operator = ca.issue_client("tusk-operator", days(7), now()).unwrap();
+        let client = client_config(ca.cert_pem(), identity(&operator), "shop-1").unwrap();
+        let (dialled, accepted) = exchange(client, "10.0.0.7", api_server(&ca, "shop-1")).await;
+        dialled.unwrap();
+        assert_eq!(
+            accepted.unwrap().peer_common_name.as_deref(),
+            Some("tusk-operator")
+        );
+
+        let stranger = crate::tls::test_support::ca()
+            .issue_client("tusk-operator", days(7), now())
+            .unwrap();
+        let client = client_config(ca.cert_pem(), identity(&stranger), "shop-1").unwrap();
+        let (_, accepted) = exchange(client, "10.0.0.7", api_server(&ca, "shop-1")).await;
+        let err = accepted.err().unwrap();
+        // Same subject as the trusted CA, another key.
+        assert!(err.to_string().contains("BadSignature"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_server_without_a_client_ca_asks_for_no_certificate() {
+        let ca = ca();
+        let leaf = ca.issue_identity("shop-1", days(7), now()).unwrap();
+        let server = server_config(&leaf.cert_pem, &leaf.key_pem, None, &[]).unwrap();
+        let operator = ca.issue_client("tusk-operator", days(7), now()).unwrap();
+        let client = client_config(ca.cert_pem(), identity(&operator), "shop-1").unwrap();
+        let (dialled, accepted) = exchange(client, "10.0.0.7", server).await;
+        dialled.unwrap();
+        assert_eq!(accepted.unwrap().peer_common_name, None);
+    }
+
+    #[tokio::test]
+    async fn the_server_offers_its_alpn_protocols() {
+        let ca = ca();
+        let leaf = ca.issue_identity("shop-1", days(7), now()).unwrap();
+        let server = server_config(&leaf.cert_pem, &leaf.key_pem, None, &[b"postgresql"]).unwrap();
+        let mut client = client(ca.cert_pem(), None, "shop-1").unwrap();
+        client.alpn_protocols = vec![b"postgresql".to_vec()];
+        let (dialled, accepted) = exchange(Arc::new(client), "10.0.0.7", server).await;
+        dialled.unwrap();
+        assert_eq!(accepted.unwrap().alpn.as_deref(), Some(&b"postgresql"[..]));
+    }
+
+    #[test]
+    fn bad_material_is_named() {
+        let ca = ca();
+        let leaf = ca.issue_identity("shop-1", days(7), now()).unwrap();
+        let err = server_config(&leaf.cert_pem, ca.key_pem(), None, &[]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the private key does not match the server certificate"
+        );
+        let err = client_config("", None, "shop-1").unwrap_err();
+        assert_eq!(err.to_string(), "the trust bundle holds no PEM certificate");
+        let err = client_config(ca.cert_pem(), None, "not a name!").unwrap_err();
+        assert!(matches!(err, Error::ServerName(_)), "{err}");
+        let err =
+            client_config(ca.cert_pem(), Some((&leaf.cert_pem, ca.key_pem())), "x").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the private key does not match the client certificate"
+        );
+    }
+
+    #[test]
+    fn the_peer_common_name_is_the_leafs() {
+        let ca = ca();
+        let leaf = ca.issue_identity("shop-1", days(7), now()).unwrap();
+        let chain = vec![
+            CertificateDer::from(leaf.info.der().to_vec()),
+            CertificateDer::from(ca.info().der().to_vec()),
+        ];
+        assert_eq!(peer_common_name(&chain).as_deref(), Some("shop-1"));
+        assert_eq!(peer_common_name(&[]), None);
+        assert_eq!(peer_common_name(&[CertificateDer::from(vec![1, 2])]), None);
+    }
+}

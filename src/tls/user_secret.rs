@@ -163,7 +163,7 @@ pub fn check_server_data(
     if leaf.not_after <= now {
         return Err(fail(Problem::Expired(leaf.not_after)));
     }
-    let uncovered = names::uncovered(&leaf.dns_names, required_names);
+    let uncovered = names::uncovered(&leaf.names(), required_names);
     if !uncovered.is_empty() {
         return Err(fail(Problem::Uncovered(uncovered)));
     }
@@ -211,5 +211,254 @@ fn unreadable(key: &'static str, e: &Error) -> Problem {
     Problem::Unreadable {
         key,
         reason: e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::ObjectMeta;
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+
+    use super::*;
+    use crate::tls::authority::Leaf;
+    use crate::tls::test_support::*;
+
+    fn data(entries: &[(&str, &str)]) -> BTreeMap<String, ByteString> {
+        entries
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
+            .collect()
+    }
+
+    fn required() -> Vec<String> {
+        names::service_names("shop", "prod", "cluster.local", &[])
+    }
+
+    fn server_data(leaf: &Leaf, ca: &str) -> BTreeMap<String, ByteString> {
+        data(&[
+            (TLS_CRT, &leaf.cert_pem),
+            (TLS_KEY, &leaf.key_pem),
+            (CA_CRT, ca),
+        ])
+    }
+
+    #[test]
+    fn a_ca_secret_yields_its_authority() {
+        let ca = ca();
+        let given = data(&[(TLS_CRT, ca.cert_pem()), (TLS_KEY, ca.key_pem())]);
+        let authority = check_ca_data("shop/my-ca", &given, now()).unwrap();
+        assert_eq!(authority.info(), ca.info());
+        let openssl = data(&[(TLS_CRT, USER_CA_CRT), (TLS_KEY, USER_CA_KEY)]);
+        check_ca_data("shop/my-ca", &openssl, now()).unwrap();
+        // cert-manager's default key encoding.
+        let pkcs1 = data(&[(TLS_CRT, RSA_CA_CRT), (TLS_KEY, RSA_PKCS1_KEY)]);
+        check_ca_data("shop/my-ca", &pkcs1, now()).unwrap();
+    }
+
+    #[test]
+    fn ca_secret_problems_name_the_field_and_the_secret() {
+        let ca = ca();
+        let leaf = ca.issue_client("app", days(7), now()).unwrap();
+        let other = crate::tls::test_support::ca();
+        let table: Vec<(&str, BTreeMap<String, ByteString>, Timestamp, &str)> = vec![
+            (
+                "no key",
+                data(&[(TLS_CRT, ca.cert_pem())]),
+                now(),
+                r#"spec.tls.ca.secretName: Secret "shop/my-ca" lacks tls.key"#,
+            ),
+            (
+                "empty certificate",
+                data(&[(TLS_CRT, ""), (TLS_KEY, ca.key_pem())]),
+                now(),
+                r#"spec.tls.ca.secretName: Secret "shop/my-ca" lacks tls.crt"#,
+            ),
+            (
+                "a leaf",
+                data(&[(TLS_CRT, &leaf.cert_pem), (TLS_KEY, &leaf.key_pem)]),
+                now(),
+                r#"spec.tls.ca.secretName: Secret "shop/my-ca" has a tls.crt that is not a CA certificate (no basicConstraints CA:TRUE)"#,
+            ),
+            (
+                "another key",
+                data(&[(TLS_CRT, ca.cert_pem()), (TLS_KEY, other.key_pem())]),
+                now(),
+                r#"spec.tls.ca.secretName: Secret "shop/my-ca" has a tls.key that is not the key of its tls.crt"#,
+            ),
+            (
+                "expired",
+                data(&[(TLS_CRT, ca.cert_pem()), (TLS_KEY, ca.key_pem())]),
+                ca.info().not_after,
+                r#"spec.tls.ca.secretName: Secret "shop/my-ca" has a tls.crt that expired at 2027-11-26T05:00:00Z"#,
+            ),
+        ];
+        for (case, given, at, message) in table {
+            let err = check_ca_data("shop/my-ca", &given, at).unwrap_err();
+            assert_eq!(err.to_string(), message, "{case}");
+        }
+        let mut binary = data(&[(TLS_KEY, ca.key_pem())]);
+        binary.insert(TLS_CRT.to_owned(), ByteString(vec![0xff, 0xfe]));
+        let err = check_ca_data("shop/my-ca", &binary, now()).unwrap_err();
+        assert_eq!(err.problem, Problem::NotUtf8 { key: TLS_CRT });
+    }
+
+    #[test]
+    fn a_server_secret_covering_every_service_name_is_accepted() {
+        let ca = ca();
+        let leaf = ca.issue_server(&required(), days(30), now()).unwrap();
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some("my-cert".to_owned()),
+                namespace: Some("shop".to_owned()),
+                ..ObjectMeta::default()
+            },
+            data: Some(server_data(&leaf, ca.cert_pem())),
+            ..Secret::default()
+        };
+        let material = check_server(&secret, &required(), now()).unwrap();
+        assert_eq!(material.info, leaf.info);
+        assert_eq!(material.ca_pem, ca.cert_pem());
+        // Wildcards count, one label deep.
+        let wildcard = ca
+            .issue_server(
+                &strings(&[
+                    "shop-rw",
+                    "shop-ro",
+                    "shop-r",
+                    "*.prod",
+                    "*.prod.svc",
+                    "*.prod.svc.cluster.local",
+                ]),
+                days(30),
+                now(),
+            )
+            .unwrap();
+        check_server_data(
+            "shop/my-cert",
+            &server_data(&wildcard, ca.cert_pem()),
+            &required(),
+            now(),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn server_secret_problems_name_the_field_and_the_secret() {
+        let ca = ca();
+        let other = Authority::generate("other", days(365), now()).unwrap();
+        let leaf = ca.issue_server(&required(), days(30), now()).unwrap();
+        let partial = ca
+            .issue_server(&strings(&["shop-rw", "shop-rw.prod"]), days(30), now())
+            .unwrap();
+        let prefix = r#"spec.tls.server.secretName: Secret "shop/my-cert" "#;
+        let table: Vec<(&str, BTreeMap<String, ByteString>, Timestamp, String)> = vec![
+            (
+                "no key",
+                data(&[(TLS_CRT, &leaf.cert_pem), (CA_CRT, ca.cert_pem())]),
+                now(),
+                format!("{prefix}lacks tls.key"),
+            ),
+            (
+                "no ca.crt",
+                data(&[(TLS_CRT, &leaf.cert_pem), (TLS_KEY, &leaf.key_pem)]),
+                now(),
+                format!("{prefix}lacks ca.crt"),
+            ),
+            (
+                "another key",
+                data(&[
+                    (TLS_CRT, &leaf.cert_pem),
+                    (TLS_KEY, &partial.key_pem),
+                    (CA_CRT, ca.cert_pem()),
+                ]),
+                now(),
+                format!("{prefix}has a tls.key that is not the key of its tls.crt"),
+            ),
+            (
+                "another CA",
+                server_data(&leaf, other.cert_pem()),
+                now(),
+                format!("{prefix}has a ca.crt that did not issue its tls.crt"),
+            ),
+            (
+                "expired",
+                server_data(&leaf, ca.cert_pem()),
+                leaf.info.not_after,
+                format!(
+                    "{prefix}has a tls.crt that expired at {}",
+                    leaf.info.not_after
+                ),
+            ),
+            (
+                "names missing",
+                server_data(&partial, ca.cert_pem()),
+                now(),
+                format!(
+                    "{prefix}has a tls.crt that does not name shop-rw.prod.svc, shop-rw.prod.svc.cluster.local, \
+                     shop-ro, shop-ro.prod, shop-ro.prod.svc, shop-ro.prod.svc.cluster.local, \
+                     shop-r, shop-r.prod, shop-r.prod.svc, shop-r.prod.svc.cluster.local"
+                ),
+            ),
+            (
+                "not PEM",
+                data(&[
+                    (TLS_CRT, "hello"),
+                    (TLS_KEY, &leaf.key_pem),
+                    (CA_CRT, ca.cert_pem()),
+                ]),
+                now(),
+                format!("{prefix}has an unreadable tls.crt: the bundle holds no PEM certificate"),
+            ),
+        ];
+        for (case, given, at, message) in table {
+            let err = check_server_data("shop/my-cert", &given, &required(), at).unwrap_err();
+            assert_eq!(err.to_string(), message, "{case}");
+        }
+    }
+
+    /// root -> intermediate -> leaf, with `tls.crt` = leaf + intermediate and
+    /// `ca.crt` = root, as public CAs and cert-manager ship them.
+    #[test]
+    fn a_chain_through_intermediates_in_tls_crt_is_accepted() {
+        let ca_params = || {
+            let mut params = CertificateParams::default();
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            params
+        };
+        let root_key = KeyPair::generate().unwrap();
+        let mut root_params = ca_params();
+        root_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "root");
+        let root = root_params.self_signed(&root_key).unwrap();
+        let root_issuer = Issuer::new(root_params, root_key);
+        let mid_key = KeyPair::generate().unwrap();
+        let mut mid_params = ca_params();
+        mid_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "intermediate");
+        let mid = mid_params.signed_by(&mid_key, &root_issuer).unwrap();
+        let mid_issuer = Issuer::new(mid_params, mid_key);
+        let leaf_key = KeyPair::generate().unwrap();
+        let leaf = CertificateParams::new(required())
+            .unwrap()
+            .signed_by(&leaf_key, &mid_issuer)
+            .unwrap();
+        let chain = format!("{}{}", leaf.pem(), mid.pem());
+        let given = data(&[
+            (TLS_CRT, &chain),
+            (TLS_KEY, &leaf_key.serialize_pem()),
+            (CA_CRT, &root.pem()),
+        ]);
+        let material = check_server_data("shop/my-cert", &given, &required(), now()).unwrap();
+        assert_eq!(material.cert_pem, chain);
+        // Without the intermediate the chain is broken.
+        let given = data(&[
+            (TLS_CRT, &leaf.pem()),
+            (TLS_KEY, &leaf_key.serialize_pem()),
+            (CA_CRT, &root.pem()),
+        ]);
+        let err = check_server_data("shop/my-cert", &given, &required(), now()).unwrap_err();
+        assert_eq!(err.problem, Problem::NotIssued);
     }
 }
