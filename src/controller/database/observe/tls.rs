@@ -429,3 +429,62 @@ pub fn pem_blocks(bundle: &str) -> Vec<String> {
         })
         .collect()
 }
+
+/// Sets `tusk_certificate_not_after_seconds` for the Database from what was
+/// observed: the CAs, the operator's identity and each instance's leaves,
+/// by the Secret that holds them.
+pub fn set_metrics(
+    metrics: &crate::telemetry::metrics::Metrics,
+    namespace: &str,
+    database: &str,
+    tls: &TlsObserved,
+) {
+    use crate::lifecycle::tls::LeafKind;
+    use crate::telemetry::metrics::CertificateKind;
+    let seconds = |t: jiff::Timestamp| u64::try_from(t.as_second()).unwrap_or(0);
+    let ca_secret = names::ca_secret(database);
+    let mut all: Vec<(String, CertificateKind, u64)> = Vec::new();
+    match &tls.authority {
+        Authority::Managed { current, next, .. } => {
+            all.extend(
+                current
+                    .iter()
+                    .map(|c| (ca_secret.clone(), CertificateKind::Ca, seconds(c.not_after))),
+            );
+            all.extend(
+                next.iter()
+                    .map(|c| (ca_secret.clone(), CertificateKind::NextCa, seconds(c.not_after))),
+            );
+        }
+        Authority::User { secret, ca } => {
+            all.extend(
+                ca.iter()
+                    .map(|c| (secret.clone(), CertificateKind::Ca, seconds(c.not_after))),
+            );
+        }
+    }
+    all.extend(
+        tls.operator
+            .iter()
+            .map(|l| (ca_secret.clone(), CertificateKind::Operator, seconds(l.not_after))),
+    );
+    for (name, instance) in &tls.instances {
+        let Some(secret) = &instance.secret else {
+            continue;
+        };
+        for (kind, metric) in [
+            (LeafKind::Server, CertificateKind::Server),
+            (LeafKind::Api, CertificateKind::Api),
+            (LeafKind::Replication, CertificateKind::Replication),
+        ] {
+            if let Some(leaf) = secret.leaf(kind) {
+                all.push((names::instance_tls_secret(name), metric, seconds(leaf.not_after)));
+            }
+        }
+    }
+    metrics.set_certificates(
+        namespace,
+        database,
+        all.iter().map(|(secret, kind, at)| (secret.as_str(), *kind, *at)),
+    );
+}
