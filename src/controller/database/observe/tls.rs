@@ -488,3 +488,108 @@ pub fn set_metrics(
         all.iter().map(|(secret, kind, at)| (secret.as_str(), *kind, *at)),
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::arbitrary::sample_database;
+    use crate::lifecycle::{Instance, Pod};
+    use crate::resources::BuildConfig;
+    use crate::resources::tls::{CaMaterial, InstanceMaterial};
+    use crate::tls::Authority as Issuer;
+
+    fn model() -> ValidatedDatabase {
+        let build = BuildConfig {
+            postgres_repository: "localhost/postgres".into(),
+            tusk_image: "localhost/tusk:dev".into(),
+            image_pull_policy: None,
+            instance_env: Vec::new(),
+            default_store: None,
+        };
+        crate::api::validate::validated(&sample_database(), &build.defaults())
+            .unwrap_or_else(|e| panic!("{}", crate::api::validate::summary(&e)))
+    }
+
+    fn pair(leaf: crate::tls::Leaf) -> KeyPair {
+        KeyPair {
+            cert_pem: leaf.cert_pem,
+            key_pem: leaf.key_pem,
+        }
+    }
+
+    /// Secrets as the apply step writes them read back to what the planner
+    /// expects: every leaf issued by the CA, bundles of it, nothing to do.
+    #[test]
+    fn written_secrets_read_back_as_the_planner_expects() {
+        let model = model();
+        let now = jiff::Timestamp::now();
+        let week = SignedDuration::from_hours(7 * 24);
+        let ca = Issuer::generate("test CA", SignedDuration::from_hours(24 * 3650), now).unwrap();
+        let operator = ca.issue_client("tusk-operator", week, now).unwrap();
+        let ca_secret = built::ca_secret(
+            &model,
+            &CaMaterial {
+                ca: Some(KeyPair {
+                    cert_pem: ca.cert_pem().to_owned(),
+                    key_pem: ca.key_pem().to_owned(),
+                }),
+                next: None,
+                operator: pair(operator),
+            },
+        );
+        let mut observed = Observed {
+            database: model.name.clone(),
+            now,
+            ..Observed::default()
+        };
+        observed.instances.insert(
+            1,
+            Instance {
+                pod: Some(Pod {
+                    tls: true,
+                    phase: PodPhase::Running,
+                    ..Pod::default()
+                }),
+                ..Instance::default()
+            },
+        );
+        let name = observed.name(1);
+        let namespace = model.namespace.clone().unwrap_or_default();
+        let names = crate::tls::names::server_names(&model.name, &namespace, CLUSTER_DOMAIN, &name, &[]);
+        let material = InstanceMaterial {
+            ca_bundle: ca.cert_pem().to_owned(),
+            client_ca_bundle: ca.cert_pem().to_owned(),
+            server: pair(ca.issue_server(&names, week, now).unwrap()),
+            api: pair(ca.issue_identity(&name, week, now).unwrap()),
+            replication: pair(ca.issue_client("tusk_replication", week, now).unwrap()),
+        };
+        let instances = BTreeMap::from([(
+            name.clone(),
+            Some(built::instance_tls_secret(&model, &name, &material)),
+        )]);
+        let (tls, material) = reduce(
+            &model,
+            Some(&ca_secret),
+            None,
+            &instances,
+            &Snapshot::default(),
+            &observed,
+            Stage::Stable,
+        );
+        let fp = ca.info().fingerprint.clone();
+        assert!(
+            matches!(&tls.authority, Authority::Managed { current: Some(c), next: None, .. } if c.fingerprint == fp),
+            "{:?}",
+            tls.authority
+        );
+        let held = tls.instances[&name].secret.clone().unwrap_or_default();
+        for leaf in [&held.server, &held.api, &held.replication] {
+            assert_eq!(leaf.as_ref().and_then(|l| l.issuer.clone()), Some(fp.clone()));
+        }
+        assert_eq!(held.trusted, BTreeSet::from([fp.clone()]));
+        assert_eq!(tls.operator.as_ref().and_then(|l| l.issuer.clone()), Some(fp.clone()));
+        assert!(material.api_trust_bundle().contains("BEGIN CERTIFICATE"));
+        let plan = crate::lifecycle::tls::plan(&tls);
+        assert_eq!(plan.actions, vec![], "{plan:#?}");
+    }
+}
