@@ -451,10 +451,13 @@ pub fn set_metrics(
                     .iter()
                     .map(|c| (ca_secret.clone(), CertificateKind::Ca, seconds(c.not_after))),
             );
-            all.extend(
-                next.iter()
-                    .map(|c| (ca_secret.clone(), CertificateKind::NextCa, seconds(c.not_after))),
-            );
+            all.extend(next.iter().map(|c| {
+                (
+                    ca_secret.clone(),
+                    CertificateKind::NextCa,
+                    seconds(c.not_after),
+                )
+            }));
         }
         Authority::User { secret, ca } => {
             all.extend(
@@ -463,11 +466,13 @@ pub fn set_metrics(
             );
         }
     }
-    all.extend(
-        tls.operator
-            .iter()
-            .map(|l| (ca_secret.clone(), CertificateKind::Operator, seconds(l.not_after))),
-    );
+    all.extend(tls.operator.iter().map(|l| {
+        (
+            ca_secret.clone(),
+            CertificateKind::Operator,
+            seconds(l.not_after),
+        )
+    }));
     for (name, instance) in &tls.instances {
         let Some(secret) = &instance.secret else {
             continue;
@@ -478,14 +483,19 @@ pub fn set_metrics(
             (LeafKind::Replication, CertificateKind::Replication),
         ] {
             if let Some(leaf) = secret.leaf(kind) {
-                all.push((names::instance_tls_secret(name), metric, seconds(leaf.not_after)));
+                all.push((
+                    names::instance_tls_secret(name),
+                    metric,
+                    seconds(leaf.not_after),
+                ));
             }
         }
     }
     metrics.set_certificates(
         namespace,
         database,
-        all.iter().map(|(secret, kind, at)| (secret.as_str(), *kind, *at)),
+        all.iter()
+            .map(|(secret, kind, at)| (secret.as_str(), *kind, *at)),
     );
 }
 
@@ -555,7 +565,8 @@ mod tests {
         );
         let name = observed.name(1);
         let namespace = model.namespace.clone().unwrap_or_default();
-        let names = crate::tls::names::server_names(&model.name, &namespace, CLUSTER_DOMAIN, &name, &[]);
+        let names =
+            crate::tls::names::server_names(&model.name, &namespace, CLUSTER_DOMAIN, &name, &[]);
         let material = InstanceMaterial {
             ca_bundle: ca.cert_pem().to_owned(),
             client_ca_bundle: ca.cert_pem().to_owned(),
@@ -584,10 +595,16 @@ mod tests {
         );
         let held = tls.instances[&name].secret.clone().unwrap_or_default();
         for leaf in [&held.server, &held.api, &held.replication] {
-            assert_eq!(leaf.as_ref().and_then(|l| l.issuer.clone()), Some(fp.clone()));
+            assert_eq!(
+                leaf.as_ref().and_then(|l| l.issuer.clone()),
+                Some(fp.clone())
+            );
         }
         assert_eq!(held.trusted, BTreeSet::from([fp.clone()]));
-        assert_eq!(tls.operator.as_ref().and_then(|l| l.issuer.clone()), Some(fp.clone()));
+        assert_eq!(
+            tls.operator.as_ref().and_then(|l| l.issuer.clone()),
+            Some(fp.clone())
+        );
         assert!(material.api_trust_bundle().contains("BEGIN CERTIFICATE"));
         let plan = crate::lifecycle::tls::plan(&tls);
         assert_eq!(plan.actions, vec![], "{plan:#?}");
