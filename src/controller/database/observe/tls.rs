@@ -278,6 +278,16 @@ pub fn reduce(
             parts.insert(name.clone(), read);
         }
     }
+    // spec.tls.server: the user's CA is in every ca.crt beside Tusk's, and
+    // not Tusk's to plan with: it is left out of what the planner sees.
+    let user_cas: BTreeSet<String> = material
+        .user_server
+        .as_ref()
+        .and_then(|u| CertInfo::parse_bundle(&u.ca_pem).ok())
+        .map(|all| all.into_iter().map(|i| i.fingerprint).collect())
+        .unwrap_or_default();
+    known.retain(|fp, _| !user_cas.contains(fp));
+    material.cas.retain(|fp, _| !user_cas.contains(fp));
     let issuer_of = |info: &CertInfo| {
         known
             .iter()
@@ -290,8 +300,15 @@ pub fn reduce(
     };
     let fingerprints = |pem: &str| -> BTreeSet<String> {
         CertInfo::parse_bundle(pem)
-            .map(|all| all.into_iter().map(|i| i.fingerprint).collect())
+            .map(|all| {
+                all.into_iter()
+                    .map(|i| i.fingerprint)
+                    .collect::<BTreeSet<_>>()
+            })
             .unwrap_or_default()
+            .into_iter()
+            .filter(|fp| !user_cas.contains(fp))
+            .collect()
     };
     let mut tls_instances = BTreeMap::new();
     for (serial, instance) in &observed.instances {
@@ -311,7 +328,12 @@ pub fn reduce(
             .managers
             .get(&name)
             .filter(|s| s.api_version == crate::contract::API_VERSION)
-            .and_then(|s| s.tls.clone());
+            .and_then(|s| s.tls.clone())
+            .map(|mut report| {
+                report.trusted.retain(|fp| !user_cas.contains(fp));
+                report.client_trusted.retain(|fp| !user_cas.contains(fp));
+                report
+            });
         tls_instances.insert(
             name,
             InstanceTls {
