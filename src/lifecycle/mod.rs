@@ -14,7 +14,8 @@
 //! [`Verdict`]s; [`plan`] combines them. Every decision of a pass is one of
 //! them: instances and their roles, failover and switchover (`primary`),
 //! rolling updates and major upgrades, scheduled backups, retention and the
-//! final backup, schema migrations, volumes that grow (`growth`). Whether an instance that does not serve
+//! final backup, schema migrations, volumes that grow (`growth`),
+//! certificates and CA rotations (`tls`). Whether an instance that does not serve
 //! is an alarm (`Degraded`) or progress (starting for the first time, a
 //! switchover under way) is decided once, in `alarm`. [`Observed`] carries
 //! everything they decide on, the pass's time included, so the same inputs

@@ -2,8 +2,9 @@
 //! Each concern is a sub-planner contributing actions and verdicts
 //! (`requests`, `growth`, `objects`, `metadata`, `scheduling`, `rollout`,
 //! `upgrade`, `topology`, `roles`, `configuration`, `resize`, `serving`,
-//! `primary`, `backups`, `migrations`, and `deletion` for a Database being
-//! deleted); this module puts their actions
+//! `primary`, `backups`, `migrations`, `tls` (certificates, whose Secrets
+//! come before the pods that mount them), and `deletion` for a Database
+//! being deleted); this module puts their actions
 //! in a safe order and turns the verdicts into the phase and the conditions.
 //! Every decision of a pass is made here: the controller only carries the
 //! plan out and writes the status it names.

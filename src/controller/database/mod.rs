@@ -121,6 +121,9 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         .map(|t| t.stage)
         .unwrap_or_default();
     observe::tls::observe(&ctx.client, &model, &mut snapshot, &mut observed, recorded).await?;
+    if let Some(tls) = &observed.tls {
+        observe::tls::set_metrics(&ctx.metrics, &namespace, &model.name, tls);
+    }
     let mut decision = lifecycle::plan(&db.spec, db.status.as_ref(), &observed);
     debug!(actions = ?decision.actions, "planned");
     let key = key_of(db);

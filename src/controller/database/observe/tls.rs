@@ -278,6 +278,16 @@ pub fn reduce(
             parts.insert(name.clone(), read);
         }
     }
+    // spec.tls.server: the user's CA is in every ca.crt beside Tusk's, and
+    // not Tusk's to plan with: it is left out of what the planner sees.
+    let user_cas: BTreeSet<String> = material
+        .user_server
+        .as_ref()
+        .and_then(|u| CertInfo::parse_bundle(&u.ca_pem).ok())
+        .map(|all| all.into_iter().map(|i| i.fingerprint).collect())
+        .unwrap_or_default();
+    known.retain(|fp, _| !user_cas.contains(fp));
+    material.cas.retain(|fp, _| !user_cas.contains(fp));
     let issuer_of = |info: &CertInfo| {
         known
             .iter()
@@ -290,8 +300,15 @@ pub fn reduce(
     };
     let fingerprints = |pem: &str| -> BTreeSet<String> {
         CertInfo::parse_bundle(pem)
-            .map(|all| all.into_iter().map(|i| i.fingerprint).collect())
+            .map(|all| {
+                all.into_iter()
+                    .map(|i| i.fingerprint)
+                    .collect::<BTreeSet<_>>()
+            })
             .unwrap_or_default()
+            .into_iter()
+            .filter(|fp| !user_cas.contains(fp))
+            .collect()
     };
     let mut tls_instances = BTreeMap::new();
     for (serial, instance) in &observed.instances {
@@ -311,7 +328,12 @@ pub fn reduce(
             .managers
             .get(&name)
             .filter(|s| s.api_version == crate::contract::API_VERSION)
-            .and_then(|s| s.tls.clone());
+            .and_then(|s| s.tls.clone())
+            .map(|mut report| {
+                report.trusted.retain(|fp| !user_cas.contains(fp));
+                report.client_trusted.retain(|fp| !user_cas.contains(fp));
+                report
+            });
         tls_instances.insert(
             name,
             InstanceTls {
@@ -428,4 +450,185 @@ pub fn pem_blocks(bundle: &str) -> Vec<String> {
             part.ends_with(END).then(|| format!("{}\n", &part[start..]))
         })
         .collect()
+}
+
+/// Sets `tusk_certificate_not_after_seconds` for the Database from what was
+/// observed: the CAs, the operator's identity and each instance's leaves,
+/// by the Secret that holds them.
+pub fn set_metrics(
+    metrics: &crate::telemetry::metrics::Metrics,
+    namespace: &str,
+    database: &str,
+    tls: &TlsObserved,
+) {
+    use crate::lifecycle::tls::LeafKind;
+    use crate::telemetry::metrics::CertificateKind;
+    let seconds = |t: jiff::Timestamp| u64::try_from(t.as_second()).unwrap_or(0);
+    let ca_secret = names::ca_secret(database);
+    let mut all: Vec<(String, CertificateKind, u64)> = Vec::new();
+    match &tls.authority {
+        Authority::Managed { current, next, .. } => {
+            all.extend(
+                current
+                    .iter()
+                    .map(|c| (ca_secret.clone(), CertificateKind::Ca, seconds(c.not_after))),
+            );
+            all.extend(next.iter().map(|c| {
+                (
+                    ca_secret.clone(),
+                    CertificateKind::NextCa,
+                    seconds(c.not_after),
+                )
+            }));
+        }
+        Authority::User { secret, ca } => {
+            all.extend(
+                ca.iter()
+                    .map(|c| (secret.clone(), CertificateKind::Ca, seconds(c.not_after))),
+            );
+        }
+    }
+    all.extend(tls.operator.iter().map(|l| {
+        (
+            ca_secret.clone(),
+            CertificateKind::Operator,
+            seconds(l.not_after),
+        )
+    }));
+    for (name, instance) in &tls.instances {
+        let Some(secret) = &instance.secret else {
+            continue;
+        };
+        for (kind, metric) in [
+            (LeafKind::Server, CertificateKind::Server),
+            (LeafKind::Api, CertificateKind::Api),
+            (LeafKind::Replication, CertificateKind::Replication),
+        ] {
+            if let Some(leaf) = secret.leaf(kind) {
+                all.push((
+                    names::instance_tls_secret(name),
+                    metric,
+                    seconds(leaf.not_after),
+                ));
+            }
+        }
+    }
+    metrics.set_certificates(
+        namespace,
+        database,
+        all.iter()
+            .map(|(secret, kind, at)| (secret.as_str(), *kind, *at)),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::arbitrary::sample_database;
+    use crate::lifecycle::{Instance, Pod};
+    use crate::resources::BuildConfig;
+    use crate::resources::tls::{CaMaterial, InstanceMaterial};
+    use crate::tls::Authority as Issuer;
+
+    fn model() -> ValidatedDatabase {
+        let build = BuildConfig {
+            postgres_repository: "localhost/postgres".into(),
+            tusk_image: "localhost/tusk:dev".into(),
+            image_pull_policy: None,
+            instance_env: Vec::new(),
+            default_store: None,
+        };
+        crate::api::validate::validated(&sample_database(), &build.defaults())
+            .unwrap_or_else(|e| panic!("{}", crate::api::validate::summary(&e)))
+    }
+
+    fn pair(leaf: crate::tls::Leaf) -> KeyPair {
+        KeyPair {
+            cert_pem: leaf.cert_pem,
+            key_pem: leaf.key_pem,
+        }
+    }
+
+    /// Secrets as the apply step writes them read back to what the planner
+    /// expects: every leaf issued by the CA, bundles of it, nothing to do.
+    #[test]
+    fn written_secrets_read_back_as_the_planner_expects() {
+        let model = model();
+        let now = jiff::Timestamp::now();
+        let week = SignedDuration::from_hours(7 * 24);
+        let ca = Issuer::generate("test CA", SignedDuration::from_hours(24 * 3650), now).unwrap();
+        let operator = ca.issue_client("tusk-operator", week, now).unwrap();
+        let ca_secret = built::ca_secret(
+            &model,
+            &CaMaterial {
+                ca: Some(KeyPair {
+                    cert_pem: ca.cert_pem().to_owned(),
+                    key_pem: ca.key_pem().to_owned(),
+                }),
+                next: None,
+                operator: pair(operator),
+            },
+        );
+        let mut observed = Observed {
+            database: model.name.clone(),
+            now,
+            ..Observed::default()
+        };
+        observed.instances.insert(
+            1,
+            Instance {
+                pod: Some(Pod {
+                    tls: true,
+                    phase: PodPhase::Running,
+                    ..Pod::default()
+                }),
+                ..Instance::default()
+            },
+        );
+        let name = observed.name(1);
+        let namespace = model.namespace.clone().unwrap_or_default();
+        let names =
+            crate::tls::names::server_names(&model.name, &namespace, CLUSTER_DOMAIN, &name, &[]);
+        let material = InstanceMaterial {
+            ca_bundle: ca.cert_pem().to_owned(),
+            client_ca_bundle: ca.cert_pem().to_owned(),
+            server: pair(ca.issue_server(&names, week, now).unwrap()),
+            api: pair(ca.issue_identity(&name, week, now).unwrap()),
+            replication: pair(ca.issue_client("tusk_replication", week, now).unwrap()),
+        };
+        let instances = BTreeMap::from([(
+            name.clone(),
+            Some(built::instance_tls_secret(&model, &name, &material)),
+        )]);
+        let (tls, material) = reduce(
+            &model,
+            Some(&ca_secret),
+            None,
+            &instances,
+            &Snapshot::default(),
+            &observed,
+            Stage::Stable,
+        );
+        let fp = ca.info().fingerprint.clone();
+        assert!(
+            matches!(&tls.authority, Authority::Managed { current: Some(c), next: None, .. } if c.fingerprint == fp),
+            "{:?}",
+            tls.authority
+        );
+        let held = tls.instances[&name].secret.clone().unwrap_or_default();
+        for leaf in [&held.server, &held.api, &held.replication] {
+            assert_eq!(
+                leaf.as_ref().and_then(|l| l.issuer.clone()),
+                Some(fp.clone())
+            );
+        }
+        assert_eq!(held.trusted, BTreeSet::from([fp.clone()]));
+        assert_eq!(
+            tls.operator.as_ref().and_then(|l| l.issuer.clone()),
+            Some(fp.clone())
+        );
+        assert!(material.api_trust_bundle().contains("BEGIN CERTIFICATE"));
+        let plan = crate::lifecycle::tls::plan(&tls);
+        assert_eq!(plan.actions, vec![], "{plan:#?}");
+    }
 }
