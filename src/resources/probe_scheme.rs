@@ -75,7 +75,11 @@ mod tests {
             &container.startup_probe,
         ]
         .iter()
-        .map(|p| p.as_ref().and_then(|p| p.http_get.as_ref()).and_then(|g| g.scheme.clone()))
+        .map(|p| {
+            p.as_ref()
+                .and_then(|p| p.http_get.as_ref())
+                .and_then(|g| g.scheme.clone())
+        })
         .collect()
     }
 

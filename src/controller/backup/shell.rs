@@ -240,7 +240,12 @@ impl Act<'_> {
         let call = Call::Backup(BackupRequest {
             backup: backup.name_any(),
         });
-        match self.ctx.instances.call(Target::plain(&ip), &token, call).await {
+        match self
+            .ctx
+            .instances
+            .call(Target::plain(&ip), &token, call)
+            .await
+        {
             Ok(Answer::Backup(run)) => {
                 info!(%instance, "backup started");
                 let mut next_status = from_run(&status, instance, Some(&run), generation, self.now);
@@ -349,7 +354,11 @@ async fn switch_primary_wal(ctx: &Context, namespace: &str, database: &str, sour
             return;
         }
     };
-    if let Err(error) = ctx.instances.call(Target::plain(ip), &token, Call::WalSwitch).await {
+    if let Err(error) = ctx
+        .instances
+        .call(Target::plain(ip), &token, Call::WalSwitch)
+        .await
+    {
         warn!(primary = %primary.name, %error, "cannot switch the primary's WAL");
     }
 }

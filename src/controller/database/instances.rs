@@ -24,9 +24,9 @@ use http_body_util::{BodyExt, Full};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use sha2::{Digest, Sha256};
 use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
+use sha2::{Digest, Sha256};
 use tracing::{Instrument, Span, field, info_span};
 
 use crate::contract::{
@@ -121,7 +121,12 @@ impl<'a> Target<'a> {
     /// The target of `instance` at `ip`: over TLS when its pod serves TLS
     /// (`lifecycle::observed::Pod.tls`, from the pod as built) and the
     /// Database's client material is known, else plain.
-    pub fn of(ip: &'a str, instance: &'a str, pod_tls: bool, client: Option<&'a ClientTls>) -> Self {
+    pub fn of(
+        ip: &'a str,
+        instance: &'a str,
+        pod_tls: bool,
+        client: Option<&'a ClientTls>,
+    ) -> Self {
         let tls = client
             .filter(|_| pod_tls)
             .map(|client| TlsTarget { instance, client });
@@ -242,7 +247,7 @@ pub enum CallError {
         url: String,
         instance: String,
         #[source]
-        source: crate::tls::Error,
+        source: Box<crate::tls::Error>,
     },
 }
 
@@ -430,7 +435,10 @@ impl HttpInstances {
         };
         let digest = tls.client.digest();
         let key = (to.ip.to_owned(), tls.instance.to_owned());
-        let mut clients = self.tls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut clients = self
+            .tls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some((built_from, client)) = clients.by_target.get(&key)
             && *built_from == digest
         {
@@ -444,7 +452,7 @@ impl HttpInstances {
         .map_err(|source| CallError::Tls {
             url: url.to_owned(),
             instance: tls.instance.to_owned(),
-            source,
+            source: Box::new(source),
         })?;
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(Arc::unwrap_or_clone(config))

@@ -147,7 +147,16 @@ mod tests {
         );
         // Another Database's instances, names that only look alike, and
         // certificates without a common name.
-        for cn in ["pg2-1", "pg-1-1", "other-1", "pg-", "pg", "pg-x", "", "tusk-operator2"] {
+        for cn in [
+            "pg2-1",
+            "pg-1-1",
+            "other-1",
+            "pg-",
+            "pg",
+            "pg-x",
+            "",
+            "tusk-operator2",
+        ] {
             let refused = verdict(Access::Member, verified(cn));
             assert!(
                 matches!(&refused, Err((Category::Forbidden, m)) if m.contains(&format!("{cn:?}")) && m.contains("\"pg\"")),

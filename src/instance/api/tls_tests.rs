@@ -97,8 +97,15 @@ async fn call(
         .await
         .map_err(|e| format!("{e:?}"))?;
     let status = response.status().as_u16();
-    let body = response.into_body().collect().await.map_err(|e| e.to_string())?;
-    Ok((status, String::from_utf8_lossy(&body.to_bytes()).into_owned()))
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((
+        status,
+        String::from_utf8_lossy(&body.to_bytes()).into_owned(),
+    ))
 }
 
 /// The serial of the certificate the server at `addr` presents.
@@ -142,15 +149,31 @@ async fn instance() -> Fixture {
 async fn probes_and_metrics_answer_without_a_client_certificate() {
     let f = instance().await;
     let anonymous = || client(&f.ca, None, "pg-1");
-    let healthz = call(anonymous(), "GET", &format!("{}{}", f.https, path::HEALTHZ), None).await;
+    let healthz = call(
+        anonymous(),
+        "GET",
+        &format!("{}{}", f.https, path::HEALTHZ),
+        None,
+    )
+    .await;
     assert_eq!(healthz, Ok((200, "ok".to_owned())));
-    let (readyz, _) = call(anonymous(), "GET", &format!("{}{}", f.https, path::READYZ), None)
-        .await
-        .expect("readyz answers");
+    let (readyz, _) = call(
+        anonymous(),
+        "GET",
+        &format!("{}{}", f.https, path::READYZ),
+        None,
+    )
+    .await
+    .expect("readyz answers");
     assert_eq!(readyz, 503, "not ready, but answered");
-    let (metrics, _) = call(anonymous(), "GET", &format!("{}{}", f.https, path::METRICS), None)
-        .await
-        .expect("metrics answer");
+    let (metrics, _) = call(
+        anonymous(),
+        "GET",
+        &format!("{}{}", f.https, path::METRICS),
+        None,
+    )
+    .await
+    .expect("metrics answer");
     assert_ne!(metrics, 401);
     assert_ne!(metrics, 403);
 }
@@ -178,9 +201,14 @@ async fn status_needs_the_operators_or_a_members_certificate() {
     // No PostgreSQL behind this API: past the authorisation, the handler speaks.
     assert_eq!(code, 503, "{body}");
     assert!(body.contains("PostgreSQL is not available"), "{body}");
-    let (code, body) = call(client(&f.ca, Some(&operator), "pg-1"), "GET", &backups, None)
-        .await
-        .expect("backups answer the operator");
+    let (code, body) = call(
+        client(&f.ca, Some(&operator), "pg-1"),
+        "GET",
+        &backups,
+        None,
+    )
+    .await
+    .expect("backups answer the operator");
     assert_eq!((code, body.as_str()), (200, r#"{"backups":[]}"#));
 
     let peer = f.ca.leaf("pg-2");
@@ -191,7 +219,13 @@ async fn status_needs_the_operators_or_a_members_certificate() {
 
     // Same CA (a user CA shared by two Databases), another Database.
     let stranger = f.ca.leaf("other-1");
-    let refused = call(client(&f.ca, Some(&stranger), "pg-1"), "GET", &backups, None).await;
+    let refused = call(
+        client(&f.ca, Some(&stranger), "pg-1"),
+        "GET",
+        &backups,
+        None,
+    )
+    .await;
     assert_eq!(
         refused,
         Ok((
@@ -211,9 +245,14 @@ async fn mutations_need_the_certificate_and_the_token() {
         .await
         .expect("answered");
     assert_eq!(code, 401, "a token without a certificate");
-    let (code, body) = call(client(&f.ca, Some(&operator), "pg-1"), "POST", &restart, None)
-        .await
-        .expect("answered");
+    let (code, body) = call(
+        client(&f.ca, Some(&operator), "pg-1"),
+        "POST",
+        &restart,
+        None,
+    )
+    .await
+    .expect("answered");
     assert_eq!(
         (code, body.as_str()),
         (401, r#"{"error":"missing or wrong bearer token"}"#),
@@ -240,7 +279,13 @@ async fn a_certificate_from_another_ca_fails_the_handshake() {
     let impostor = other.operator();
     // Trusts the right CA for the server, presents a certificate of another.
     let config = client(&f.ca, Some(&impostor), "pg-1");
-    let refused = call(config, "GET", &format!("{}{}", f.https, path::HEALTHZ), None).await;
+    let refused = call(
+        config,
+        "GET",
+        &format!("{}{}", f.https, path::HEALTHZ),
+        None,
+    )
+    .await;
     let Err(why) = refused else {
         panic!("a certificate of another CA got an answer: {refused:?}");
     };
@@ -266,7 +311,9 @@ async fn a_caller_refuses_a_server_that_names_another_instance() {
 async fn renewed_material_is_served_from_the_next_connection() {
     let f = instance().await;
     let addr = f.https.trim_start_matches("https://").to_owned();
-    let first = CertInfo::parse(&f.material.borrow().api_cert).expect("parse").serial;
+    let first = CertInfo::parse(&f.material.borrow().api_cert)
+        .expect("parse")
+        .serial;
     assert_eq!(presented_serial(&f.ca, &addr).await, first);
     let renewed = f.ca.leaf("pg-1");
     assert_ne!(renewed.info.serial, first);
@@ -361,7 +408,10 @@ async fn the_operator_calls_instances_with_its_certificate() {
     let status = instances
         .status(Target::of(ip, "pg-1", true, Some(&client)))
         .await;
-    let Err(CallError::Refused { status, message, .. }) = status else {
+    let Err(CallError::Refused {
+        status, message, ..
+    }) = status
+    else {
         panic!("{status:?}");
     };
     assert_eq!(status, 503, "{message}");

@@ -283,7 +283,12 @@ async fn poll_restoring(
             return None;
         }
         let ip = pod.status.as_ref()?.pod_ip.clone()?;
-        Some(async move { api.restore(Target::plain(&ip)).await.ok().map(|p| (name, p)) })
+        Some(async move {
+            api.restore(Target::plain(&ip))
+                .await
+                .ok()
+                .map(|p| (name, p))
+        })
     });
     join_all(restoring_pods)
         .await
