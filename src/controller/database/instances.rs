@@ -247,7 +247,7 @@ pub enum CallError {
         url: String,
         instance: String,
         #[source]
-        source: crate::tls::Error,
+        source: Box<crate::tls::Error>,
     },
 }
 
@@ -452,7 +452,7 @@ impl HttpInstances {
         .map_err(|source| CallError::Tls {
             url: url.to_owned(),
             instance: tls.instance.to_owned(),
-            source,
+            source: Box::new(source),
         })?;
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(Arc::unwrap_or_clone(config))
