@@ -110,7 +110,7 @@ pub struct TlsSpec {
     /// Your certificate for PostgreSQL to serve instead of one Tusk issues: a
     /// Secret in this namespace with `tls.crt`, `tls.key` and `ca.crt` (the
     /// CA that issued it, given to clients). It must name `<name>-rw`,
-    /// `<name>-ro`, `<name>-r` and every instance (see `status.tls`); Tusk
+    /// `<name>-ro` and `<name>-r` (as `name`, `name.<namespace>`, `name.<namespace>.svc` and `name.<namespace>.svc.cluster.local`; standbys verify `<name>-rw`); Tusk
     /// reports in the `Certificates` condition when it does not. Replication
     /// and the instance API still use certificates from Tusk's CA. Updating
     /// the Secret is picked up by a reload. Not with `ca`.
@@ -354,6 +354,15 @@ pub fn errors(spec: &TlsSpec) -> Vec<FieldError> {
         ca_renew_before,
     ));
     errors.extend(source_errors(spec));
+    if spec.client_certificates {
+        // The pods and Jobs already know how to use it, but the controller
+        // does not issue and renew the application role's certificate yet:
+        // refusing beats a role that can no longer log in.
+        errors.push(FieldError::new(
+            "spec.tls.clientCertificates",
+            "not supported yet: the application role's certificate is not issued; leave it unset (the role logs in with its password over TLS)",
+        ));
+    }
     errors
 }
 

@@ -408,7 +408,6 @@ impl Shared {
     /// (`api_cert`/`api_key` to serve, `client_ca_bundle` to verify
     /// callers); it changes when a new Secret is in effect, never to
     /// material that failed validation.
-    #[allow(dead_code, reason = "the instance API's TLS server subscribes")]
     pub fn tls(&self) -> Option<watch::Receiver<Arc<tls::Material>>> {
         self.tls.as_ref().map(tls::Watched::subscribe)
     }
@@ -428,11 +427,22 @@ impl Shared {
         let holder = self.ha.holder_member();
         tls::upstream::decide(
             self.tls.is_some(),
+            self.server_cert_names_me(),
             holder.as_ref(),
             self.config.primary_host.as_deref(),
             &self.ha.members(),
             &self.config.instance,
         )
+    }
+
+    /// This instance's server certificate carries its own name: Tusk issued
+    /// it (a user's certificate names the Services only), so peers verify
+    /// one another by instance name.
+    fn server_cert_names_me(&self) -> bool {
+        self.tls().is_some_and(|material| {
+            crate::tls::CertInfo::parse(&material.borrow().server_cert)
+                .is_ok_and(|cert| cert.names().contains(&self.config.instance))
+        })
     }
 
     /// The private copies of the CA bundle and the replication
@@ -566,17 +576,9 @@ pub async fn run(config: InstanceConfig) -> Result<(), Error> {
             source,
         })?;
     let (server_stop_tx, server_stop_rx) = watch::channel(false);
-    // INTERIM (#27): one reading of the TLS Secret at the start, until the
-    // `pgtls` watcher's channel (held in `Shared`) is merged: the lead swaps
-    // that receiver in here, and the API and the peer client follow
-    // renewals from then on without a restart.
-    let api_material = match &shared.config.tls_dir {
-        Some(dir) => {
-            let (_, material) = watch::channel(Arc::new(tls::Material::read(dir)?));
-            Some(material)
-        }
-        None => None,
-    };
+    // The watcher's channel: the API and the peer client follow renewals
+    // and CA rotations from the next connection on, without a restart.
+    let api_material = shared.tls();
     if let Some(material) = &api_material {
         shared.ha.use_tls(material.clone());
     }

@@ -566,6 +566,15 @@ fn operator_on(observed: &TlsObserved, target: Option<&str>) -> bool {
         .is_some_and(|l| target.is_some() && l.issuer.as_deref() == target && !due(observed, l))
 }
 
+/// Issued for longer than `certificateLifetime` allows now (the lifetime
+/// was shortened): reissued, so a shorter lifetime is in effect at once
+/// rather than when the old leaves run out. Leaves start a little before
+/// they are issued (clock skew), hence the slack.
+fn outlives(observed: &TlsObserved, leaf: &Leaf) -> bool {
+    let slack = crate::tls::authority::BACKDATE + SignedDuration::from_mins(1);
+    leaf.not_after.duration_since(leaf.not_before) > observed.settings.lifetime + slack
+}
+
 /// Within `renewBefore` of its end, or past it.
 fn due(observed: &TlsObserved, leaf: &Leaf) -> bool {
     before(leaf.not_after, observed.settings.renew_before) <= observed.now
@@ -600,6 +609,7 @@ fn reason(
         Some(ca) if leaf.not_before < ca.not_before => Some("older than its CA"),
         Some(ca) if Some(ca.fingerprint.as_str()) != target => Some(MOVING),
         Some(_) if !names_ok => Some("names changed"),
+        Some(_) if outlives(observed, leaf) => Some("longer than spec.tls.certificateLifetime"),
         Some(_) => None,
     }
 }

@@ -67,7 +67,7 @@ pub use migration::{
 pub use pdb::pod_disruption_budgets;
 pub use pod::{
     BOOTSTRAP_ANNOTATION, PlannedInstance, SPEC_HASH_ANNOTATION, instance_pod, instance_spec_hash,
-    postgres_image, spec_hash,
+    postgres_image, serves_tls, spec_hash,
 };
 pub use pvc::{grown as grown_pvc, instance_pvcs, pvc, wal_pvc};
 pub use restore::{RestoreSource, with_restore};

@@ -387,6 +387,18 @@ fn api_access_volume() -> Volume {
     }
 }
 
+/// Whether `pod` was built with a TLS Secret (its `postgres` container has
+/// `TUSK_TLS_DIR`): its manager serves HTTPS and its PostgreSQL TLS. What a
+/// pod serves follows from the pod as built, whatever the spec says now.
+pub fn serves_tls(pod: &Pod) -> bool {
+    pod.spec.iter().flat_map(|s| &s.containers).any(|c| {
+        c.env
+            .iter()
+            .flatten()
+            .any(|e| e.name == crate::contract::env::TLS_DIR)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

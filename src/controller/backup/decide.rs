@@ -20,6 +20,9 @@ pub struct Source {
     pub ready: bool,
     /// Its PostgreSQL image.
     pub image: String,
+    /// How the operator reaches its manager over TLS: set when its pod
+    /// serves TLS and the Database's client material is known.
+    pub tls: Option<crate::controller::database::instances::ClientTls>,
 }
 
 /// What to do with a valid Backup.
@@ -147,6 +150,7 @@ mod tests {
             role: Some(role),
             ready,
             image: "postgres:17".into(),
+            tls: None,
         }
     }
 

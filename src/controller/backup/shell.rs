@@ -204,7 +204,9 @@ impl Act<'_> {
                 o.spec.database == backup.spec.database && o.name_any() != backup.name_any()
             })
             .collect();
-        let sources = sources(self.ctx, self.namespace, &backup.spec.database).await?;
+        let user_ca =
+            database.and_then(|db| db.spec.tls.ca.as_ref().map(|r| r.secret_name.as_str()));
+        let sources = sources(self.ctx, self.namespace, &backup.spec.database, user_ca).await?;
         let others: Vec<&Backup> = others.iter().collect();
         let generation = backup.metadata.generation;
         match next(backup, &others, &sources) {
@@ -235,17 +237,14 @@ impl Act<'_> {
         status: BackupStatus,
     ) -> Result<BackupStatus, Error> {
         let (backup, generation) = (self.backup, self.backup.metadata.generation);
-        let ip = ip_of(sources, instance);
+        let Some(source) = sources.iter().find(|c| c.name == instance) else {
+            return Ok(status);
+        };
         let token = instance_token(self.ctx, self.namespace, &backup.spec.database).await?;
         let call = Call::Backup(BackupRequest {
             backup: backup.name_any(),
         });
-        match self
-            .ctx
-            .instances
-            .call(Target::plain(&ip), &token, call)
-            .await
-        {
+        match self.ctx.instances.call(target(source), &token, call).await {
             Ok(Answer::Backup(run)) => {
                 info!(%instance, "backup started");
                 let mut next_status = from_run(&status, instance, Some(&run), generation, self.now);
@@ -278,8 +277,7 @@ impl Act<'_> {
         let Some(source) = sources.iter().find(|c| c.name == instance) else {
             return from_run(&status, instance, None, generation, self.now);
         };
-        let ip = source.ip.clone().unwrap_or_default();
-        match self.ctx.instances.backups(Target::plain(&ip)).await {
+        match self.ctx.instances.backups(target(source)).await {
             Ok(runs) => {
                 let run = runs.backups.iter().find(|r| r.backup == backup.name_any());
                 if run.is_some_and(|r| r.stage == BackupStage::WaitingForWal)
@@ -299,16 +297,30 @@ impl Act<'_> {
     }
 }
 
-fn ip_of(sources: &[Source], instance: &str) -> String {
-    sources
-        .iter()
-        .find(|c| c.name == instance)
-        .and_then(|c| c.ip.clone())
-        .unwrap_or_default()
+/// How to reach `source`'s manager.
+fn target(source: &Source) -> Target<'_> {
+    Target::of(
+        source.ip.as_deref().unwrap_or_default(),
+        &source.name,
+        source.tls.is_some(),
+        source.tls.as_ref(),
+    )
 }
 
 /// The Database's instance pods, by their labels and readiness.
-async fn sources(ctx: &Context, namespace: &str, database: &str) -> Result<Vec<Source>, Error> {
+async fn sources(
+    ctx: &Context,
+    namespace: &str,
+    database: &str,
+    user_ca: Option<&str>,
+) -> Result<Vec<Source>, Error> {
+    let client = crate::controller::database::observe::tls::client_tls(
+        &ctx.client,
+        namespace,
+        database,
+        user_ca,
+    )
+    .await?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let selector = format!("{}={database}", labels::DATABASE);
     let listed = pods
@@ -328,6 +340,7 @@ async fn sources(ctx: &Context, namespace: &str, database: &str) -> Result<Vec<S
                 .iter()
                 .any(|c| c.type_ == "Ready" && c.status == "True");
             Source {
+                tls: client.clone().filter(|_| resources::serves_tls(&p)),
                 role: p.labels().get(labels::ROLE).and_then(|r| Role::parse(r)),
                 image: resources::postgres_image(&p),
                 name: p.name_any(),
@@ -344,9 +357,9 @@ async fn switch_primary_wal(ctx: &Context, namespace: &str, database: &str, sour
     let Some(primary) = sources.iter().find(|c| c.role == Some(Role::Primary)) else {
         return;
     };
-    let Some(ip) = &primary.ip else {
+    if primary.ip.is_none() {
         return;
-    };
+    }
     let token = match instance_token(ctx, namespace, database).await {
         Ok(token) => token,
         Err(error) => {
@@ -356,7 +369,7 @@ async fn switch_primary_wal(ctx: &Context, namespace: &str, database: &str, sour
     };
     if let Err(error) = ctx
         .instances
-        .call(Target::plain(ip), &token, Call::WalSwitch)
+        .call(target(primary), &token, Call::WalSwitch)
         .await
     {
         warn!(primary = %primary.name, %error, "cannot switch the primary's WAL");

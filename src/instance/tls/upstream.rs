@@ -33,8 +33,14 @@ pub struct Upstream {
 /// Without a known holder the Service is dialled by its name, which the
 /// primary's server certificate carries; TLS then unless some other member
 /// is a pod without TLS (the primary behind the Service may be that one).
+///
+/// The name verified on the holder's certificate is its instance name when
+/// the instances' server certificates carry their own names (`pin_instance`:
+/// Tusk issued them), else the Service's (a user's server certificate, the
+/// same on every instance, names the Services only).
 pub fn decide(
     own_tls: bool,
+    pin_instance: bool,
     holder: Option<&Member>,
     service: Option<&str>,
     members: &[Member],
@@ -42,9 +48,13 @@ pub fn decide(
 ) -> Option<Upstream> {
     if let Some(holder) = holder {
         let tls = own_tls && holder.tls;
+        let verified = match service {
+            Some(service) if !pin_instance => service.to_owned(),
+            _ => holder.name.clone(),
+        };
         return Some(if tls {
             Upstream {
-                host: holder.name.clone(),
+                host: verified,
                 hostaddr: Some(holder.address.clone()),
                 tls,
             }
@@ -114,6 +124,23 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_user_server_certificate_is_verified_by_the_service_name() {
+        let holder = member("orders-1", true);
+        let upstream = decide(
+            true,
+            false,
+            Some(&holder),
+            Some("orders-rw"),
+            &[],
+            "orders-2",
+        )
+        .expect("an upstream");
+        assert_eq!(upstream.host, "orders-rw");
+        assert_eq!(upstream.hostaddr.as_deref(), Some(holder.address.as_str()));
+        assert!(upstream.tls);
+    }
+
     fn files() -> ClientFiles {
         ClientFiles {
             root: "/run/tls/ca.crt".to_owned(),
@@ -125,8 +152,15 @@ mod tests {
     #[test]
     fn a_tls_holder_is_dialled_by_ip_and_verified_by_its_instance_name() {
         let holder = member("orders-1", true);
-        let upstream =
-            decide(true, Some(&holder), Some("orders-rw"), &[], "orders-2").expect("an upstream");
+        let upstream = decide(
+            true,
+            true,
+            Some(&holder),
+            Some("orders-rw"),
+            &[],
+            "orders-2",
+        )
+        .expect("an upstream");
         assert_eq!(
             upstream,
             Upstream {
@@ -155,8 +189,8 @@ mod tests {
     fn a_holder_without_tls_or_a_manager_without_tls_keeps_the_old_way() {
         for (own, holder_tls) in [(true, false), (false, true), (false, false)] {
             let holder = member("orders-1", holder_tls);
-            let upstream =
-                decide(own, Some(&holder), Some("orders-rw"), &[], "orders-2").expect("upstream");
+            let upstream = decide(own, true, Some(&holder), Some("orders-rw"), &[], "orders-2")
+                .expect("upstream");
             assert_eq!(upstream.host, "10.0.0.8");
             assert_eq!(upstream.hostaddr, None);
             assert!(!upstream.tls);
@@ -175,7 +209,8 @@ mod tests {
     #[test]
     fn without_a_holder_the_service_is_verified_unless_a_peer_lacks_tls() {
         let all_tls = [member("orders-1", true), member("orders-2", true)];
-        let upstream = decide(true, None, Some("orders-rw"), &all_tls, "orders-2").expect("up");
+        let upstream =
+            decide(true, true, None, Some("orders-rw"), &all_tls, "orders-2").expect("up");
         assert_eq!(
             upstream,
             Upstream {
@@ -187,16 +222,16 @@ mod tests {
         // Only this instance lacking TLS does not matter; another one does.
         let mixed = [member("orders-1", false), member("orders-2", true)];
         assert!(
-            !decide(true, None, Some("orders-rw"), &mixed, "orders-2")
+            !decide(true, true, None, Some("orders-rw"), &mixed, "orders-2")
                 .expect("up")
                 .tls
         );
         let me_plain = [member("orders-1", true), member("orders-2", false)];
         assert!(
-            decide(true, None, Some("orders-rw"), &me_plain, "orders-2")
+            decide(true, true, None, Some("orders-rw"), &me_plain, "orders-2")
                 .expect("up")
                 .tls
         );
-        assert_eq!(decide(true, None, None, &all_tls, "orders-2"), None);
+        assert_eq!(decide(true, true, None, None, &all_tls, "orders-2"), None);
     }
 }

@@ -12,7 +12,7 @@ use super::{Applier, Done};
 use crate::api::v1::{Backup, Database};
 use crate::contract::RetentionRequest;
 use crate::controller::database::backups;
-use crate::controller::database::instances::{Answer, Call, Target};
+use crate::controller::database::instances::{Answer, Call};
 use crate::controller::{Context, Error, key_of};
 use crate::lifecycle::{BackupPurpose, RetentionPass};
 use crate::resources::{self, names};
@@ -71,7 +71,7 @@ impl Applier<'_> {
         window_seconds: u64,
         last_backup: Option<&str>,
     ) -> Result<Option<Done>, Error> {
-        let Some(ip) = self.snapshot.pod_ip(primary) else {
+        let Some(target) = self.snapshot.target(primary) else {
             return Ok(None);
         };
         let token = self
@@ -85,7 +85,7 @@ impl Applier<'_> {
             },
         );
         let call = Call::Retention(RetentionRequest { window_seconds });
-        let report = match self.instances.call(Target::plain(&ip), &token, call).await {
+        let report = match self.instances.call(target, &token, call).await {
             Ok(Answer::Retention(report)) => report,
             Ok(_) => return Ok(None),
             Err(error) => {

@@ -32,7 +32,7 @@ use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::instances::{Call, Instances, Target};
+use super::instances::{Call, Instances};
 use super::observe::Snapshot;
 use crate::api::model::ValidatedDatabase;
 use crate::api::v1::Database;
@@ -247,9 +247,9 @@ impl Applier<'_> {
     }
 
     async fn call(&self, instance: &str, call: Call) -> Result<(), Error> {
-        let ip = self
+        let target = self
             .snapshot
-            .pod_ip(instance)
+            .target(instance)
             .ok_or_else(|| Error::InstanceUnreachable {
                 instance: instance.to_owned(),
                 reason: "the pod has no IP".to_owned(),
@@ -258,7 +258,7 @@ impl Applier<'_> {
             .secret_password(&names::instance_token_secret(self.name()))
             .await?;
         self.instances
-            .call(Target::plain(&ip), &token, call)
+            .call(target, &token, call)
             .await
             .map(drop)
             .map_err(|source| Error::Instance {

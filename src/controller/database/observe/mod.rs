@@ -17,7 +17,7 @@ use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
 use super::backups;
-use super::instances::{Instances, Target};
+use super::instances::{ClientTls, Instances, Target};
 use super::restore::{self, Resolved};
 use crate::api::v1::Backup;
 use crate::api::v1::{Database, ObjectStore};
@@ -80,6 +80,9 @@ pub struct Snapshot {
     pub namespace_terminating: bool,
     /// The TLS material behind `Observed.tls` (`tls::observe`).
     pub tls: Option<tls::TlsMaterial>,
+    /// The operator's client material for the instance API
+    /// ([`tls::client_tls`]), read before the managers were polled.
+    pub client_tls: Option<ClientTls>,
 }
 
 impl Snapshot {
@@ -89,6 +92,20 @@ impl Snapshot {
             .iter()
             .find(|p| p.name_any() == name)
             .and_then(|p| p.status.as_ref()?.pod_ip.clone())
+    }
+
+    /// How to reach instance `name`'s manager: its pod IP, over TLS when its
+    /// pod was built with a TLS Secret and the client material is known.
+    pub fn target(&self, name: &str) -> Option<Target<'_>> {
+        let pod = self.pods.iter().find(|p| p.name_any() == name)?;
+        let ip = pod.status.as_ref()?.pod_ip.as_deref()?;
+        let instance = pod.metadata.name.as_deref()?;
+        Some(Target::of(
+            ip,
+            instance,
+            crate::resources::serves_tls(pod),
+            self.client_tls.as_ref(),
+        ))
     }
 
     /// Whether a Secret named `name` exists.
@@ -165,9 +182,13 @@ pub async fn snapshot(
         .await
         .map_err(Error::kube("listing the Services' EndpointSlices"))?
         .items;
-    let (managers, volumes) =
-        futures::join!(poll_managers(api, &pods), volume_usage::poll(api, &pods));
-    let restoring = poll_restoring(api, &pods, &managers).await;
+    let user_ca = db.spec.tls.ca.as_ref().map(|r| r.secret_name.as_str());
+    let client_tls = tls::client_tls(client, namespace, &name, user_ca).await?;
+    let (managers, volumes) = futures::join!(
+        poll_managers(api, &pods, client_tls.as_ref()),
+        volume_usage::poll(api, &pods, client_tls.as_ref())
+    );
+    let restoring = poll_restoring(api, &pods, &managers, client_tls.as_ref()).await;
     let lease_access = lease_access(client, &name, namespace).await?;
     let restore = if crate::lifecycle::restore_pending(&db.spec, db.status.as_ref()) {
         let named = restore::fetch(client, db, namespace).await?;
@@ -201,6 +222,7 @@ pub async fn snapshot(
         last_retention: None,
         namespace_terminating: false,
         tls: None,
+        client_tls,
     })
 }
 
@@ -253,12 +275,17 @@ async fn list_services(
 
 /// `/status` of every running pod's manager, concurrently, by pod name; a
 /// manager that does not answer is left out.
-async fn poll_managers(api: &dyn Instances, pods: &[KubePod]) -> BTreeMap<String, Status> {
+async fn poll_managers(
+    api: &dyn Instances,
+    pods: &[KubePod],
+    client: Option<&ClientTls>,
+) -> BTreeMap<String, Status> {
     let polls = pods.iter().filter_map(|pod| {
         let ip = pod.status.as_ref()?.pod_ip.clone()?;
         let name = pod.name_any();
+        let tls = crate::resources::serves_tls(pod);
         Some(async move {
-            match api.status(Target::plain(&ip)).await {
+            match api.status(Target::of(&ip, &name, tls, client)).await {
                 Ok(status) => Some((name, status)),
                 Err(error) => {
                     tracing::debug!(pod = %name, %error, "instance manager did not answer");
@@ -275,6 +302,7 @@ async fn poll_restoring(
     api: &dyn Instances,
     pods: &[KubePod],
     managers: &BTreeMap<String, Status>,
+    client: Option<&ClientTls>,
 ) -> BTreeMap<String, RestoreProgress> {
     let restoring_pods = pods.iter().filter_map(|pod| {
         let name = pod.name_any();
@@ -286,8 +314,9 @@ async fn poll_restoring(
             return None;
         }
         let ip = pod.status.as_ref()?.pod_ip.clone()?;
+        let tls = crate::resources::serves_tls(pod);
         Some(async move {
-            api.restore(Target::plain(&ip))
+            api.restore(Target::of(&ip, &name, tls, client))
                 .await
                 .ok()
                 .map(|p| (name, p))

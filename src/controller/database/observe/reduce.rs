@@ -225,7 +225,7 @@ fn pods(
             outdated,
             api_mismatch,
             address: pod.status.as_ref().and_then(|s| s.pod_ip.clone()),
-            tls: serves_tls(pod),
+            tls: crate::resources::serves_tls(pod),
             node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
             ha: reported
                 .filter(|_| api_mismatch.is_none())
@@ -237,18 +237,6 @@ fn pods(
             cpu,
         });
     }
-}
-
-/// The pod's `postgres` container was given a TLS directory: what its
-/// manager and PostgreSQL serve follows from the pod as built, whatever the
-/// spec says now.
-fn serves_tls(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
-    pod.spec.iter().flat_map(|s| &s.containers).any(|c| {
-        c.env
-            .iter()
-            .flatten()
-            .any(|e| e.name == crate::contract::env::TLS_DIR)
-    })
 }
 
 /// Every Secret exists with the labels and owner the builder gives it.

@@ -20,6 +20,7 @@ use crate::api::model::ValidatedDatabase;
 use crate::api::tls::TlsSource;
 use crate::contract::tls as files;
 use crate::controller::Error;
+use crate::controller::database::instances::ClientTls;
 use crate::lifecycle::tls::{
     Authority, Ca, HeldSecret, InstanceTls, Leaf, Probe, Settings, Stage, TlsObserved, Unusable,
     UserServer,
@@ -68,6 +69,55 @@ impl TlsMaterial {
     pub fn api_trust_bundle(&self) -> String {
         self.cas.values().cloned().collect::<Vec<_>>().join("")
     }
+}
+
+/// The operator's client material for the instance API of Database `db`:
+/// its identity (`operator.crt`/`operator.key` in `<db>-ca`) and every CA
+/// that may have issued an instance's `api.crt` (`<db>-ca`'s current and
+/// next CA, and the user's CA when `user_ca` names its Secret). Read before
+/// the managers are polled, so a pass reaches them with the material in
+/// effect; `None` until `<db>-ca` holds an identity (a new Database's first
+/// pass, when no pod serves TLS yet).
+pub async fn client_tls(
+    client: &kube::Client,
+    namespace: &str,
+    db: &str,
+    user_ca: Option<&str>,
+) -> Result<Option<ClientTls>, Error> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let read = |name: String| {
+        let secrets = secrets.clone();
+        async move {
+            secrets
+                .get_opt(&name)
+                .await
+                .map_err(Error::kube("reading a TLS Secret"))
+        }
+    };
+    let Some(ca) = read(names::ca_secret(db)).await? else {
+        return Ok(None);
+    };
+    let text = |secret: &Secret, key: &str| built::text(secret, key).ok();
+    let (Some(cert_pem), Some(key_pem)) = (
+        text(&ca, built::OPERATOR_CERT),
+        text(&ca, built::OPERATOR_KEY),
+    ) else {
+        return Ok(None);
+    };
+    let mut trust: Vec<String> = [built::CA_CERT, built::NEXT_CA_CERT]
+        .iter()
+        .filter_map(|key| text(&ca, key))
+        .collect();
+    if let Some(name) = user_ca {
+        if let Some(user) = read(name.to_owned()).await? {
+            trust.extend(text(&user, user_secret::TLS_CRT));
+        }
+    }
+    Ok(Some(ClientTls {
+        trust_pem: trust.join("\n"),
+        cert_pem,
+        key_pem,
+    }))
 }
 
 /// Reads the TLS Secrets of `db`, fills `observed.tls` and keeps the PEM

@@ -9,17 +9,22 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use super::super::instances::{Instances, Target};
+use super::super::instances::{ClientTls, Instances, Target};
 use crate::contract::Volumes;
 
 /// `/volumes` of every running pod's manager, concurrently, by pod name; a
 /// manager that does not answer is left out.
-pub async fn poll(api: &dyn Instances, pods: &[KubePod]) -> BTreeMap<String, Volumes> {
+pub async fn poll(
+    api: &dyn Instances,
+    pods: &[KubePod],
+    client: Option<&ClientTls>,
+) -> BTreeMap<String, Volumes> {
     let polls = pods.iter().filter_map(|pod| {
         let ip = pod.status.as_ref()?.pod_ip.clone()?;
         let name = pod.name_any();
+        let tls = crate::resources::serves_tls(pod);
         Some(async move {
-            match api.volumes(Target::plain(&ip)).await {
+            match api.volumes(Target::of(&ip, &name, tls, client)).await {
                 Ok(volumes) => Some((name, volumes)),
                 Err(error) => {
                     tracing::debug!(pod = %name, %error, "no volume usage from the manager");
