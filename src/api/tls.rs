@@ -853,10 +853,15 @@ mod tests {
             postgres_repository: "postgres",
         };
         db.spec.tls.renew_before = Some("2d".into());
-        db.spec.tls.client_certificates = true;
         let model =
             crate::api::validate::validated(&db, &defaults).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(model.tls.renew_before, Duration::from_secs(2 * 86_400));
-        assert!(model.tls.client_certificates);
+        // Until the controller issues the application role's certificate.
+        db.spec.tls.client_certificates = true;
+        let errors = crate::api::validate::database(&db);
+        assert_eq!(
+            errors.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
+            ["spec.tls.clientCertificates"]
+        );
     }
 }

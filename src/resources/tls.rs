@@ -535,9 +535,12 @@ mod tests {
             credential_secrets(&model(&db)),
             [(SecretKind::Superuser, false), (SecretKind::App, false)]
         );
-        db.spec.tls.client_certificates = true;
+        // Refused at admission until the controller issues the application
+        // role's certificate; the builders already handle it.
+        let mut with_client = model(&db);
+        with_client.tls.client_certificates = true;
         assert_eq!(
-            credential_secrets(&model(&db)),
+            credential_secrets(&with_client),
             [(SecretKind::Superuser, false), (SecretKind::App, true)]
         );
     }
@@ -580,9 +583,10 @@ mod tests {
         );
         db.spec.tls.allow_plaintext = true;
         db.spec.tls.min_protocol_version = crate::api::v1::TlsVersion::Tls12;
-        db.spec.tls.client_certificates = true;
+        let mut with_client = model(&db);
+        with_client.tls.client_certificates = true;
         assert_eq!(
-            as_map(instance_env(&model(&db))),
+            as_map(instance_env(&with_client)),
             BTreeMap::from([
                 ("TUSK_TLS_DIR".to_owned(), "/tusk/tls".to_owned()),
                 ("TUSK_TLS_MIN_VERSION".to_owned(), "TLSv1.2".to_owned()),

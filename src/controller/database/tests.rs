@@ -190,6 +190,8 @@ async fn a_first_pass_creates_credentials_services_and_the_first_volume_then_wri
             format!("GET {ns}/services"),
             "GET /apis/policy/v1/namespaces/shop/poddisruptionbudgets".to_owned(),
             "GET /apis/discovery.k8s.io/v1/namespaces/shop/endpointslices".to_owned(),
+            // The operator's client material, before the managers are polled.
+            format!("GET {ns}/secrets/orders-ca"),
             "GET /apis/coordination.k8s.io/v1/namespaces/shop/leases/orders-primary".to_owned(),
             format!("GET {ns}/serviceaccounts/orders-instance"),
             "GET /apis/rbac.authorization.k8s.io/v1/namespaces/shop/roles/orders-instance"
