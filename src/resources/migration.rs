@@ -492,7 +492,7 @@ mod tests {
                 .map(|i| i.key.clone())
                 .collect()
         };
-        let mut db = sample_database();
+        let db = sample_database();
         let pod = pod_spec(&migration_job(&model(&db), &spec(), &config()));
         let env = env_of(&pod);
         assert_eq!(env["PGSSLMODE"], "verify-full");

@@ -530,7 +530,7 @@ mod tests {
 
     #[test]
     fn only_the_app_secret_gets_a_client_certificate_and_only_when_asked() {
-        let mut db = sample_database();
+        let db = sample_database();
         assert_eq!(
             credential_secrets(&model(&db)),
             [(SecretKind::Superuser, false), (SecretKind::App, false)]

@@ -108,10 +108,10 @@ pub async fn client_tls(
         .iter()
         .filter_map(|key| text(&ca, key))
         .collect();
-    if let Some(name) = user_ca {
-        if let Some(user) = read(name.to_owned()).await? {
-            trust.extend(text(&user, user_secret::TLS_CRT));
-        }
+    if let Some(name) = user_ca
+        && let Some(user) = read(name.to_owned()).await?
+    {
+        trust.extend(text(&user, user_secret::TLS_CRT));
     }
     Ok(Some(ClientTls {
         trust_pem: trust.join("\n"),
