@@ -185,10 +185,11 @@ async fn settled(
         });
         if ready && stage == "Stable" {
             let ca = app_ca(client, ns, DB).await?;
-            if let Ok(seen) = presented(client, ns, DB, &ca, None).await {
-                if seen.len() == instances && done(&seen, &ca) {
-                    return Ok((seen, stages));
-                }
+            if let Ok(seen) = presented(client, ns, DB, &ca, None).await
+                && seen.len() == instances
+                && done(&seen, &ca)
+            {
+                return Ok((seen, stages));
             }
         }
         if Instant::now() > deadline {
@@ -333,8 +334,11 @@ async fn a_user_provided_server_certificate() {
             let running = processes(&client, &ns).await?;
 
             // A certificate that does not name the Services: reported, not served.
-            let narrow =
-                authority.issue_server(&[rw.clone()], SignedDuration::from_hours(24 * 7), now)?;
+            let narrow = authority.issue_server(
+                std::slice::from_ref(&rw),
+                SignedDuration::from_hours(24 * 7),
+                now,
+            )?;
             secrets
                 .replace("user-server", &PostParams::default(), &{
                     let mut s = secret(&narrow)?;
