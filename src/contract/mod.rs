@@ -77,6 +77,21 @@ pub mod path {
     pub const VOLUMES: &str = "/volumes";
 }
 
+/// The serial of `instance` if it is an instance name of database `db`.
+///
+/// Only canonical names match (`orders-7`, not `orders-07` or `orders-0`), so a
+/// serial parsed here always rebuilds the same name; and because the rest after
+/// `<db>-` must be all digits, database `orders` does not claim the instances of
+/// a database named `orders-1` (`orders-1-2`). Here because both sides name
+/// instances: the operator builds them, a manager checks a peer's certificate.
+pub fn serial_of(db: &str, instance: &str) -> Option<u32> {
+    let digits = instance.strip_prefix(db)?.strip_prefix('-')?;
+    if digits.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
 /// The header a peer call names its caller in (an instance name).
 pub const PEER_HEADER: &str = "x-tusk-peer";
 

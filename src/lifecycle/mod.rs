@@ -44,6 +44,7 @@ mod scheduling;
 mod serving;
 mod shape;
 pub mod tls;
+mod tls_pass;
 mod topology;
 
 mod upgrade;

@@ -187,9 +187,9 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         .unwrap_or_else(|| rollout.image.clone());
     let mut topology = topology::plan(&ctx, requests.hold_bootstrap, &image);
     // TLS Secrets are written before the pods that mount them.
-    let tls = tls::for_pass(&ctx, &topology.additions);
+    let tls = super::tls_pass::for_pass(&ctx, &topology.additions);
     let (additions, tls_hold) =
-        tls::hold_pods(&ctx, tls.as_ref(), std::mem::take(&mut topology.additions));
+        super::tls_pass::hold_pods(&ctx, tls.as_ref(), std::mem::take(&mut topology.additions));
     topology.additions = additions;
     let backups = backups::plan(&ctx);
     if upgrade.hold {

@@ -32,7 +32,6 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::contract::tls::TlsReport;
 
-use super::action::Action;
 use super::verdict::{Desired, Verdict};
 use crate::api::tls::{InstanceTlsStatus, TlsSourceStatus, TlsStatus, condition};
 
@@ -957,81 +956,6 @@ fn leaves(observed: &TlsObserved) -> impl Iterator<Item = &Leaf> {
         .filter_map(|i| i.secret.as_ref())
         .flat_map(|s| LeafKind::ALL.iter().filter_map(|k| s.leaf(*k)))
         .chain(observed.operator.as_ref())
-}
-
-/// The TLS part of a Database's pass: the planner on what was observed,
-/// with the instances the topology is about to create added (their
-/// Secrets are written before their pods). `None` when TLS is not observed.
-pub(super) fn for_pass(ctx: &super::context::Context, additions: &[Action]) -> Option<TlsPlan> {
-    let mut observed = ctx.observed.tls.clone()?;
-    for action in additions {
-        if let Action::CreatePod { serial, .. } | Action::CreatePvc { serial } = action {
-            observed.instances.entry(ctx.name(*serial)).or_default();
-        }
-    }
-    Some(plan(&observed))
-}
-
-/// Keeps back the creation of a pod whose TLS Secret will not hold every
-/// certificate once this plan's writes are done: the pod could not start
-/// without it. Says so in a verdict naming the Secrets.
-pub(super) fn hold_pods(
-    ctx: &super::context::Context,
-    tls: Option<&TlsPlan>,
-    additions: Vec<Action>,
-) -> (Vec<Action>, Option<Verdict>) {
-    let (Some(observed), Some(tls)) = (ctx.observed.tls.as_ref(), tls) else {
-        return (additions, None);
-    };
-    let user_server = observed.settings.user_server.is_some();
-    let complete = |name: &str| {
-        let held = observed
-            .instances
-            .get(name)
-            .and_then(|i| i.secret.clone())
-            .unwrap_or_default();
-        let written: Vec<LeafKind> = tls
-            .actions
-            .iter()
-            .filter_map(|a| match a {
-                TlsAction::WriteInstance {
-                    instance, issue, ..
-                } if instance == name => Some(issue.clone()),
-                _ => None,
-            })
-            .flatten()
-            .collect();
-        LeafKind::ALL.iter().all(|kind| {
-            (*kind == LeafKind::Server && user_server)
-                || held.leaf(*kind).is_some()
-                || written.contains(kind)
-        })
-    };
-    let mut waiting = Vec::new();
-    let kept = additions
-        .into_iter()
-        .filter(|action| match action {
-            Action::CreatePod { serial, .. } => {
-                let name = ctx.name(*serial);
-                let ready = complete(&name);
-                if !ready {
-                    waiting.push(format!("Secret {name}-tls"));
-                }
-                ready
-            }
-            _ => true,
-        })
-        .collect();
-    let verdict = (!waiting.is_empty()).then(|| {
-        Verdict::progress(
-            "WaitingForCertificates",
-            format!(
-                "pods wait for their certificates: {} not complete yet",
-                waiting.join(", ")
-            ),
-        )
-    });
-    (kept, verdict)
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@ use jiff::{SignedDuration, Timestamp};
 use proptest::prelude::*;
 
 use super::*;
+use crate::lifecycle::action::Action;
+use crate::lifecycle::tls_pass::{for_pass, hold_pods};
 
 const DAY: i64 = 86_400;
 

@@ -15,19 +15,8 @@ pub fn instance_name(db: &str, serial: u32) -> String {
     format!("{db}-{serial}")
 }
 
-/// The serial of `instance` if it is an instance name of database `db`.
-///
-/// Only canonical names match (`orders-7`, not `orders-07` or `orders-0`), so a
-/// serial parsed here always rebuilds the same name; and because the rest after
-/// `<db>-` must be all digits, database `orders` does not claim the instances of
-/// a database named `orders-1` (`orders-1-2`).
-pub fn serial_of(db: &str, instance: &str) -> Option<u32> {
-    let digits = instance.strip_prefix(db)?.strip_prefix('-')?;
-    if digits.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
+/// The serial of an instance name (see [`crate::contract::serial_of`]).
+pub use crate::contract::serial_of;
 
 /// The PVC of an instance is named like the instance, so a pod that is recreated
 /// finds its data by name.

@@ -9,7 +9,7 @@
 //!
 //! Their TLS keys (`ca.crt`, `sslmode`, the app role's client certificate)
 //! change with every renewal, so they are not written here but applied
-//! separately by another field manager ([`super::tls`]) that never carries a
+//! separately by another field manager (`super::tls`) that never carries a
 //! password.
 
 use std::collections::BTreeMap;
@@ -19,10 +19,12 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Secret, SecretKeySelector};
 
 use super::container::POSTGRES_PORT;
-use super::tls::SSLMODE;
 use super::{labels, names, object_meta};
 use crate::api::model::ValidatedDatabase;
 
+/// The `sslmode` Tusk's Secrets and URIs ask for: the server's certificate
+/// is verified against `ca.crt` and must name the host.
+pub const SSLMODE: &str = "verify-full";
 /// Key holding the password in every Tusk Secret.
 pub const PASSWORD_KEY: &str = "password";
 /// Key holding the role name in every Tusk Secret.
@@ -74,7 +76,7 @@ impl SecretKind {
 /// a client needs to connect: `dbname`, `host` (`<db>-rw.<namespace>.svc`),
 /// `port` and a `uri` with the password percent-encoded and
 /// `sslmode=verify-full` (the CA, `ca.crt`, is added by the TLS field
-/// manager: [`super::tls::credential_tls_apply`]).
+/// manager: `super::tls::credential_tls_apply`).
 ///
 /// Create only when absent; never overwrite (see the module documentation).
 pub fn secret(db: &ValidatedDatabase, kind: SecretKind, password: &str) -> Secret {

@@ -67,9 +67,7 @@ pub const CLIENT_CA_KEY: &str = "ca.crt";
 pub const SSLMODE_KEY: &str = "sslmode";
 pub const CLIENT_CERT_KEY: &str = "tls.crt";
 pub const CLIENT_KEY_KEY: &str = "tls.key";
-/// The `sslmode` Tusk's Secrets and URIs ask for: the server's certificate
-/// is verified against `ca.crt` and must name the host.
-pub const SSLMODE: &str = "verify-full";
+pub use super::secret::SSLMODE;
 
 /// The pod volume of the instance's TLS Secret.
 pub const VOLUME: &str = "tls";

@@ -15,7 +15,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::contract::{path, tls::OPERATOR_COMMON_NAME};
-use crate::resources::names;
 
 use super::super::Shared;
 use super::error::{ApiError, Category};
@@ -52,7 +51,9 @@ pub fn authorise(access: Access, caller: &Caller, database: &str) -> Result<(), 
         }
         (Access::Member, Caller::Verified(common_name)) => common_name,
     };
-    if common_name == OPERATOR_COMMON_NAME || names::serial_of(database, common_name).is_some() {
+    if common_name == OPERATOR_COMMON_NAME
+        || crate::contract::serial_of(database, common_name).is_some()
+    {
         return Ok(());
     }
     Err(ApiError::new(
