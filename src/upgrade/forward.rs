@@ -1,19 +1,58 @@
 //! A local PostgreSQL socket that is really the old primary over TCP: every
-//! connection to `<dir>/.s.PGSQL.<port>` is forwarded to `host:port`, bytes
-//! both ways, so that pg_upgrade (which reaches a live old server only
-//! through a socket directory) can check a server in another pod.
+//! connection to `<dir>/.s.PGSQL.<port>` is relayed to `host:port`, so that
+//! pg_upgrade (which reaches a live old server only through a socket
+//! directory) can check a server in another pod.
+//!
+//! libpq never starts TLS on a unix socket, and a primary that serves TLS
+//! accepts no plaintext TCP (`hostssl` only). So with [`Tls`] the relay
+//! itself starts TLS on each connection to the primary (PostgreSQL's
+//! SSLRequest, then a handshake verifying the certificate names the
+//! primary, as [`crate::tls::probe::connect`] does) and copies the client's
+//! plaintext protocol into it. Without it (a Job built before TLS, or a
+//! primary that serves none) the bytes go over TCP as they are.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
-use tokio::net::{TcpStream, UnixListener};
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tokio::task::JoinHandle;
 
 use super::Error;
+use crate::tls::probe::{self, Negotiation};
+
+/// TLS to the old primary: the CAs that verify it and the name its
+/// certificate must carry.
+#[derive(Clone)]
+pub struct Tls {
+    config: Arc<rustls::ClientConfig>,
+    name: ServerName<'static>,
+}
+
+impl Tls {
+    /// Trusts the CAs of the PEM file `ca_file` and requires the primary's
+    /// certificate to name `expected_name`.
+    pub fn from_file(ca_file: &Path, expected_name: &str) -> Result<Tls, Error> {
+        let bundle = std::fs::read_to_string(ca_file).map_err(Error::io("read", ca_file))?;
+        let tls_error = |source| Error::Tls {
+            context: "the old primary's CA bundle and name",
+            source,
+        };
+        let config = crate::tls::rustls_config::client_config(&bundle, None, expected_name)
+            .map_err(tls_error)?;
+        let name = ServerName::try_from(expected_name.to_owned())
+            .map_err(|_| tls_error(crate::tls::Error::ServerName(expected_name.to_owned())))?;
+        Ok(Tls { config, name })
+    }
+}
 
 /// The forwarder; stops (and removes its socket) when dropped.
 pub struct Forwarder {
     task: JoinHandle<()>,
     socket: PathBuf,
+    last_error: Arc<Mutex<Option<String>>>,
 }
 
 impl Drop for Forwarder {
@@ -23,47 +62,120 @@ impl Drop for Forwarder {
     }
 }
 
+impl Forwarder {
+    /// Why the last connection to the old primary could not be set up, if
+    /// one failed: the client only sees its socket closed.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().ok().and_then(|e| e.clone())
+    }
+}
+
 /// The socket file PostgreSQL clients look for in `dir` for `port`.
 pub fn socket_path(dir: &Path, port: u16) -> PathBuf {
     dir.join(format!(".s.PGSQL.{port}"))
 }
 
-/// Listens on the socket for `local_port` in `dir` and forwards each
-/// connection to `host:port`.
-pub fn start(dir: &Path, local_port: u16, host: &str, port: u16) -> Result<Forwarder, Error> {
+/// Where a relayed connection goes.
+#[derive(Clone)]
+struct Upstream {
+    host: String,
+    port: u16,
+    tls: Option<Tls>,
+}
+
+/// Listens on the socket for `local_port` in `dir` and relays each
+/// connection to `host:port`, over TLS when `tls` is set.
+pub fn start(
+    dir: &Path,
+    local_port: u16,
+    host: &str,
+    port: u16,
+    tls: Option<Tls>,
+) -> Result<Forwarder, Error> {
     let socket = socket_path(dir, local_port);
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket).map_err(Error::io("listen on", &socket))?;
-    let target = (host.to_owned(), port);
+    let upstream = Upstream {
+        host: host.to_owned(),
+        port,
+        tls,
+    };
+    let last_error = Arc::new(Mutex::new(None));
+    let errors = last_error.clone();
     let task = tokio::spawn(async move {
         loop {
-            let (mut local, _) = match listener.accept().await {
+            let (local, _) = match listener.accept().await {
                 Ok(accepted) => accepted,
                 Err(error) => {
                     tracing::warn!(%error, "the forwarder cannot accept a connection");
                     continue;
                 }
             };
-            let target = target.clone();
+            let upstream = upstream.clone();
+            let errors = errors.clone();
             tokio::spawn(async move {
-                match TcpStream::connect((target.0.as_str(), target.1)).await {
-                    Ok(mut remote) => {
-                        let _ = remote.set_nodelay(true);
-                        if let Err(error) =
-                            tokio::io::copy_bidirectional(&mut local, &mut remote).await
-                        {
-                            tracing::debug!(%error, "a forwarded connection ended");
-                        }
-                    }
-                    // Dropping the local end tells the client; pg_upgrade
-                    // then reports it cannot connect.
-                    Err(error) => tracing::warn!(
-                        %error, host = %target.0, port = target.1,
+                // Dropping the local end tells the client; pg_upgrade then
+                // reports it cannot connect, and the check adds this reason.
+                if let Err(error) = relay(local, &upstream).await {
+                    tracing::warn!(
+                        %error, host = %upstream.host, port = upstream.port,
                         "cannot reach the old primary"
-                    ),
+                    );
+                    if let Ok(mut last) = errors.lock() {
+                        *last = Some(error);
+                    }
                 }
             });
         }
     });
-    Ok(Forwarder { task, socket })
+    Ok(Forwarder {
+        task,
+        socket,
+        last_error,
+    })
+}
+
+/// One connection: to the primary (TLS first when asked), then bytes both
+/// ways until either side closes. Errors setting it up are returned; one
+/// ending a relayed connection is only logged (the client saw it).
+async fn relay(mut local: UnixStream, upstream: &Upstream) -> Result<(), String> {
+    let addr = resolve(&upstream.host, upstream.port).await?;
+    match &upstream.tls {
+        Some(tls) => {
+            let connect = probe::connect(
+                addr,
+                tls.config.clone(),
+                tls.name.clone(),
+                Negotiation::SslRequest,
+            );
+            let mut remote = tokio::time::timeout(probe::TIMEOUT, connect)
+                .await
+                .map_err(|_| format!("{addr}: no TLS within {} s", probe::TIMEOUT.as_secs()))?
+                .map_err(|error| error.to_string())?;
+            copy(&mut local, &mut remote).await;
+        }
+        None => {
+            let mut remote = TcpStream::connect(addr)
+                .await
+                .map_err(|error| format!("{addr}: connect: {error}"))?;
+            let _ = remote.set_nodelay(true);
+            copy(&mut local, &mut remote).await;
+        }
+    }
+    Ok(())
+}
+
+async fn copy(local: &mut UnixStream, remote: &mut (impl AsyncRead + AsyncWrite + Unpin)) {
+    if let Err(error) = tokio::io::copy_bidirectional(local, remote).await {
+        tracing::debug!(%error, "a forwarded connection ended");
+    }
+}
+
+/// `host` (the primary's pod IP, or a name) and `port` as one address.
+async fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+    tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|error| format!("cannot resolve {host}: {error}"))?
+        .next()
+        .ok_or_else(|| format!("{host} resolves to no address"))
 }

@@ -91,6 +91,14 @@ impl Snapshot {
             .and_then(|p| p.status.as_ref()?.pod_ip.clone())
     }
 
+    /// Whether instance `name`'s pod was built to serve TLS (as observe
+    /// reads `Pod.tls`).
+    pub fn pod_serves_tls(&self, name: &str) -> bool {
+        self.pods
+            .iter()
+            .any(|p| p.name_any() == name && reduce::serves_tls(p))
+    }
+
     /// Whether a Secret named `name` exists.
     pub fn has_secret(&self, name: &str) -> bool {
         self.secrets.iter().any(|s| s.name.as_deref() == Some(name))

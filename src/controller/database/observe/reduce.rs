@@ -242,7 +242,7 @@ fn pods(
 /// The pod's `postgres` container was given a TLS directory: what its
 /// manager and PostgreSQL serve follows from the pod as built, whatever the
 /// spec says now.
-fn serves_tls(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+pub(super) fn serves_tls(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
     pod.spec.iter().flat_map(|s| &s.containers).any(|c| {
         c.env
             .iter()
