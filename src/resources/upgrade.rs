@@ -680,6 +680,107 @@ mod tests {
         assert_eq!(pod.init_containers.clone().unwrap_or_default().len(), 1);
     }
 
+    #[test]
+    fn a_check_of_a_tls_primary_relays_over_tls_with_the_superuser_ca() {
+        let db = sample_database();
+        let config = config();
+        let model = model(&db);
+        let tls = UpgradeJobInput {
+            primary_tls: true,
+            ..input(&model, &config)
+        };
+        let job = check_job(&tls);
+        assert_eq!(
+            command(&job)[9..],
+            [
+                "--primary-host",
+                "198.18.0.7",
+                "--port",
+                "5432",
+                "--primary-name",
+                "orders-rw",
+                "--primary-ca",
+                "/upgrade/primary-ca/ca.crt"
+            ]
+        );
+        let pod = spec(&job);
+        let volume = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == "primary-ca")
+            .and_then(|v| v.secret.clone())
+            .expect("the CA volume");
+        assert_eq!(volume.secret_name.as_deref(), Some("orders-superuser"));
+        let items: Vec<(String, String)> = volume
+            .items
+            .iter()
+            .flatten()
+            .map(|i| (i.key.clone(), i.path.clone()))
+            .collect();
+        assert_eq!(
+            items,
+            [("ca.crt".to_owned(), "ca.crt".to_owned())],
+            "the CA alone"
+        );
+        assert_eq!(volume.optional, Some(true));
+        let mount = pod.containers[0]
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == "primary-ca")
+            .expect("the CA mount");
+        assert_eq!(
+            (mount.mount_path.as_str(), mount.read_only),
+            (PRIMARY_CA_MOUNT, Some(true))
+        );
+        assert!(
+            pod.init_containers.iter().flatten().all(|c| c
+                .volume_mounts
+                .iter()
+                .flatten()
+                .all(|m| m.name != "primary-ca")),
+            "only the check itself reads it"
+        );
+    }
+
+    #[test]
+    fn tls_arguments_only_for_a_tls_primary_reached_over_tcp_by_the_check() {
+        let db = sample_database();
+        let config = config();
+        let model = model(&db);
+        let has_ca = |job: &Job| {
+            spec(job)
+                .volumes
+                .iter()
+                .flatten()
+                .any(|v| v.name == "primary-ca")
+        };
+        let plaintext = check_job(&input(&model, &config));
+        assert!(
+            !command(&plaintext)
+                .iter()
+                .any(|a| a.starts_with("--primary-name"))
+        );
+        assert!(!has_ca(&plaintext), "a primary from before TLS");
+        let local = UpgradeJobInput {
+            primary_host: None,
+            primary_tls: true,
+            ..input(&model, &config)
+        };
+        let local = check_job(&local);
+        assert!(!command(&local).iter().any(|a| a.starts_with("--primary")));
+        assert!(!has_ca(&local), "no relay without a host");
+        let tls = UpgradeJobInput {
+            primary_tls: true,
+            ..input(&model, &config)
+        };
+        for job in [upgrade_job(&tls), rollback_job(&tls)] {
+            assert!(!command(&job).iter().any(|a| a.starts_with("--primary")));
+            assert!(!has_ca(&job), "{:?}", job.metadata.name);
+        }
+    }
+
     /// The checks of Pod Security "restricted" a pod spec can fail.
     #[test]
     fn every_job_meets_pod_security_restricted() {

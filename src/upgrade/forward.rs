@@ -179,3 +179,125 @@ async fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
         .next()
         .ok_or_else(|| format!("{host} resolves to no address"))
 }
+
+#[cfg(test)]
+mod tests {
+    use jiff::{SignedDuration, Timestamp};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+    use tokio_rustls::TlsAcceptor;
+
+    use super::*;
+    use crate::tls::Authority;
+
+    fn authority() -> Authority {
+        Authority::generate("test-ca", SignedDuration::from_hours(24), Timestamp::now()).unwrap()
+    }
+
+    /// A PostgreSQL-like server on loopback for one connection: it wants an
+    /// SSLRequest, answers `S`, does TLS as `shop-rw`/`shop-1`, then echoes
+    /// one message. Returns its port and what it saw.
+    async fn tls_server(ca: &Authority) -> (u16, JoinHandle<Result<Vec<u8>, String>>) {
+        let names = vec!["shop-rw".to_owned(), "shop-1".to_owned()];
+        let leaf = ca
+            .issue_server(&names, SignedDuration::from_hours(1), Timestamp::now())
+            .unwrap();
+        let config =
+            crate::tls::rustls_config::server_config(&leaf.cert_pem, &leaf.key_pem, None, &[])
+                .unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            let fail = |e: std::io::Error| e.to_string();
+            let (mut tcp, _) = listener.accept().await.map_err(fail)?;
+            let mut request = [0u8; 8];
+            tcp.read_exact(&mut request).await.map_err(fail)?;
+            if request != probe::SSL_REQUEST {
+                return Err(format!("plaintext from the relay: {request:?}"));
+            }
+            tcp.write_all(b"S").await.map_err(fail)?;
+            let mut tls = TlsAcceptor::from(config).accept(tcp).await.map_err(fail)?;
+            let mut message = [0u8; 5];
+            tls.read_exact(&mut message).await.map_err(fail)?;
+            tls.write_all(&message).await.map_err(fail)?;
+            tls.flush().await.map_err(fail)?;
+            Ok(message.to_vec())
+        });
+        (port, task)
+    }
+
+    fn ca_file(dir: &Path, ca: &Authority) -> PathBuf {
+        let path = dir.join("ca.crt");
+        std::fs::write(&path, ca.cert_pem()).unwrap();
+        path
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tusk-forward-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[tokio::test]
+    async fn the_relay_starts_tls_verifying_the_name_and_carries_the_bytes() {
+        let dir = scratch("tls");
+        let ca = authority();
+        let (port, server) = tls_server(&ca).await;
+        let tls = Tls::from_file(&ca_file(&dir, &ca), "shop-rw").unwrap();
+        let forwarder = start(&dir, 5432, "127.0.0.1", port, Some(tls)).unwrap();
+        let mut client = UnixStream::connect(socket_path(&dir, 5432)).await.unwrap();
+        client.write_all(b"hello").await.unwrap();
+        let mut echo = [0u8; 5];
+        client.read_exact(&mut echo).await.unwrap();
+        assert_eq!(&echo, b"hello");
+        assert_eq!(server.await.unwrap().unwrap(), b"hello");
+        assert_eq!(forwarder.last_error(), None);
+        drop(forwarder);
+        assert!(!socket_path(&dir, 5432).exists(), "the socket goes with it");
+    }
+
+    #[tokio::test]
+    async fn a_primary_naming_another_server_is_refused_and_the_reason_kept() {
+        let dir = scratch("name");
+        let ca = authority();
+        let (port, _server) = tls_server(&ca).await;
+        let tls = Tls::from_file(&ca_file(&dir, &ca), "other-rw").unwrap();
+        let forwarder = start(&dir, 5432, "127.0.0.1", port, Some(tls)).unwrap();
+        let mut client = UnixStream::connect(socket_path(&dir, 5432)).await.unwrap();
+        let mut rest = Vec::new();
+        client.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty(), "closed without a byte");
+        let why = forwarder.last_error().expect("a reason");
+        assert!(why.contains(r#"not valid for name "other-rw""#), "{why}");
+    }
+
+    #[tokio::test]
+    async fn without_tls_the_bytes_go_as_they_are() {
+        let dir = scratch("plain");
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let forwarder = start(&dir, 5432, "127.0.0.1", port, None).unwrap();
+        let mut client = UnixStream::connect(socket_path(&dir, 5432)).await.unwrap();
+        client.write_all(b"plain").await.unwrap();
+        let (mut tcp, _) = listener.accept().await.unwrap();
+        let mut seen = [0u8; 5];
+        tcp.read_exact(&mut seen).await.unwrap();
+        assert_eq!(&seen, b"plain");
+        assert_eq!(forwarder.last_error(), None);
+    }
+
+    #[test]
+    fn a_missing_ca_file_is_named() {
+        let dir = scratch("missing");
+        let err = Tls::from_file(&dir.join("ca.crt"), "shop-rw")
+            .err()
+            .expect("an error");
+        assert!(err.to_string().contains("ca.crt"), "{err}");
+        std::fs::write(dir.join("empty.crt"), "").unwrap();
+        let err = Tls::from_file(&dir.join("empty.crt"), "shop-rw")
+            .err()
+            .expect("an error");
+        assert!(err.to_string().contains("no PEM certificate"), "{err}");
+    }
+}
