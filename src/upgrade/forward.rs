@@ -10,13 +10,21 @@
 //! primary, as [`crate::tls::probe::connect`] does) and copies the client's
 //! plaintext protocol into it. Without it (a Job built before TLS, or a
 //! primary that serves none) the bytes go over TCP as they are.
+//!
+//! Over TLS the server also offers SCRAM with channel binding
+//! (`SCRAM-SHA-256-PLUS`), which libpq on a socket without TLS takes for a
+//! stripped connection and refuses outright. The relay takes that one
+//! mechanism out of the server's offer ([`without_channel_binding`]), so
+//! libpq uses plain SCRAM, as on any connection without TLS; channel
+//! binding would bind the client to the relay's TLS session, which the relay
+//! itself has already verified by the primary's certificate and name.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tokio::task::JoinHandle;
 
@@ -148,11 +156,11 @@ async fn relay(mut local: UnixStream, upstream: &Upstream) -> Result<(), String>
                 tls.name.clone(),
                 Negotiation::SslRequest,
             );
-            let mut remote = tokio::time::timeout(probe::TIMEOUT, connect)
+            let remote = tokio::time::timeout(probe::TIMEOUT, connect)
                 .await
                 .map_err(|_| format!("{addr}: no TLS within {} s", probe::TIMEOUT.as_secs()))?
                 .map_err(|error| error.to_string())?;
-            copy(&mut local, &mut remote).await;
+            copy_hiding_channel_binding(local, remote).await;
         }
         None => {
             let mut remote = TcpStream::connect(addr)
@@ -169,6 +177,98 @@ async fn copy(local: &mut UnixStream, remote: &mut (impl AsyncRead + AsyncWrite 
     if let Err(error) = tokio::io::copy_bidirectional(local, remote).await {
         tracing::debug!(%error, "a forwarded connection ended");
     }
+}
+
+/// Bytes both ways, the server's authentication messages filtered by
+/// [`relay_authentication`].
+async fn copy_hiding_channel_binding(
+    local: UnixStream,
+    remote: impl AsyncRead + AsyncWrite + Unpin,
+) {
+    let (mut local_read, mut local_write) = local.into_split();
+    let (mut remote_read, mut remote_write) = tokio::io::split(remote);
+    let upstream = async {
+        let copied = tokio::io::copy(&mut local_read, &mut remote_write).await;
+        let _ = remote_write.shutdown().await;
+        copied.map(|_| ())
+    };
+    let downstream = async {
+        let mut copied = relay_authentication(&mut remote_read, &mut local_write).await;
+        if copied.is_ok() {
+            copied = tokio::io::copy(&mut remote_read, &mut local_write)
+                .await
+                .map(|_| ());
+        }
+        let _ = local_write.shutdown().await;
+        copied
+    };
+    let (up, down) = tokio::join!(upstream, downstream);
+    if let Err(error) = up.and(down) {
+        tracing::debug!(%error, "a forwarded connection ended");
+    }
+}
+
+/// Type and length of a protocol message from the server.
+const HEADER: usize = 5;
+/// `AuthenticationSASL`'s code in an `R` message; 0 is `AuthenticationOk`.
+const AUTH_SASL: u32 = 10;
+const AUTH_OK: u32 = 0;
+/// Larger than any message before authentication ends: anything else is not
+/// the protocol this filter knows, and is passed on untouched.
+const MAX_AUTH_MESSAGE: usize = 64 * 1024;
+/// The mechanism libpq refuses on a connection without TLS.
+const CHANNEL_BINDING: &[u8] = b"SCRAM-SHA-256-PLUS";
+
+/// Copies the server's messages to the client until authentication ends
+/// (`AuthenticationOk` or an error), offering SASL without
+/// [`CHANNEL_BINDING`]. The rest of the stream is the caller's to copy.
+async fn relay_authentication(
+    server: &mut (impl AsyncRead + Unpin),
+    client: &mut (impl AsyncWrite + Unpin),
+) -> std::io::Result<()> {
+    loop {
+        let mut header = [0u8; HEADER];
+        server.read_exact(&mut header).await?;
+        let length = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        if !(4..=MAX_AUTH_MESSAGE).contains(&length) {
+            return client.write_all(&header).await;
+        }
+        let mut body = vec![0u8; length - 4];
+        server.read_exact(&mut body).await?;
+        let code = body
+            .get(..4)
+            .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+        let (body, done) = match (header[0], code) {
+            (b'R', Some(AUTH_SASL)) => (without_channel_binding(&body), false),
+            (b'R', Some(AUTH_OK)) | (b'E', _) => (body, true),
+            _ => (body, false),
+        };
+        let mut message = Vec::with_capacity(HEADER + body.len());
+        message.push(header[0]);
+        message.extend_from_slice(&u32::to_be_bytes(body.len() as u32 + 4));
+        message.extend_from_slice(&body);
+        client.write_all(&message).await?;
+        if done {
+            return Ok(());
+        }
+    }
+}
+
+/// The body of an `AuthenticationSASL` message (its code, then each
+/// mechanism NUL-terminated, then a NUL) without [`CHANNEL_BINDING`].
+fn without_channel_binding(body: &[u8]) -> Vec<u8> {
+    let Some((code, list)) = body.split_at_checked(4) else {
+        return body.to_vec();
+    };
+    let mut out = code.to_vec();
+    for name in list.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        if name != CHANNEL_BINDING {
+            out.extend_from_slice(name);
+            out.push(0);
+        }
+    }
+    out.push(0);
+    out
 }
 
 /// `host` (the primary's pod IP, or a name) and `port` as one address.
@@ -285,6 +385,42 @@ mod tests {
         tcp.read_exact(&mut seen).await.unwrap();
         assert_eq!(&seen, b"plain");
         assert_eq!(forwarder.last_error(), None);
+    }
+
+    #[test]
+    fn the_sasl_offer_loses_channel_binding_only() {
+        let offer = b"\0\0\0\x0aSCRAM-SHA-256-PLUS\0SCRAM-SHA-256\0\0";
+        assert_eq!(
+            without_channel_binding(offer),
+            b"\0\0\0\x0aSCRAM-SHA-256\0\0".to_vec()
+        );
+        let plain = b"\0\0\0\x0aSCRAM-SHA-256\0\0";
+        assert_eq!(without_channel_binding(plain), plain.to_vec());
+        assert_eq!(without_channel_binding(b"\0\0"), b"\0\0".to_vec());
+    }
+
+    #[tokio::test]
+    async fn authentication_is_filtered_then_the_rest_passes_as_it_is() {
+        fn message(kind: u8, body: &[u8]) -> Vec<u8> {
+            let mut m = vec![kind];
+            m.extend_from_slice(&u32::to_be_bytes(body.len() as u32 + 4));
+            m.extend_from_slice(body);
+            m
+        }
+        let sasl = message(b'R', b"\0\0\0\x0aSCRAM-SHA-256-PLUS\0SCRAM-SHA-256\0\0");
+        let ok = message(b'R', b"\0\0\0\0");
+        // After AuthenticationOk the bytes are no longer looked at: a later
+        // message that looks like an offer passes unchanged.
+        let later = sasl.clone();
+        let server: Vec<u8> = [sasl, ok.clone(), later.clone()].concat();
+        let mut client = Vec::new();
+        let mut reader = &server[..];
+        relay_authentication(&mut reader, &mut client)
+            .await
+            .unwrap();
+        tokio::io::copy(&mut reader, &mut client).await.unwrap();
+        let expected: Vec<u8> = [message(b'R', b"\0\0\0\x0aSCRAM-SHA-256\0\0"), ok, later].concat();
+        assert_eq!(client, expected);
     }
 
     #[test]
