@@ -331,6 +331,48 @@ pub fn outcome_line(outcome: &UpgradeOutcome) -> String {
 mod tests {
     use super::*;
 
+    #[derive(clap::Parser, Debug)]
+    struct Cli {
+        #[command(subcommand)]
+        step: Step,
+    }
+
+    #[test]
+    fn tls_to_the_primary_takes_a_name_a_ca_and_a_host_together() {
+        use clap::Parser;
+        let base = ["tusk", "check", "--old-bindir", "/old", "--pgdata", "/data"];
+        let parse = |extra: &[&str]| {
+            Cli::try_parse_from(base.iter().chain(extra)).map(|cli| match cli.step {
+                Step::Check {
+                    primary_name,
+                    primary_ca,
+                    ..
+                } => (primary_name, primary_ca),
+                other => panic!("{other:?}"),
+            })
+        };
+        let tls = [
+            "--primary-host",
+            "10.0.0.7",
+            "--primary-name",
+            "orders-rw",
+            "--primary-ca",
+            "/ca.crt",
+        ];
+        assert_eq!(
+            parse(&tls).unwrap(),
+            (Some("orders-rw".to_owned()), Some(PathBuf::from("/ca.crt")))
+        );
+        assert_eq!(
+            parse(&tls[..2]).unwrap(),
+            (None, None),
+            "plaintext as before"
+        );
+        assert!(parse(&tls[..4]).is_err(), "a name without a CA");
+        assert!(parse(&tls[2..]).is_err(), "TLS without a host");
+        assert!(parse(&["--primary-host", "10.0.0.7", "--primary-ca", "/ca.crt"]).is_err());
+    }
+
     #[test]
     fn an_outcome_line_always_fits_a_termination_message() {
         let long = UpgradeOutcome {
