@@ -440,6 +440,96 @@ async fn check_run_rollback_and_run_again_keep_every_row() {
     );
 }
 
+impl Old {
+    /// Serves TLS as a Tusk primary does: a certificate naming `orders-rw`
+    /// and the instance, from a fresh CA, and a pg_hba that takes TCP only
+    /// over TLS (`hostssl`). Returns the CA file a check verifies it with.
+    fn serve_tls(&self) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let now = jiff::Timestamp::now();
+        let ca = tusk::tls::Authority::generate(
+            "upgrade test CA",
+            jiff::SignedDuration::from_hours(24),
+            now,
+        )
+        .expect("CA");
+        let names = ["orders-rw".to_owned(), "orders-1".to_owned()];
+        let leaf = ca
+            .issue_server(&names, jiff::SignedDuration::from_hours(24), now)
+            .expect("server certificate");
+        let cert = self.pgdata.join("server.crt");
+        let key = self.pgdata.join("server.key");
+        std::fs::write(&cert, &leaf.cert_pem).expect("cert");
+        std::fs::write(&key, &leaf.key_pem).expect("key");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let mut conf =
+            std::fs::read_to_string(self.pgdata.join("postgresql.auto.conf")).expect("conf");
+        conf.push_str("ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n");
+        std::fs::write(self.pgdata.join("postgresql.auto.conf"), conf).expect("conf");
+        std::fs::write(
+            self.pgdata.join("pg_hba.conf"),
+            "local all all peer\nhostssl all all 127.0.0.1/32 scram-sha-256\n",
+        )
+        .expect("pg_hba");
+        chown_tree(&self.pgdata);
+        let ca_file = self.dir.path.join("primary-ca.crt");
+        std::fs::write(&ca_file, ca.cert_pem()).expect("CA file");
+        chown_tree(&ca_file);
+        ca_file
+    }
+}
+
+/// A primary that serves TLS and takes TCP only over TLS, as every Tusk
+/// instance does: the check through the plaintext relay is refused by
+/// pg_hba (what the Job did before), through the TLS relay verifying
+/// `orders-rw` it passes, and a relay expecting another name is refused
+/// with the reason in the outcome.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_check_reaches_a_tls_only_primary_through_the_tls_relay() {
+    let old = Old::create("upgrade-tls");
+    let ca_file = old.serve_tls();
+    old.start(OLD);
+    let port = old.port.to_string();
+    let ca = ca_file.display().to_string();
+    let tcp = ["--primary-host", "127.0.0.1", "--port", &port];
+    let env = [("POSTGRES_SUPERUSER_PASSWORD", SUPERUSER_PASSWORD)];
+
+    let (ok, outcome) = old.step("check", &bindir(OLD), &tcp, &env);
+    assert!(!ok, "{outcome}");
+    assert!(message(&outcome).contains("no encryption"), "{outcome}");
+
+    let with_tls = |name: &'static str| -> Vec<String> {
+        tcp.iter()
+            .map(|a| (*a).to_owned())
+            .chain([
+                "--primary-name".into(),
+                name.into(),
+                "--primary-ca".into(),
+                ca.clone(),
+            ])
+            .collect()
+    };
+    let args = with_tls("orders-rw");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, outcome) = old.step("check", &bindir(OLD), &args, &env);
+    assert!(ok, "{outcome}");
+    assert!(
+        message(&outcome).contains(&format!("from {OLD} to {NEW} passed")),
+        "{outcome}"
+    );
+
+    let args = with_tls("orders-ro");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, outcome) = old.step("check", &bindir(OLD), &args, &env);
+    assert!(!ok, "{outcome}");
+    assert!(
+        message(&outcome).contains(r#"not valid for name \"orders-ro\""#)
+            || message(&outcome).contains(r#"not valid for name "orders-ro""#),
+        "{outcome}"
+    );
+    old.stop(OLD);
+}
+
 /// A user table with a `regproc` column: the live check fails, names the
 /// cause and quotes the report file with the column; nothing changed.
 #[tokio::test(flavor = "multi_thread")]

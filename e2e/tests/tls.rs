@@ -91,7 +91,7 @@ one address "host=$(getent hosts {DB}-rw.{ns}.svc | cut -d' ' -f1) $base sslmode
         }
         let plaintext = line(&out, "plaintext");
         assert!(
-            plaintext.contains("no pg_hba.conf entry") && plaintext.contains("no encryption"),
+            plaintext.contains("pg_hba.conf rejects connection") && plaintext.contains("no encryption"),
             "a plaintext connection must be refused by pg_hba: {plaintext}"
         );
         let address = line(&out, "address");

@@ -187,6 +187,7 @@ fn every_object_carries_the_inherited_metadata_under_tusk_s_own() {
         claim: "orders-1".into(),
         node: Some("node-a".into()),
         primary_host: None,
+        primary_tls: false,
     };
     let job = upgrade_job(&input);
     assert_inherited("upgrade job", &job.metadata);
@@ -220,6 +221,7 @@ fn an_upgrade_job_tolerates_what_the_instances_tolerate() {
         claim: "orders-1".into(),
         node: Some("node-a".into()),
         primary_host: None,
+        primary_tls: false,
     };
     let spec = upgrade_job(&input)
         .spec

@@ -8,11 +8,19 @@
 //! which is known to run, and needs no staged programs). The pod is pinned
 //! to the primary's node (a ReadWriteOnce volume is shared only there) and
 //! reports its outcome as its termination message, which [`outcome`] reads.
+//!
+//! The check reaches a primary in another pod over TCP. A primary that
+//! serves TLS accepts no plaintext TCP, so then the check relays over TLS,
+//! verifying that the primary's certificate names `<db>-rw` (a name every
+//! server certificate carries, Tusk's and a user's `spec.tls.server`) against
+//! the CA bundle of `<db>-superuser` (`ca.crt`, the operator keeps it
+//! current), mounted read-only at [`PRIMARY_CA_MOUNT`].
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, EmptyDirVolumeSource, NodeAffinity, NodeSelector, NodeSelectorRequirement,
-    NodeSelectorTerm, PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodTemplateSpec, Volume,
+    Affinity, Container, EmptyDirVolumeSource, KeyToPath, NodeAffinity, NodeSelector,
+    NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaimVolumeSource, Pod, PodSpec,
+    PodTemplateSpec, SecretVolumeSource, Volume,
 };
 use kube::ResourceExt;
 
@@ -48,6 +56,12 @@ pub const STAGE_CONTAINER: &str = "stage-old";
 /// Where the old major is staged (an emptyDir), and its programs.
 pub const OLD_STAGE: &str = "/upgrade/old";
 const OLD_STAGE_VOLUME: &str = "old-postgres";
+/// Where the check finds the CAs that verify the old primary (the
+/// `ca.crt` of `<db>-superuser`, alone).
+pub const PRIMARY_CA_MOUNT: &str = "/upgrade/primary-ca";
+const PRIMARY_CA_VOLUME: &str = "primary-ca";
+/// The file under [`PRIMARY_CA_MOUNT`], named as the Secret's key.
+const PRIMARY_CA_FILE: &str = super::tls::CLIENT_CA_KEY;
 
 /// A check runs pg_upgrade's checks and an initdb; an upgrade also dumps
 /// and restores the schema (minutes with many objects; the data is linked,
@@ -75,6 +89,10 @@ pub struct UpgradeJobInput<'a> {
     /// The running primary's address (its pod IP): the check reaches it
     /// there over TCP.
     pub primary_host: Option<String>,
+    /// The running primary serves TLS (its pod was built with a TLS Secret):
+    /// the check's TCP relay then starts TLS. `false` for a primary from
+    /// before TLS, which the relay reaches in plaintext as it always did.
+    pub primary_tls: bool,
 }
 
 /// The Job name of `step` for `db` from `from` to `to`:
@@ -161,6 +179,7 @@ fn pod_spec(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> PodSpec {
             ]
             .into_iter()
             .chain(wal_volume(input, step))
+            .chain(primary_ca_volume(input, step))
             .collect(),
         ),
         restart_policy: Some("Never".to_owned()),
@@ -187,6 +206,43 @@ fn wal_volume(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> Option<Volume> {
         .as_ref()
         .filter(|_| step != UpgradeJob::Check)
         .map(|_| super::wal_volume::claim_volume(&input.claim, false))
+}
+
+/// Whether the check relays to the primary over TLS.
+fn relays_tls(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> bool {
+    step == UpgradeJob::Check && input.primary_host.is_some() && input.primary_tls
+}
+
+/// `ca.crt` of `<db>-superuser` alone, for a check that relays over TLS.
+/// Optional: a Secret still without it (the operator writes it with the
+/// instances' TLS Secrets) leaves the file missing, which the check reports
+/// by name, rather than a pod stuck in ContainerCreating until the deadline.
+fn primary_ca_volume(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> Option<Volume> {
+    relays_tls(input, step).then(|| Volume {
+        name: PRIMARY_CA_VOLUME.to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(SecretKind::Superuser.secret_name(&input.db.name)),
+            items: Some(vec![KeyToPath {
+                key: super::tls::CLIENT_CA_KEY.to_owned(),
+                path: PRIMARY_CA_FILE.to_owned(),
+                mode: None,
+            }]),
+            default_mode: Some(super::tls::FILE_MODE),
+            optional: Some(true),
+        }),
+        ..Volume::default()
+    })
+}
+
+/// The check's arguments that make its relay start TLS and verify the
+/// primary by `<db>-rw`.
+fn primary_tls_args(input: &UpgradeJobInput<'_>) -> [String; 4] {
+    [
+        "--primary-name".to_owned(),
+        super::names::rw_service(&input.db.name),
+        "--primary-ca".to_owned(),
+        format!("{PRIMARY_CA_MOUNT}/{PRIMARY_CA_FILE}"),
+    ]
 }
 
 /// Required to run on `node` (by name, as DaemonSets pin theirs), still
@@ -263,6 +319,9 @@ fn main_container(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> Container {
                     "--port".to_owned(),
                     POSTGRES_PORT.to_string(),
                 ]);
+                if relays_tls(input, step) {
+                    command.extend(primary_tls_args(input));
+                }
             }
             vars.push(secret_env(
                 env::SUPERUSER_PASSWORD,
@@ -290,6 +349,9 @@ fn main_container(input: &UpgradeJobInput<'_>, step: UpgradeJob) -> Container {
     ];
     if step != UpgradeJob::Rollback {
         mounts.push(mount(OLD_STAGE_VOLUME, OLD_STAGE, true));
+    }
+    if relays_tls(input, step) {
+        mounts.push(mount(PRIMARY_CA_VOLUME, PRIMARY_CA_MOUNT, true));
     }
     if input.db.wal_storage.is_some() && step != UpgradeJob::Check {
         mounts.push(mount(WAL_VOLUME, WAL_MOUNT, false));
@@ -418,6 +480,7 @@ mod tests {
             claim: "orders-1".into(),
             node: Some("node-a".into()),
             primary_host: Some("198.18.0.7".into()),
+            primary_tls: false,
         }
     }
 
@@ -615,6 +678,107 @@ mod tests {
             Some("localhost/postgres:15")
         );
         assert_eq!(pod.init_containers.clone().unwrap_or_default().len(), 1);
+    }
+
+    #[test]
+    fn a_check_of_a_tls_primary_relays_over_tls_with_the_superuser_ca() {
+        let db = sample_database();
+        let config = config();
+        let model = model(&db);
+        let tls = UpgradeJobInput {
+            primary_tls: true,
+            ..input(&model, &config)
+        };
+        let job = check_job(&tls);
+        assert_eq!(
+            command(&job)[9..],
+            [
+                "--primary-host",
+                "198.18.0.7",
+                "--port",
+                "5432",
+                "--primary-name",
+                "orders-rw",
+                "--primary-ca",
+                "/upgrade/primary-ca/ca.crt"
+            ]
+        );
+        let pod = spec(&job);
+        let volume = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == "primary-ca")
+            .and_then(|v| v.secret.clone())
+            .expect("the CA volume");
+        assert_eq!(volume.secret_name.as_deref(), Some("orders-superuser"));
+        let items: Vec<(String, String)> = volume
+            .items
+            .iter()
+            .flatten()
+            .map(|i| (i.key.clone(), i.path.clone()))
+            .collect();
+        assert_eq!(
+            items,
+            [("ca.crt".to_owned(), "ca.crt".to_owned())],
+            "the CA alone"
+        );
+        assert_eq!(volume.optional, Some(true));
+        let mount = pod.containers[0]
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == "primary-ca")
+            .expect("the CA mount");
+        assert_eq!(
+            (mount.mount_path.as_str(), mount.read_only),
+            (PRIMARY_CA_MOUNT, Some(true))
+        );
+        assert!(
+            pod.init_containers.iter().flatten().all(|c| c
+                .volume_mounts
+                .iter()
+                .flatten()
+                .all(|m| m.name != "primary-ca")),
+            "only the check itself reads it"
+        );
+    }
+
+    #[test]
+    fn tls_arguments_only_for_a_tls_primary_reached_over_tcp_by_the_check() {
+        let db = sample_database();
+        let config = config();
+        let model = model(&db);
+        let has_ca = |job: &Job| {
+            spec(job)
+                .volumes
+                .iter()
+                .flatten()
+                .any(|v| v.name == "primary-ca")
+        };
+        let plaintext = check_job(&input(&model, &config));
+        assert!(
+            !command(&plaintext)
+                .iter()
+                .any(|a| a.starts_with("--primary-name"))
+        );
+        assert!(!has_ca(&plaintext), "a primary from before TLS");
+        let local = UpgradeJobInput {
+            primary_host: None,
+            primary_tls: true,
+            ..input(&model, &config)
+        };
+        let local = check_job(&local);
+        assert!(!command(&local).iter().any(|a| a.starts_with("--primary")));
+        assert!(!has_ca(&local), "no relay without a host");
+        let tls = UpgradeJobInput {
+            primary_tls: true,
+            ..input(&model, &config)
+        };
+        for job in [upgrade_job(&tls), rollback_job(&tls)] {
+            assert!(!command(&job).iter().any(|a| a.starts_with("--primary")));
+            assert!(!has_ca(&job), "{:?}", job.metadata.name);
+        }
     }
 
     /// The checks of Pod Security "restricted" a pod spec can fail.

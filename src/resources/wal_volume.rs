@@ -184,6 +184,7 @@ mod tests {
             claim: "orders-1".into(),
             node: None,
             primary_host: None,
+            primary_tls: false,
         };
         upgrade::job(&input, step)
             .spec

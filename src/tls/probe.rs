@@ -1,7 +1,8 @@
 //! Which certificate a PostgreSQL server presents, proved by a handshake: the
 //! operator confirms a renewal or a CA rotation stage only when each pod's
 //! PostgreSQL port presents the new certificate, not when the Secret merely
-//! holds it.
+//! holds it. The same negotiation ([`connect`]) carries the major
+//! upgrade's check to the old primary.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -90,8 +91,32 @@ async fn handshake(
     server_name: ServerName<'static>,
     negotiation: Negotiation,
 ) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, Error> {
+    let mut tls = connect(addr, config, server_name, negotiation).await?;
+    let chain = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .map(|chain| chain.iter().map(|c| c.clone().into_owned()).collect())
+        .unwrap_or_default();
+    // Best effort: the server learns the client is gone either way.
+    let _ = tls.shutdown().await;
+    Ok(chain)
+}
+
+/// Connects to the PostgreSQL server at `addr` and starts TLS as
+/// `negotiation` says, verified by `config` (build it with
+/// [`rustls_config::client_config`], which checks the name the caller
+/// meant): the stream is then ready for the startup message. The major
+/// upgrade's check relays pg_upgrade's connections through this.
+pub async fn connect(
+    addr: SocketAddr,
+    config: Arc<rustls::ClientConfig>,
+    server_name: ServerName<'static>,
+    negotiation: Negotiation,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Error> {
     let io = |what| move |source| Error::Io { addr, what, source };
     let mut tcp = TcpStream::connect(addr).await.map_err(io("connect"))?;
+    let _ = tcp.set_nodelay(true);
     if negotiation == Negotiation::SslRequest {
         tcp.write_all(&SSL_REQUEST)
             .await
@@ -107,19 +132,10 @@ async fn handshake(
             });
         }
     }
-    let mut tls = TlsConnector::from(config)
+    TlsConnector::from(config)
         .connect(server_name, tcp)
         .await
-        .map_err(io("TLS handshake"))?;
-    let chain = tls
-        .get_ref()
-        .1
-        .peer_certificates()
-        .map(|chain| chain.iter().map(|c| c.clone().into_owned()).collect())
-        .unwrap_or_default();
-    // Best effort: the server learns the client is gone either way.
-    let _ = tls.shutdown().await;
-    Ok(chain)
+        .map_err(io("TLS handshake"))
 }
 
 #[cfg(test)]

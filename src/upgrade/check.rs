@@ -11,7 +11,7 @@
 //! subdirectories it looks for, no configuration file, so no server can
 //! start on it) whose `postmaster.pid` names a live process of this pod and
 //! the socket to use: the server's own, or a local one forwarded over TCP
-//! to the primary's pod.
+//! (TLS when the primary serves it, see [`forward`]) to the primary's pod.
 //!
 //! The new cluster is a throwaway `initdb` in the work directory with the
 //! old cluster's settings, as `run` will create it.
@@ -32,7 +32,17 @@ pub enum Target {
         host: String,
         port: u16,
         password: Option<String>,
+        /// Start TLS to it (it serves TLS and accepts no plaintext TCP).
+        tls: Option<PrimaryTls>,
     },
+}
+
+/// How the relay verifies the old primary over TLS.
+pub struct PrimaryTls {
+    /// The name its certificate must carry (`<db>-rw`).
+    pub name: String,
+    /// The PEM file of the CAs that verify it.
+    pub ca_file: PathBuf,
 }
 
 /// Subdirectories pg_upgrade requires in a data directory it checks.
@@ -93,11 +103,14 @@ pub async fn check(dirs: &Dirs, target: &Target, work: &Path) -> Result<String, 
     let sockets = work.join("sockets");
     std::fs::create_dir_all(&sockets).map_err(Error::io("create", &sockets))?;
 
-    let (socket_dir, port, password, _forwarder) = reach(target, &pid_file, &sockets)?;
+    let (socket_dir, port, password, forwarder) = reach(target, &pid_file, &sockets)?;
     build_shadow(pgdata, &shadow, &socket_dir, port)?;
 
     let control = settings::controldata(old_bindir, &shadow).await?;
-    let client = connect(&socket_dir, port, password.as_deref()).await?;
+    let relay = |error| with_relay_error(error, forwarder.as_ref());
+    let client = connect(&socket_dir, port, password.as_deref())
+        .await
+        .map_err(relay)?;
     let locale = settings::locale(&client, old_major).await?;
     drop(client);
     let settings = ClusterSettings { control, locale };
@@ -129,12 +142,12 @@ pub async fn check(dirs: &Dirs, target: &Target, work: &Path) -> Result<String, 
     )
     .await?;
     if !output.success {
-        return Err(Error::PgUpgrade(report::quote(
+        return Err(relay(Error::PgUpgrade(report::quote(
             &format!("pg_upgrade --check from {old_major} to {new_major} failed"),
             &output.stdout,
             &output.stderr,
             report::read_file,
-        )));
+        ))));
     }
     let _ = std::fs::remove_dir_all(work);
     Ok(format!(
@@ -172,10 +185,32 @@ fn reach(
             host,
             port,
             password,
+            tls,
         } => {
-            let forwarder = forward::start(sockets, *port, host, *port)?;
+            let tls = tls
+                .as_ref()
+                .map(|t| forward::Tls::from_file(&t.ca_file, &t.name))
+                .transpose()?;
+            let forwarder = forward::start(sockets, *port, host, *port, tls)?;
             Ok((sockets.to_owned(), *port, password.clone(), Some(forwarder)))
         }
+    }
+}
+
+/// `error`, with why the relay could not reach the old primary when a
+/// connection failed there (the client only saw its socket closed).
+fn with_relay_error(error: Error, forwarder: Option<&forward::Forwarder>) -> Error {
+    let Some(reason) = forwarder.and_then(forward::Forwarder::last_error) else {
+        return error;
+    };
+    let note = format!("the relay to the old primary failed: {reason}");
+    match error {
+        Error::Sql { context, detail } => Error::Sql {
+            context,
+            detail: format!("{detail} ({note})"),
+        },
+        Error::PgUpgrade(message) => Error::PgUpgrade(format!("{note}\n{message}")),
+        other => other,
     }
 }
 

@@ -91,6 +91,13 @@ pub enum Error {
 
     #[error("the state file {}: {detail}", path.display())]
     State { path: PathBuf, detail: String },
+
+    #[error("{context}: {source}")]
+    Tls {
+        context: &'static str,
+        #[source]
+        source: crate::tls::Error,
+    },
 }
 
 impl Error {
@@ -151,6 +158,16 @@ pub enum Step {
         /// The superuser's password for the TCP connections.
         #[arg(long, env = env::SUPERUSER_PASSWORD, hide_env_values = true)]
         superuser_password: Option<String>,
+        /// With `--primary-host`: start TLS on every relayed connection and
+        /// require the old primary's certificate to carry this name (a
+        /// primary that serves TLS accepts no plaintext TCP, and pg_upgrade
+        /// speaks plaintext to the local socket). Unset: plaintext TCP.
+        #[arg(long, requires_all = ["primary_host", "primary_ca"])]
+        primary_name: Option<String>,
+        /// The PEM file of the CAs that verify the old primary's certificate
+        /// (with `--primary-name`).
+        #[arg(long, requires = "primary_name")]
+        primary_ca: Option<PathBuf>,
         #[command(flatten)]
         common: Common,
     },
@@ -252,6 +269,8 @@ pub async fn run(step: Step) -> Result<(), Error> {
             primary_host,
             port,
             superuser_password,
+            primary_name,
+            primary_ca,
             common,
         } => {
             let target = match primary_host {
@@ -259,6 +278,10 @@ pub async fn run(step: Step) -> Result<(), Error> {
                     host,
                     port,
                     password: superuser_password,
+                    // clap requires both or neither.
+                    tls: primary_name
+                        .zip(primary_ca)
+                        .map(|(name, ca_file)| check::PrimaryTls { name, ca_file }),
                 },
                 None => check::Target::Local,
             };
@@ -307,6 +330,48 @@ pub fn outcome_line(outcome: &UpgradeOutcome) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(clap::Parser, Debug)]
+    struct Cli {
+        #[command(subcommand)]
+        step: Step,
+    }
+
+    #[test]
+    fn tls_to_the_primary_takes_a_name_a_ca_and_a_host_together() {
+        use clap::Parser;
+        let base = ["tusk", "check", "--old-bindir", "/old", "--pgdata", "/data"];
+        let parse = |extra: &[&str]| {
+            Cli::try_parse_from(base.iter().chain(extra)).map(|cli| match cli.step {
+                Step::Check {
+                    primary_name,
+                    primary_ca,
+                    ..
+                } => (primary_name, primary_ca),
+                other => panic!("{other:?}"),
+            })
+        };
+        let tls = [
+            "--primary-host",
+            "10.0.0.7",
+            "--primary-name",
+            "orders-rw",
+            "--primary-ca",
+            "/ca.crt",
+        ];
+        assert_eq!(
+            parse(&tls).unwrap(),
+            (Some("orders-rw".to_owned()), Some(PathBuf::from("/ca.crt")))
+        );
+        assert_eq!(
+            parse(&tls[..2]).unwrap(),
+            (None, None),
+            "plaintext as before"
+        );
+        assert!(parse(&tls[..4]).is_err(), "a name without a CA");
+        assert!(parse(&tls[2..]).is_err(), "TLS without a host");
+        assert!(parse(&["--primary-host", "10.0.0.7", "--primary-ca", "/ca.crt"]).is_err());
+    }
 
     #[test]
     fn an_outcome_line_always_fits_a_termination_message() {

@@ -38,6 +38,7 @@ impl Applier<'_> {
             claim: names::pvc(run.instance),
             node: run.node.map(str::to_owned),
             primary_host: self.snapshot.pod_ip(run.instance),
+            primary_tls: self.snapshot.pod_serves_tls(run.instance),
         };
         let built = resources::upgrade::job(&input, run.job);
         let name = built.name_any();

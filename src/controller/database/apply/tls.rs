@@ -140,6 +140,9 @@ impl Applier<'_> {
             }
         }
         let mut ca_bundle = bundle.clone();
+        // What applications verify PostgreSQL with: the CA that issued the
+        // server certificate (the user's, with spec.tls.server).
+        let mut for_clients = bundle.clone();
         if let Some(user) = self
             .snapshot
             .tls
@@ -152,6 +155,7 @@ impl Applier<'_> {
                 key_pem: user.key_pem.clone(),
             };
             ca_bundle.push_str(&user.ca_pem);
+            for_clients = user.ca_pem.clone();
         }
         let material = InstanceMaterial {
             ca_bundle,
@@ -163,7 +167,7 @@ impl Applier<'_> {
         let secret = built::instance_tls_secret(self.model, instance, &material);
         self.server_side_apply(&secret, "writing an instance TLS Secret")
             .await?;
-        self.credential_bundles(&bundle).await
+        self.credential_bundles(&for_clients).await
     }
 
     /// The CA bundle of `<db>-app` and `<db>-superuser` follows the

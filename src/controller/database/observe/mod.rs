@@ -108,6 +108,14 @@ impl Snapshot {
         ))
     }
 
+    /// Whether instance `name`'s pod was built to serve TLS (as observe
+    /// reads `Pod.tls`).
+    pub fn pod_serves_tls(&self, name: &str) -> bool {
+        self.pods
+            .iter()
+            .any(|p| p.name_any() == name && crate::resources::serves_tls(p))
+    }
+
     /// Whether a Secret named `name` exists.
     pub fn has_secret(&self, name: &str) -> bool {
         self.secrets.iter().any(|s| s.name.as_deref() == Some(name))
