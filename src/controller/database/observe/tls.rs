@@ -169,27 +169,40 @@ pub async fn observe(
     Ok(())
 }
 
-/// Handshakes every serving instance's PostgreSQL port, concurrently.
+/// How long a handshake may hold the pass up: as long as a status poll.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Handshakes the PostgreSQL port of every serving instance whose manager
+/// answered this pass, concurrently. One that did not answer is not probed
+/// (it stays unconfirmed): a primary cut off from the network would
+/// otherwise hold every pass of its failover up by the probe's timeout.
 async fn probe_all(tls: &mut TlsObserved, material: &TlsMaterial, snapshot: &Snapshot) {
     let bundle = material.api_trust_bundle();
     let targets: Vec<(String, SocketAddr)> = tls
         .instances
         .iter()
-        .filter(|(_, i)| i.serving)
+        .filter(|(name, i)| i.serving && snapshot.managers.contains_key(name.as_str()))
         .filter_map(|(name, _)| {
             let ip = snapshot.pod_ip(name)?.parse().ok()?;
             Some((name.clone(), SocketAddr::new(ip, POSTGRES_PORT as u16)))
         })
         .collect();
     let probes = futures::future::join_all(targets.iter().map(|(name, addr)| {
-        probe::postgres_handshake(*addr, name, &bundle, Negotiation::SslRequest)
+        tokio::time::timeout(
+            PROBE_TIMEOUT,
+            probe::postgres_handshake(*addr, name, &bundle, Negotiation::SslRequest),
+        )
     }))
     .await;
     for ((name, _), result) in targets.iter().zip(probes) {
         if let Some(instance) = tls.instances.get_mut(name) {
             instance.probe = match result {
-                Ok(presented) => Probe::Presented(presented.serial),
-                Err(error) => Probe::Failed(error.to_string()),
+                Ok(Ok(presented)) => Probe::Presented(presented.serial),
+                Ok(Err(error)) => Probe::Failed(error.to_string()),
+                Err(_) => Probe::Failed(format!(
+                    "no TLS handshake within {}s",
+                    PROBE_TIMEOUT.as_secs()
+                )),
             };
         }
     }
