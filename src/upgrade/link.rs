@@ -126,9 +126,8 @@ async fn upgrade(
         .args(["--old-port=50432", "--new-port=50433"])
         .arg("--socketdir")
         .arg(work)
-        // The old cluster's WAL archiving is Tusk's `wal-archive`, which has
-        // no store here; its segments stay ready for the old server.
-        .args(["--old-options", "-c archive_mode=off"])
+        // No archiving, no TLS: see OLD_SERVER_OPTIONS.
+        .args(["--old-options", OLD_SERVER_OPTIONS])
         .current_dir(work)
         .env("LC_MESSAGES", "C");
     let output = command::output(cmd, "pg_upgrade --link").await?;
@@ -218,6 +217,11 @@ fn swap(pgdata: &Path, from: u32, to: u32) -> Result<String, Error> {
     ))
 }
 
+/// What the old server is started with here: no archiving (`wal-archive`
+/// has no store in this Job) and no TLS (its certificate and key are the
+/// instance manager's private copies, absent here; only the socket is used).
+const OLD_SERVER_OPTIONS: &str = "-c archive_mode=off -c ssl=off";
+
 /// The old cluster's settings: pg_controldata for checksums and segment
 /// size; template0's locale from the server itself, started briefly on a
 /// private socket (which also replays WAL after an unclean stop and shuts
@@ -231,7 +235,7 @@ async fn read_settings(
     const PORT: u16 = 50431;
     let log = work.join("old-server.log");
     let options = format!(
-        "-c listen_addresses='' -c unix_socket_directories='{}' -c port={PORT} -c archive_mode=off",
+        "-c listen_addresses='' -c unix_socket_directories='{}' -c port={PORT} {OLD_SERVER_OPTIONS}",
         work.display()
     );
     let mut start = child::async_command(bindir.join("pg_ctl"));
