@@ -221,7 +221,8 @@ async fn every_object(client: &Client, ns: &str, team: &str) -> Result<()> {
             secrets.len(),
             accounts.len()
         ),
-        (1, 3, 1, 1, 4, 1),
+        // Secrets: the four credentials, `<db>-ca` and the instance's TLS Secret.
+        (1, 3, 1, 1, 6, 1),
         "PVCs, Services, Jobs, budgets, Secrets, accounts"
     );
     let metas = pvcs
