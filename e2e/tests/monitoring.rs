@@ -227,6 +227,7 @@ fn operator_job(kubeconfig: &Path) -> Result<Value> {
         "honor_labels": endpoint["honorLabels"].as_bool().unwrap_or(false),
         "metrics_path": path,
         "scheme": endpoint["scheme"].as_str().unwrap_or("http"),
+        "tls_config": tls_config(endpoint),
         "kubernetes_sd_configs": [{
             "role": "endpoints",
             "kubeconfig_file": kubeconfig,
@@ -234,6 +235,14 @@ fn operator_job(kubeconfig: &Path) -> Result<Value> {
         }],
         "relabel_configs": relabel,
     }))
+}
+
+/// An endpoint's `tlsConfig` as Prometheus's `tls_config` (what the
+/// monitors set: whether the server certificate is verified).
+fn tls_config(endpoint: &Value) -> Value {
+    json!({
+        "insecure_skip_verify": endpoint["tlsConfig"]["insecureSkipVerify"].as_bool().unwrap_or(false),
+    })
 }
 
 /// The instances' job, from podmonitor.yaml: pods its selector picks, on the
@@ -268,6 +277,7 @@ fn instances_job(kubeconfig: &Path, namespace: &str) -> Result<Value> {
         "honor_labels": endpoint["honorLabels"].as_bool().unwrap_or(false),
         "metrics_path": path,
         "scheme": endpoint["scheme"].as_str().unwrap_or("http"),
+        "tls_config": tls_config(endpoint),
         "kubernetes_sd_configs": [{
             "role": "pod",
             "kubeconfig_file": kubeconfig,
