@@ -71,6 +71,14 @@ impl TlsMaterial {
     }
 }
 
+/// Secret `name`, or `None` when it does not exist.
+async fn read_secret(secrets: &Api<Secret>, name: String) -> Result<Option<Secret>, Error> {
+    secrets
+        .get_opt(&name)
+        .await
+        .map_err(Error::kube("reading a TLS Secret"))
+}
+
 /// The operator's client material for the instance API of Database `db`:
 /// its identity (`operator.crt`/`operator.key` in `<db>-ca`) and every CA
 /// that may have issued an instance's `api.crt` (`<db>-ca`'s current and
@@ -85,15 +93,7 @@ pub async fn client_tls(
     user_ca: Option<&str>,
 ) -> Result<Option<ClientTls>, Error> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let read = |name: String| {
-        let secrets = secrets.clone();
-        async move {
-            secrets
-                .get_opt(&name)
-                .await
-                .map_err(Error::kube("reading a TLS Secret"))
-        }
-    };
+    let read = |name: String| read_secret(&secrets, name);
     let Some(ca) = read(names::ca_secret(db)).await? else {
         return Ok(None);
     };
@@ -132,15 +132,7 @@ pub async fn observe(
 ) -> Result<(), Error> {
     let namespace = model.namespace.clone().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-    let get = |name: String| {
-        let secrets = secrets.clone();
-        async move {
-            secrets
-                .get_opt(&name)
-                .await
-                .map_err(Error::kube("reading a TLS Secret"))
-        }
-    };
+    let get = |name: String| read_secret(&secrets, name);
     let ca = get(names::ca_secret(&model.name)).await?;
     let user = match model.tls.source.user_secret() {
         Some((_, name)) => Some(get(name.to_owned()).await?),
