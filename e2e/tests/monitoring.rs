@@ -322,6 +322,20 @@ fn rules_file(shorter_for: &[(&str, &str)]) -> Result<String> {
     Ok(serde_yaml::to_string(&spec)?)
 }
 
+/// How many alerting rules the PrometheusRule as shipped holds: what a
+/// Prometheus loading it must list.
+fn shipped_alert_count() -> Result<usize> {
+    let rule = monitoring_yaml("prometheusrule.yaml")?;
+    Ok(rule["spec"]["groups"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(|group| group["rules"].as_sequence())
+        .flatten()
+        .filter(|rule| rule["alert"].as_str().is_some())
+        .count())
+}
+
 /// The prometheus binary: `$PROMETHEUS`, else the one `scripts/install-tools`
 /// provides (Debian's package, installed on first use). It needs Kubernetes
 /// service discovery, which not every build has: [`Prometheus::wait_ready`]
@@ -872,6 +886,8 @@ async fn scrape_and_query(prometheus: &Prometheus, ns: &str, db: &Database) -> R
     // pending or firing for the instances. "None" counts only once the rules
     // were evaluated on data with both instances up: an evaluation that has
     // not happened yet raises no alert either.
+    let shipped = shipped_alert_count()?;
+    ensure!(shipped > 0, "prometheusrule.yaml ships no alert");
     let deadline = tokio::time::Instant::now() + QUERY_TIMEOUT;
     let rules = loop {
         let data = prometheus.api("/api/v1/rules").await?;
@@ -890,7 +906,7 @@ async fn scrape_and_query(prometheus: &Prometheus, ns: &str, db: &Database) -> R
                 )
             })
             .collect();
-        if rules.len() == 9
+        if rules.len() == shipped
             && rules.iter().all(|(_, kind, health, evaluated)| {
                 kind == "alerting" && health == "ok" && *evaluated > up_at
             })
