@@ -261,6 +261,7 @@ fn database_status_base() -> impl Strategy<Value = DatabaseStatus> {
                 last_backup,
                 migrations: None,
                 tls: None,
+                endpoints: Vec::new(),
                 // Derived from other drawn values: the tuple is at its size limit.
                 resources: ready_instances.map(|n| crate::api::resources::ResourcesStatus {
                     qos_class: (n % 2 == 0).then(|| "Guaranteed".to_owned()),
@@ -480,18 +481,69 @@ fn spec_v1() -> impl Strategy<Value = v1::DatabaseSpec> {
                     },
                     resources: None,
                     tls: v1::TlsSpec::default(),
+                    expose: Vec::new(),
                 }
             },
         );
     // Boxed: one more level in the tuple above overflows a test thread's
     // stack when proptest builds the value tree in a debug build.
-    (base.boxed(), option::of(resources()), tls()).prop_map(|(spec, resources, tls)| {
-        v1::DatabaseSpec {
+    (
+        base.boxed(),
+        option::of(resources()),
+        tls(),
+        vec(expose(), 0..3),
+    )
+        .prop_map(|(spec, resources, tls, expose)| v1::DatabaseSpec {
             resources,
             tls,
+            expose,
             ..spec
-        }
-    })
+        })
+}
+
+/// One `spec.expose` entry: any field set or not (the rules between them
+/// are [`crate::api::validate`]'s, not the conversion's).
+fn expose() -> BoxedStrategy<v1::ExposeSpec> {
+    use v1::{ExposeTarget, ExposeType, TrafficPolicy};
+    (
+        prop_oneof![
+            Just(ExposeTarget::Rw),
+            Just(ExposeTarget::Ro),
+            Just(ExposeTarget::R)
+        ],
+        prop_oneof![Just(ExposeType::LoadBalancer), Just(ExposeType::NodePort)],
+        vec(small_string(), 0..3),
+        btree_map(small_string(), small_string(), 0..2),
+        option::of(small_string()),
+        option::of(small_string()),
+        option::of(prop_oneof![
+            Just(TrafficPolicy::Cluster),
+            Just(TrafficPolicy::Local)
+        ]),
+        option::of(30_000..32_768_i32),
+    )
+        .prop_map(
+            |(
+                target,
+                type_,
+                allowed_source_ranges,
+                annotations,
+                hostname,
+                load_balancer_class,
+                external_traffic_policy,
+                node_port,
+            )| v1::ExposeSpec {
+                target,
+                type_,
+                allowed_source_ranges,
+                annotations,
+                hostname,
+                load_balancer_class,
+                external_traffic_policy,
+                node_port,
+            },
+        )
+        .boxed()
 }
 
 fn wal_storage() -> impl Strategy<Value = v1::WalStorageSpec> {
@@ -609,6 +661,7 @@ pub fn sample_database() -> v1::Database {
             inherited_metadata: v1::InheritedMetadata::default(),
             resources: None,
             tls: v1::TlsSpec::default(),
+            expose: Vec::new(),
         },
     );
     db.metadata.namespace = Some("shop".into());

@@ -4,6 +4,7 @@
 pub mod autogrow;
 pub mod conversion;
 pub mod crd;
+pub mod expose;
 pub mod field;
 pub mod model;
 pub mod placement;

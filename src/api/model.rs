@@ -73,6 +73,8 @@ pub struct ValidatedDatabase {
     pub derived: memory::Derived,
     /// `spec.tls`, resolved (defaults folded in, durations parsed).
     pub tls: TlsSettings,
+    /// `spec.expose`, as validated.
+    pub expose: Vec<super::expose::ExposeSpec>,
 }
 
 impl ValidatedDatabase {
@@ -116,6 +118,7 @@ impl ValidatedDatabase {
             resources,
             derived,
             tls,
+            expose: spec.expose.clone(),
         }
     }
 

@@ -69,6 +69,11 @@ pub struct DatabaseStatus {
     /// expiry, and per instance the certificate presented.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<super::tls::TlsStatus>,
+
+    /// The published endpoints of `spec.expose`: addresses and ports
+    /// Kubernetes assigned and whether Tusk reached PostgreSQL through each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<super::expose::EndpointStatus>,
 }
 
 /// The schema migrations run so far.

@@ -19,6 +19,7 @@ pub use super::status::{
     BackupPhase, BackupStatus, DatabasePhase, DatabaseStatus, InstanceRole, InstanceStatus,
     LastBackup, MigrationsStatus,
 };
+pub use super::expose::{EndpointStatus, ExposeSpec, ExposeTarget, ExposeType, TrafficPolicy};
 pub use super::tls::{TlsSecretReference, TlsSpec, TlsVersion};
 
 /// A PostgreSQL cluster managed by Tusk: a primary, streaming replicas, their
@@ -159,6 +160,16 @@ pub struct DatabaseSpec {
     /// CA rotation).
     #[serde(default, skip_serializing_if = "is_default")]
     pub tls: TlsSpec,
+
+    /// Published endpoints for applications outside Kubernetes: each a
+    /// Service of type `LoadBalancer` or `NodePort` routing to `rw`, `ro` or
+    /// `r`, with its own source ranges, annotations and hostname. At most one
+    /// entry per target and type. `status.endpoints` shows the addresses and
+    /// whether Tusk reached PostgreSQL through them; the `<name>-app-external`
+    /// Secret carries the URIs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 6))]
+    pub expose: Vec<ExposeSpec>,
 }
 
 fn default_instances() -> i32 {

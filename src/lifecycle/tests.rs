@@ -39,6 +39,7 @@ pub(super) fn spec(instances: i32, mode: ReplicationMode, min_sync: i32) -> Data
         inherited_metadata: Default::default(),
         resources: None,
         tls: Default::default(),
+        expose: Vec::new(),
     }
 }
 

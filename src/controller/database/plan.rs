@@ -38,6 +38,8 @@ pub struct NextStatus {
     pub resources: Option<ResourcesStatus>,
     /// `status.tls`; `None` keeps the recorded one.
     pub tls: Option<crate::api::tls::TlsStatus>,
+    /// `status.endpoints`; `None` keeps the recorded ones.
+    pub endpoints: Option<Vec<crate::api::expose::EndpointStatus>>,
 }
 
 /// Everything the reconciler checks before acting: the spec on its own (as
@@ -90,6 +92,7 @@ pub fn invalid(db: &Database, errors: &[FieldError]) -> NextStatus {
         migrations: None,
         resources: None,
         tls: None,
+        endpoints: None,
     }
 }
 
@@ -109,6 +112,7 @@ pub fn deleting(db: &Database, decision: &lifecycle::Plan) -> NextStatus {
         migrations: None,
         resources: None,
         tls: None,
+        endpoints: None,
     }
 }
 
@@ -131,6 +135,7 @@ pub fn accepted(
         migrations: decision.migrations.clone(),
         resources: None,
         tls: decision.tls.as_ref().map(|t| t.status.clone()),
+        endpoints: None,
     }
 }
 

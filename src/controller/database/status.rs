@@ -44,6 +44,11 @@ pub fn build(db: &Database, plan: &NextStatus, now: &Time) -> DatabaseStatus {
         resources: plan.resources.clone().or(previous.resources.clone()),
         // Kept until the controller computes it (the TLS wiring, #27).
         tls: plan.tls.clone().or(previous.tls.clone()),
+        // Kept until a pass observes the published endpoints.
+        endpoints: plan
+            .endpoints
+            .clone()
+            .unwrap_or_else(|| previous.endpoints.clone()),
     }
 }
 
