@@ -214,7 +214,7 @@ fn start_writer(uri: String, ca: String) -> (Acked, tokio::sync::oneshot::Sender
                 client
                     .execute("INSERT INTO acked VALUES ($1)", &[&id])
                     .await?;
-                Result::Ok(())
+                Result::<()>::Ok(())
             };
             if matches!(
                 tokio::time::timeout(Duration::from_secs(10), written).await,
@@ -242,7 +242,9 @@ async fn written_after(acked: &Acked, after: f64) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(180);
     while !ack_times(acked).iter().any(|at| *at > after) {
         if Instant::now() > deadline {
-            return Err(format!("no write acknowledged through the outside 180 s after {after}").into());
+            return Err(
+                format!("no write acknowledged through the outside 180 s after {after}").into(),
+            );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -300,112 +302,119 @@ fn first_address(endpoint: &EndpointStatus) -> Result<IpAddr> {
 async fn a_load_balancer_and_a_node_port_reach_the_primary_from_outside_and_follow_a_failover() {
     let client = tusk_e2e::client().await;
     install_operator(&client).await;
-    in_namespace("e2e-expose", Duration::from_secs(900), |client, ns| async move {
-        let ranges = json!([host_range(), PODS]);
-        let expose = json!([
-            {"target": "rw", "type": "LoadBalancer", "allowedSourceRanges": ranges},
-            {"target": "rw", "type": "NodePort"},
-            {"target": "ro", "type": "LoadBalancer", "allowedSourceRanges": ranges,
-             "hostname": "pg-ro.example.test"}
-        ]);
-        apply(&client, &ns, 3, expose).await?;
-        wait_ready(&client, &ns, DB, 3).await?;
-        let endpoints = exposed(&client, &ns, 3).await?;
-        for e in endpoints.values() {
+    in_namespace(
+        "e2e-expose",
+        Duration::from_secs(900),
+        |client, ns| async move {
+            let ranges = json!([host_range(), PODS]);
+            let expose = json!([
+                {"target": "rw", "type": "LoadBalancer", "allowedSourceRanges": ranges},
+                {"target": "rw", "type": "NodePort"},
+                {"target": "ro", "type": "LoadBalancer", "allowedSourceRanges": ranges,
+                 "hostname": "pg-ro.example.test"}
+            ]);
+            apply(&client, &ns, 3, expose).await?;
+            wait_ready(&client, &ns, DB, 3).await?;
+            let endpoints = exposed(&client, &ns, 3).await?;
+            for e in endpoints.values() {
+                println!(
+                    "{} ({:?} {:?}): {:?} port {:?}, reached",
+                    e.service, e.target, e.type_, e.addresses, e.port
+                );
+            }
+            let outside = secret(&client, &ns, &format!("{DB}-app-external")).await?;
+            let ca = key(&outside, "ca.crt")?.to_owned();
+
+            // The URIs work as given: the LoadBalancer's and the NodePort's reach
+            // the primary, by address (the certificate names it).
+            let rw = key(&outside, "uri")?.to_owned();
+            if key(&outside, "rw-lb-uri")? != rw {
+                return Err("uri is not the rw LoadBalancer's, the preferred endpoint".into());
+            }
+            if in_recovery(&rw, &ca, None).await? {
+                return Err(format!("{rw} reached a replica").into());
+            }
+            let node_port = key(&outside, "rw-nodeport-uri")?;
+            if in_recovery(node_port, &ca, None).await? {
+                return Err(format!("{node_port} reached a replica").into());
+            }
+            // The replicas' endpoint has a hostname, which no DNS here resolves:
+            // dial its address, verify the hostname.
+            let ro = key(&outside, "ro-lb-uri")?;
+            if !ro.contains("pg-ro.example.test") {
+                return Err(format!("ro-lb-uri does not use the hostname: {ro}").into());
+            }
+            let ro_address = first_address(&endpoints[&format!("{DB}-ro-lb")])?;
+            if !in_recovery(ro, &ca, Some(ro_address)).await? {
+                return Err(format!("{ro} reached the primary").into());
+            }
+            println!("uri, rw-nodeport-uri reach the primary; ro-lb-uri a replica");
+
+            // A writer outside, through the LoadBalancer; the primary's pod force-deleted.
+            connect(&rw, &ca, None, None)
+                .await?
+                .batch_execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
+                .await?;
+            let (acked, stop) = start_writer(rw.clone(), ca.clone());
+            written_after(&acked, unix_now()).await?;
+            let (uid, address) = service_identity(&client, &ns, &format!("{DB}-rw-lb")).await?;
+            let old = current_primary(&client, &ns, DB).await?;
+            let fault = unix_now();
+            Api::<Pod>::namespaced(client.clone(), &ns)
+                .delete(
+                    &old,
+                    &DeleteParams {
+                        grace_period_seconds: Some(0),
+                        ..DeleteParams::default()
+                    },
+                )
+                .await?;
+            written_after(&acked, fault).await?;
+            let new = settled_without(&client, &ns, &old, 3).await?;
+            exposed(&client, &ns, 3).await?;
+            let _ = stop.send(());
+            let times = ack_times(&acked);
+            let pause = longest_gap(&times, fault, unix_now());
             println!(
-                "{} ({:?} {:?}): {:?} port {:?}, reached",
-                e.service, e.target, e.type_, e.addresses, e.port
-            );
-        }
-        let outside = secret(&client, &ns, &format!("{DB}-app-external")).await?;
-        let ca = key(&outside, "ca.crt")?.to_owned();
-
-        // The URIs work as given: the LoadBalancer's and the NodePort's reach
-        // the primary, by address (the certificate names it).
-        let rw = key(&outside, "uri")?.to_owned();
-        if key(&outside, "rw-lb-uri")? != rw {
-            return Err("uri is not the rw LoadBalancer's, the preferred endpoint".into());
-        }
-        if in_recovery(&rw, &ca, None).await? {
-            return Err(format!("{rw} reached a replica").into());
-        }
-        let node_port = key(&outside, "rw-nodeport-uri")?;
-        if in_recovery(node_port, &ca, None).await? {
-            return Err(format!("{node_port} reached a replica").into());
-        }
-        // The replicas' endpoint has a hostname, which no DNS here resolves:
-        // dial its address, verify the hostname.
-        let ro = key(&outside, "ro-lb-uri")?;
-        if !ro.contains("pg-ro.example.test") {
-            return Err(format!("ro-lb-uri does not use the hostname: {ro}").into());
-        }
-        let ro_address = first_address(&endpoints[&format!("{DB}-ro-lb")])?;
-        if !in_recovery(ro, &ca, Some(ro_address)).await? {
-            return Err(format!("{ro} reached the primary").into());
-        }
-        println!("uri, rw-nodeport-uri reach the primary; ro-lb-uri a replica");
-
-        // A writer outside, through the LoadBalancer; the primary's pod force-deleted.
-        connect(&rw, &ca, None, None)
-            .await?
-            .batch_execute("CREATE TABLE acked (id bigint PRIMARY KEY)")
-            .await?;
-        let (acked, stop) = start_writer(rw.clone(), ca.clone());
-        written_after(&acked, unix_now()).await?;
-        let (uid, address) = service_identity(&client, &ns, &format!("{DB}-rw-lb")).await?;
-        let old = current_primary(&client, &ns, DB).await?;
-        let fault = unix_now();
-        Api::<Pod>::namespaced(client.clone(), &ns)
-            .delete(
-                &old,
-                &DeleteParams {
-                    grace_period_seconds: Some(0),
-                    ..DeleteParams::default()
-                },
-            )
-            .await?;
-        written_after(&acked, fault).await?;
-        let new = settled_without(&client, &ns, &old, 3).await?;
-        exposed(&client, &ns, 3).await?;
-        let _ = stop.send(());
-        let times = ack_times(&acked);
-        let pause = longest_gap(&times, fault, unix_now());
-        println!(
-            "primary {old} force-deleted, {new} took over: writes through the \
+                "primary {old} force-deleted, {new} took over: writes through the \
              LoadBalancer {address} paused {pause:.2} s at most"
-        );
-        if service_identity(&client, &ns, &format!("{DB}-rw-lb")).await? != (uid, address.clone())
-        {
-            return Err("the rw LoadBalancer Service or its address changed in a failover".into());
-        }
-        if in_recovery(&rw, &ca, None).await? {
-            return Err(format!("after the failover {rw} reaches a replica").into());
-        }
-        let stored: std::collections::BTreeSet<i64> = connect(&rw, &ca, None, None)
-            .await?
-            .query("SELECT id FROM acked", &[])
-            .await?
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
-        let acked_ids: Vec<i64> = acked
-            .lock()
-            .map(|a| a.iter().map(|(id, _)| *id).collect())
-            .unwrap_or_default();
-        let lost: Vec<i64> = acked_ids
-            .iter()
-            .filter(|id| !stored.contains(id))
-            .copied()
-            .collect();
-        if !lost.is_empty() {
-            return Err(format!("acknowledged writes lost: {lost:?}").into());
-        }
-        println!(
-            "{} writes acknowledged through the outside, none lost",
-            acked_ids.len()
-        );
-        Ok(())
-    })
+            );
+            if service_identity(&client, &ns, &format!("{DB}-rw-lb")).await?
+                != (uid, address.clone())
+            {
+                return Err(
+                    "the rw LoadBalancer Service or its address changed in a failover".into(),
+                );
+            }
+            if in_recovery(&rw, &ca, None).await? {
+                return Err(format!("after the failover {rw} reaches a replica").into());
+            }
+            let stored: std::collections::BTreeSet<i64> = connect(&rw, &ca, None, None)
+                .await?
+                .query("SELECT id FROM acked", &[])
+                .await?
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            let acked_ids: Vec<i64> = acked
+                .lock()
+                .map(|a| a.iter().map(|(id, _)| *id).collect())
+                .unwrap_or_default();
+            let lost: Vec<i64> = acked_ids
+                .iter()
+                .filter(|id| !stored.contains(id))
+                .copied()
+                .collect();
+            if !lost.is_empty() {
+                return Err(format!("acknowledged writes lost: {lost:?}").into());
+            }
+            println!(
+                "{} writes acknowledged through the outside, none lost",
+                acked_ids.len()
+            );
+            Ok(())
+        },
+    )
     .await;
 }
 
@@ -445,7 +454,11 @@ async fn admits(
                 "{} should connect to {to} ({yes:?}) and {} be refused ({})",
                 allowed.address(),
                 refused.address(),
-                if no.is_ok() { "it connected".to_owned() } else { "it was".to_owned() }
+                if no.is_ok() {
+                    "it connected".to_owned()
+                } else {
+                    "it was".to_owned()
+                }
             )
             .into());
         }
