@@ -247,7 +247,10 @@ mod tests {
     #[test]
     fn client_addresses_stay_in_the_client_range_and_differ() {
         let addresses: Vec<Ipv4Addr> = (0..127).map(|_| client_address()).collect();
-        assert!(addresses.iter().all(|a| is_client_address(*a)), "{addresses:?}");
+        assert!(
+            addresses.iter().all(|a| is_client_address(*a)),
+            "{addresses:?}"
+        );
         let mut unique = addresses.clone();
         unique.sort();
         unique.dedup();
