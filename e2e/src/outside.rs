@@ -227,6 +227,31 @@ fn is_client_address(address: Ipv4Addr) -> bool {
     (a, b, c) == (na, nb, nc) && (128..=254).contains(&d)
 }
 
+/// The group of tests that need the outside network; `TUSK_E2E_ALLOW_SKIP=outside-network`
+/// lets them skip where it is missing (another cluster than the local one).
+pub const OUTSIDE_NETWORK: &str = "outside-network";
+
+/// Checks that this host is on the outside network ([`HOST_ADDRESS`] on the
+/// bridge, which `e2e/cluster up` sets up with MetalLB). `Ok(false)`: it is
+/// not and skipping is allowed (the skip is printed); the caller returns. An
+/// error otherwise, saying why `test` cannot run.
+pub fn available(test: &str) -> crate::Result<bool> {
+    let output = Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "dev", BRIDGE])
+        .output()?;
+    let mine = format!(" {HOST_ADDRESS}/{PREFIX_LEN} ");
+    if output.status.success() && String::from_utf8_lossy(&output.stdout).contains(&mine) {
+        return Ok(true);
+    }
+    let why = format!(
+        "this host has no {HOST_ADDRESS}/{PREFIX_LEN} on {BRIDGE}: the outside network and \
+         MetalLB come with the local cluster (`e2e/cluster up`, or `e2e/cluster lb-up` on a \
+         running one)"
+    );
+    crate::skip::cannot_run(OUTSIDE_NETWORK, test, &why)?;
+    Ok(false)
+}
+
 /// A client address from [`CLIENTS`] for a [`NetNs`]: a different one on each
 /// call (127 of them, then it wraps), starting at an offset of this process's
 /// id, so tests in parallel, and most test processes beside each other, do
