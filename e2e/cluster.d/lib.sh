@@ -626,6 +626,22 @@ lb_up() {
   wait_for "MetalLB speaker rollout" 120 kc -n "$METALLB_NS" rollout status ds/speaker --timeout=5s
 }
 
+lb_parts_status() { # one line per MetalLB part, like the host processes'
+  local part sel pod ready rc=0
+  for part in "${METALLB_PARTS[@]}"; do
+    sel=app=metallb,component=${part#metallb-}
+    pod=$(kc -n "$METALLB_NS" get pods -l "$sel" -o 'jsonpath={.items[0].metadata.name}' 2>/dev/null)
+    ready=$(kc -n "$METALLB_NS" get pods -l "$sel" -o 'jsonpath={.items[0].status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)
+    if [[ $ready == True ]]; then
+      printf '%-24s running (pod %s/%s)\n' "$part" "$METALLB_NS" "$pod"
+    else
+      printf '%-24s not ready%s\n' "$part" "${pod:+ (pod $METALLB_NS/$pod)}"
+      rc=1
+    fi
+  done
+  return $rc
+}
+
 lb_status() {
   kc -n "$METALLB_NS" get pods -o wide
   kc -n "$METALLB_NS" get ipaddresspools,l2advertisements
@@ -755,11 +771,11 @@ cluster_status() {
     fi
   done
   if comp_pid kube-apiserver >/dev/null; then
+    lb_parts_status || rc=1
     kc get nodes -o wide || rc=1
     kc get storageclass || rc=1
     echo "csi-loop volumes in $CSI_VOLUMES, loop devices:"
     csi_loops | sed 's/^/  /'
-    lb_ready || rc=1
     lb_status || rc=1
     echo "export KUBECONFIG=$KUBECONFIG_ADMIN"
   fi
