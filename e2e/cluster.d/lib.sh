@@ -646,7 +646,7 @@ lb_status() {
   kc -n "$METALLB_NS" get pods -o wide
   kc -n "$METALLB_NS" get ipaddresspools,l2advertisements
   echo "outside network $OUTSIDE_NET on $BRIDGE: host $OUTSIDE_IP, LoadBalancer pool $LB_POOL"
-  ip netns list 2>/dev/null | awk -v p="$OUTSIDE_NETNS_PREFIX" 'index($1, p) == 1 {print "  leftover test netns " $1}'
+  ip netns list 2>/dev/null | awk -v p="$OUTSIDE_NETNS_PREFIX" 'index($1, p) == 1 {print "  e2e client network namespace " $1}'
 }
 
 # --- verbs -------------------------------------------------------------------------------
