@@ -15,7 +15,17 @@ ETCD_PORT=12379
 ETCD_PEER_PORT=12380
 COREDNS_VERSION=${COREDNS_VERSION:-v1.12.4}
 LOCALPATH_VERSION=${LOCALPATH_VERSION:-v0.0.30}
-export COREDNS_VERSION LOCALPATH_VERSION
+METALLB_VERSION=${METALLB_VERSION:-v0.15.2}
+export COREDNS_VERSION LOCALPATH_VERSION METALLB_VERSION
+# The "outside" network on the bridge: clients outside Kubernetes (this host,
+# network namespaces of e2e/src/outside.rs) and MetalLB's L2 pool. TEST-NET-2:
+# TEST-NET-1 (192.0.2.0/24) is this machine's uplink. e2e/src/outside.rs
+# carries the same numbers.
+OUTSIDE_IP=198.51.100.1
+OUTSIDE_NET=198.51.100.0/24
+LB_POOL=198.51.100.64/26
+# network namespaces the e2e tests create (e2e/src/outside.rs), removed by down
+OUTSIDE_NETNS_PREFIX=tusk-e2e-out-
 
 K8S_VERSION=$(awk '$1=="k8s.io/kubernetes" && $2 ~ /^v1\./ {print $2; exit}' "$HERE/tools/go.mod")
 BIN=$CACHE/k8s/$K8S_VERSION/bin
@@ -36,6 +46,7 @@ CSI_DIR=$STATE/csi-loop
 CSI_SOCK=$CSI_DIR/csi.sock
 CSI_VOLUMES=$CSI_DIR/volumes
 CSI_BIN=$("$D/build-csi" --dir)
+METALLB_DIR=$CACHE/metallb/$METALLB_VERSION
 
 # fd 3 = the caller's stderr, so messages survive wait_for's redirections
 exec 3>&2
@@ -225,6 +236,7 @@ net_up() {
   fi
   ip addr replace "$NODE_IP/24" dev "$BRIDGE"
   ip link set "$BRIDGE" up
+  outside_net_up
   # Service IPs are answered by kube-proxy's DNAT; keep anything else on the bridge.
   ip route replace "$SERVICE_CIDR" dev "$BRIDGE" src "$NODE_IP"
   # Pods may talk to each other and to this host, never be forwarded off the machine.
@@ -251,7 +263,26 @@ purge_chains() { # iptables|ip6tables: remove jumps to, then flush and delete, K
   done
 }
 
+# The outside network's host address on the bridge. Refuses a network some
+# other interface already routes: taking its addresses over would cut this
+# machine off (that is how TEST-NET-1 was ruled out).
+outside_net_up() {
+  local other
+  other=$(ip -4 -o route show to match "${OUTSIDE_NET%/*}" | awk -v b="$BRIDGE" '$1 != "default" { for (i = 1; i < NF; i++) if ($i == "dev" && $(i+1) != b) print $(i+1) }')
+  [[ -z $other ]] || die "outside network $OUTSIDE_NET is already routed via $other; pick another in lib.sh and e2e/src/outside.rs"
+  ip addr replace "$OUTSIDE_IP/${OUTSIDE_NET#*/}" dev "$BRIDGE"
+}
+
+# Network namespaces (and their veths) that e2e tests left behind.
+outside_netns_down() {
+  local ns
+  for ns in $(ip netns list 2>/dev/null | awk -v p="$OUTSIDE_NETNS_PREFIX" 'index($1, p) == 1 {print $1}'); do
+    ip netns del "$ns" 2>/dev/null || true
+  done
+}
+
 net_down() {
+  outside_netns_down
   if iptables -w -C FORWARD -j TUSK-FORWARD 2>/dev/null; then iptables -w -D FORWARD -j TUSK-FORWARD; fi
   iptables -w -F TUSK-FORWARD 2>/dev/null || true
   iptables -w -X TUSK-FORWARD 2>/dev/null || true
@@ -474,13 +505,15 @@ load_images() {
     log "WARNING: e2e/images/build-all or e2e/images/load missing; project images (pause, busybox, postgres, tusk) not loaded"
   fi
   # the add-on images are built here, around the Go-built static binaries
-  for t in $("$D/build-images"); do
-    local ref
-    ref=localhost/$(basename "$t" .tar | sed -E 's/-(v[0-9][^-]*)$/:\1/')
-    if ! ctr_ images ls -q | grep -qx "$ref"; then
-      ctr_ images import "$t" >/dev/null
-    fi
-  done
+  for t in $("$D/build-images"); do import_image "$t"; done
+}
+
+import_image() { # docker-archive tarball named <name>-<version>.tar
+  local ref
+  ref=localhost/$(basename "$1" .tar | sed -E 's/-(v[0-9][^-]*)$/:\1/')
+  if ! ctr_ images ls -q | grep -qx "$ref"; then
+    ctr_ images import "$1" >/dev/null
+  fi
 }
 
 addons() {
@@ -550,11 +583,77 @@ csi_loops() { # "dev file" per loop device of ours
   losetup -l -n -O NAME,BACK-FILE 2>/dev/null | awk -v d="$CSI_VOLUMES/" 'index($2, d) == 1 {print $1, $2, $3}'
 }
 
+# --- MetalLB ---------------------------------------------------------------------
+# Services of type LoadBalancer: MetalLB (controller + speaker, built by
+# build-extras, images by build-images) assigns addresses from $LB_POOL and
+# answers ARP for them on $BRIDGE; kube-proxy's rules do the rest (DNAT,
+# loadBalancerSourceRanges). Pods, not host processes: the speaker looks up
+# its own Pod at start (the owner of its ServiceL2Status objects) and exits
+# without one.
+METALLB_NS=metallb-system
+METALLB_PARTS=(metallb-controller metallb-speaker)
+
+lb_manifest() {
+  sed -e "s|@METALLB_VERSION@|$METALLB_VERSION|g" -e "s|@BRIDGE@|$BRIDGE|g" \
+    -e "s|@OUTSIDE_NET@|$OUTSIDE_NET|g" -e "s|@LB_POOL@|$LB_POOL|g" "$D/metallb.yaml"
+}
+
+lb_ready() {
+  [[ $(kc -n "$METALLB_NS" get deploy controller -o 'jsonpath={.status.availableReplicas}' 2>/dev/null) == 1 ]] &&
+    [[ $(kc -n "$METALLB_NS" get ds speaker -o 'jsonpath={.status.numberReady}' 2>/dev/null) == 1 ]] &&
+    kc -n "$METALLB_NS" get l2advertisement outside >/dev/null 2>&1
+}
+
+# Install or update MetalLB; callable alone on a running cluster
+# (`e2e/cluster lb-up`): it touches nothing else. Pods of an older image are
+# replaced by the apply (the image tag is the version).
+lb_up() {
+  local t
+  [[ $(id -u) == 0 ]] || die "must run as root (bridge address)"
+  comp_pid kubelet >/dev/null || die "kubelet does not run; start the cluster with: e2e/cluster up"
+  "$D/build-extras" >/dev/null
+  outside_net_up
+  for t in $("$D/build-images"); do
+    case $t in */metallb-*) import_image "$t" ;; esac
+  done
+  log "starting MetalLB $METALLB_VERSION (L2, pool $LB_POOL on $BRIDGE)"
+  kc apply --server-side --force-conflicts -f "$METALLB_DIR/crds.yaml" >/dev/null
+  kc wait --for condition=established --timeout=60s -f "$METALLB_DIR/crds.yaml" >/dev/null
+  # the namespace, then the RBAC (its ServiceAccounts before the pods), then the rest
+  lb_manifest | awk -v rbac="$METALLB_DIR/rbac.yaml" '/^---$/ && !done { while ((getline l < rbac) > 0) print l; done = 1 } { print }' |
+    kc apply --server-side --force-conflicts -f - >/dev/null
+  wait_for "MetalLB controller rollout" 120 kc -n "$METALLB_NS" rollout status deploy/controller --timeout=5s
+  wait_for "MetalLB speaker rollout" 120 kc -n "$METALLB_NS" rollout status ds/speaker --timeout=5s
+}
+
+lb_parts_status() { # one line per MetalLB part, like the host processes'
+  local part sel pod ready rc=0
+  for part in "${METALLB_PARTS[@]}"; do
+    sel=app=metallb,component=${part#metallb-}
+    pod=$(kc -n "$METALLB_NS" get pods -l "$sel" -o 'jsonpath={.items[0].metadata.name}' 2>/dev/null)
+    ready=$(kc -n "$METALLB_NS" get pods -l "$sel" -o 'jsonpath={.items[0].status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)
+    if [[ $ready == True ]]; then
+      printf '%-24s running (pod %s/%s)\n' "$part" "$METALLB_NS" "$pod"
+    else
+      printf '%-24s not ready%s\n' "$part" "${pod:+ (pod $METALLB_NS/$pod)}"
+      rc=1
+    fi
+  done
+  return $rc
+}
+
+lb_status() {
+  kc -n "$METALLB_NS" get pods -o wide
+  kc -n "$METALLB_NS" get ipaddresspools,l2advertisements
+  echo "outside network $OUTSIDE_NET on $BRIDGE: host $OUTSIDE_IP, LoadBalancer pool $LB_POOL"
+  ip netns list 2>/dev/null | awk -v p="$OUTSIDE_NETNS_PREFIX" 'index($1, p) == 1 {print "  e2e client network namespace " $1}'
+}
+
 # --- verbs -------------------------------------------------------------------------------
 all_running() {
   local c
   for c in "${COMPONENTS[@]}" "${CSI_COMPONENTS[@]}"; do comp_pid "$c" >/dev/null || return 1; done
-  node_ready
+  node_ready && lb_ready
 }
 
 print_export() { echo "export KUBECONFIG=$KUBECONFIG_ADMIN"; }
@@ -597,6 +696,7 @@ cluster_up() {
   wait_for "CoreDNS rollout" 120 kc -n kube-system rollout status deploy/coredns --timeout=5s
   wait_for "local-path-provisioner rollout" 120 kc -n local-path-storage rollout status deploy/local-path-provisioner --timeout=5s
   csi_up
+  lb_up
 
   log "up in $((SECONDS - t0))s: Kubernetes $K8S_VERSION, node $NODE_NAME, containerd $SOCK"
   print_export
@@ -671,10 +771,12 @@ cluster_status() {
     fi
   done
   if comp_pid kube-apiserver >/dev/null; then
+    lb_parts_status || rc=1
     kc get nodes -o wide || rc=1
     kc get storageclass || rc=1
     echo "csi-loop volumes in $CSI_VOLUMES, loop devices:"
     csi_loops | sed 's/^/  /'
+    lb_status || rc=1
     echo "export KUBECONFIG=$KUBECONFIG_ADMIN"
   fi
   return $rc
@@ -683,10 +785,18 @@ cluster_status() {
 cluster_logs() {
   local c=${1:-}
   if [[ -z $c ]]; then
-    echo "components: ${COMPONENTS[*]} ${CSI_COMPONENTS[*]}"
-    echo "logs in $LOGS"
+    echo "components: ${COMPONENTS[*]} ${CSI_COMPONENTS[*]} ${METALLB_PARTS[*]}"
+    echo "logs in $LOGS (MetalLB's: kubectl logs of its pods in $METALLB_NS)"
     return 0
   fi
+  case $c in
+    metallb-controller | metallb-speaker)
+      local w=deploy/controller
+      [[ $c == metallb-speaker ]] && w=ds/speaker
+      if [[ -t 1 ]]; then kc -n "$METALLB_NS" logs -f --tail 200 "$w"; else kc -n "$METALLB_NS" logs --tail "${TUSK_LOG_LINES:-200}" "$w"; fi
+      return
+      ;;
+  esac
   [[ -f $LOGS/$c.log ]] || die "no log for '$c' (components: ${COMPONENTS[*]} ${CSI_COMPONENTS[*]})"
   if [[ -t 1 ]]; then tail -n 200 -F "$LOGS/$c.log"; else tail -n "${TUSK_LOG_LINES:-200}" "$LOGS/$c.log"; fi
 }

@@ -15,6 +15,7 @@
 
 pub mod faults;
 pub mod loopback;
+pub mod outside;
 pub mod skip;
 pub mod storage;
 pub mod store;

@@ -1,13 +1,18 @@
 //! The local cluster is a real Kubernetes: nodes, pods from the locally built
-//! images, volumes, services, DNS.
+//! images, volumes, services, DNS, and Services of type LoadBalancer that
+//! clients outside Kubernetes reach.
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, Service};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tusk_e2e::outside::{self, HOST_ADDRESS, NetNs, POOL, client_address};
 use tusk_e2e::{
-    ClusterAccess, client, in_namespace, lock_cluster, pod_ready, restricted, run_pod, sql,
+    ClusterAccess, Result, client, in_namespace, lock_cluster, pod_ready, restricted, run_pod, sql,
     wait_for,
 };
 
@@ -132,4 +137,171 @@ async fn pod_security_admission_refuses_privileged_pods() {
         Ok(())
     })
     .await;
+}
+
+/// A Service of type LoadBalancer gets an address from MetalLB's pool, and
+/// clients outside Kubernetes reach the pod behind it: this host, and a
+/// network namespace on the bridge (through MetalLB's ARP answer) whose
+/// address `loadBalancerSourceRanges` allows, while one at another address
+/// is kept out. Changing the ranges swaps who gets in and keeps the address.
+#[tokio::test]
+async fn a_load_balancer_serves_outside_clients_within_its_source_ranges() {
+    if !outside::available("a_load_balancer_serves_outside_clients_within_its_source_ranges")
+        .expect("the outside network")
+    {
+        return;
+    }
+    in_namespace("e2e-lb", Duration::from_secs(300), |client, ns| async move {
+        let first = NetNs::create(client_address())?;
+        let second = NetNs::create(client_address())?;
+        let token = format!("outside-{:08x}", rand::random::<u32>());
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let serve = format!("mkdir -p /tmp/www && echo {token} > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www");
+        let web: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "labels": {"app": "web"}},
+            "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{
+                    "name": "httpd", "image": "localhost/busybox:latest", "imagePullPolicy": "IfNotPresent",
+                    "command": ["sh", "-c", serve],
+                    "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
+                    "securityContext": restricted(1000)
+                }]
+            }
+        }))?;
+        pods.create(&PostParams::default(), &web).await?;
+        let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+        let service: Service = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "web"},
+            "spec": {
+                "type": "LoadBalancer", "selector": {"app": "web"},
+                "ports": [{"port": 80, "targetPort": 8080}],
+                "loadBalancerSourceRanges": [format!("{HOST_ADDRESS}/32"), format!("{}/32", first.address())]
+            }
+        }))?;
+        services.create(&PostParams::default(), &service).await?;
+        wait_for(&pods, "web", Duration::from_secs(120), pod_ready).await?;
+        let assigned = wait_for(&services, "web", Duration::from_secs(60), |s| ingress_ip(s).is_some()).await?;
+        let address = ingress_ip(&assigned).ok_or("no ingress IP")?;
+        assert!(in_pool(address), "the Service got {address}, outside MetalLB's pool {POOL}");
+        let target = SocketAddr::new(IpAddr::V4(address), 80);
+
+        assert_eq!(reach(&Outside::Host, target).await?, token, "the page from this host");
+        assert_eq!(reach(&Outside::Ns(&first), target).await?, token, "the page from {}", first.address());
+        // The rules that let the first in are the ones that keep the second out.
+        refused(&Outside::Ns(&second), target).await;
+
+        let swap = json!({"spec": {"loadBalancerSourceRanges": [
+            format!("{HOST_ADDRESS}/32"), format!("{}/32", second.address())
+        ]}});
+        services.patch("web", &PatchParams::default(), &Patch::Merge(&swap)).await?;
+        assert_eq!(reach(&Outside::Ns(&second), target).await?, token, "the page from {} once allowed", second.address());
+        refused(&Outside::Ns(&first), target).await;
+        assert_eq!(reach(&Outside::Host, target).await?, token, "the page from this host after the change");
+        let after = services.get("web").await?;
+        assert_eq!(ingress_ip(&after), Some(address), "changing the source ranges moved the address");
+        Ok(())
+    })
+    .await;
+}
+
+/// Who dials the LoadBalancer address.
+enum Outside<'a> {
+    /// This test's process: source [`HOST_ADDRESS`].
+    Host,
+    Ns(&'a NetNs),
+}
+
+impl Outside<'_> {
+    fn address(&self) -> Ipv4Addr {
+        match self {
+            Outside::Host => HOST_ADDRESS,
+            Outside::Ns(netns) => netns.address(),
+        }
+    }
+
+    async fn connect(&self, target: SocketAddr, timeout: Duration) -> Result<TcpStream> {
+        match self {
+            Outside::Host => Ok(tokio::time::timeout(timeout, TcpStream::connect(target))
+                .await
+                .map_err(|_| format!("connect to {target}: timed out after {timeout:?}"))??),
+            Outside::Ns(netns) => Ok(netns.connect(target, timeout).await?),
+        }
+    }
+
+    /// The body of `GET /` (HTTP/1.0: busybox httpd closes after the body).
+    async fn get(&self, target: SocketAddr, timeout: Duration) -> Result<String> {
+        let mut stream = self.connect(target, timeout).await?;
+        stream.write_all(b"GET / HTTP/1.0\r\n\r\n").await?;
+        let mut response = String::new();
+        tokio::time::timeout(timeout, stream.read_to_string(&mut response))
+            .await
+            .map_err(|_| format!("no answer from {target} within {timeout:?}"))??;
+        let (head, body) = response
+            .split_once("\r\n\r\n")
+            .ok_or("an HTTP answer without a body")?;
+        if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
+            return Err(format!("GET / from {target}: {head}").into());
+        }
+        Ok(body.trim().to_owned())
+    }
+}
+
+/// The page through the LoadBalancer address, once `from` gets through: the
+/// speaker announces, and kube-proxy programs the address and its ranges, a
+/// moment after the address is assigned or the ranges change.
+async fn reach(from: &Outside<'_>, target: SocketAddr) -> Result<String> {
+    let mut last = String::new();
+    for _ in 0..30 {
+        match from.get(target, Duration::from_secs(3)).await {
+            Ok(body) => return Ok(body),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    Err(format!("{} never reached {target}: {last}", from.address()).into())
+}
+
+/// `from` cannot connect: kube-proxy drops what comes from outside the source
+/// ranges, so the connection times out (or is refused).
+async fn refused(from: &Outside<'_>, target: SocketAddr) {
+    match from.get(target, Duration::from_secs(5)).await {
+        Ok(body) => panic!(
+            "{} got {body:?} from {target} although loadBalancerSourceRanges leave it out",
+            from.address()
+        ),
+        Err(e) => {
+            let message = e.to_string();
+            assert!(
+                message.contains("timed out") || message.contains("refused"),
+                "{} failed otherwise than by not getting a connection: {message}",
+                from.address()
+            );
+        }
+    }
+}
+
+fn ingress_ip(service: &Service) -> Option<Ipv4Addr> {
+    service
+        .status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .iter()
+        .find_map(|i| i.ip.as_deref()?.parse().ok())
+}
+
+fn in_pool(address: Ipv4Addr) -> bool {
+    let Some((base, len)) = POOL.split_once('/') else {
+        return false;
+    };
+    let (Ok(base), Ok(len)) = (base.parse::<Ipv4Addr>(), len.parse::<u32>()) else {
+        return false;
+    };
+    let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);
+    u32::from(address) & mask == u32::from(base) & mask
 }
