@@ -301,7 +301,8 @@ fn first_address(endpoint: &EndpointStatus) -> Result<IpAddr> {
 
 #[tokio::test]
 async fn a_load_balancer_and_a_node_port_reach_the_primary_from_outside_and_follow_a_failover() {
-    let test = "a_load_balancer_and_a_node_port_reach_the_primary_from_outside_and_follow_a_failover";
+    let test =
+        "a_load_balancer_and_a_node_port_reach_the_primary_from_outside_and_follow_a_failover";
     if !outside::available(test).expect("the outside network") {
         return;
     }
