@@ -14,15 +14,34 @@
 //! server certificate): `status.endpoints` says per entry what Kubernetes
 //! assigned and what the probe found, and condition `Exposed` sums it up.
 
+//!
+//! The rules beyond the schema (CIDRs, DNS names, annotation keys, the
+//! cluster's node-port range, duplicates) are in [`rules`]; the CEL rules on
+//! [`ExposeSpec`] say which fields each type takes, with the same messages.
+
+mod rules;
+
 use std::collections::BTreeMap;
 
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
+pub use rules::{
+    BadNodePortRange, EXTERNAL_DNS_HOSTNAME, NodePortRange, ONE_PER_TARGET_AND_TYPE, errors,
+    node_port_errors, warnings,
+};
+use rules::{
+    CLASS_ONLY_ON_LOAD_BALANCER, LOAD_BALANCER_NEEDS_RANGES, NO_RANGES_ON_NODE_PORT, NODE_PORT_ONLY,
+};
+
 /// One published endpoint: a Service of type `LoadBalancer` or `NodePort`
 /// routing to the primary (`rw`), the replicas (`ro`) or any instance (`r`).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.type != 'LoadBalancer' || (has(self.allowedSourceRanges) && size(self.allowedSourceRanges) > 0)").message(LOAD_BALANCER_NEEDS_RANGES).field_path(".allowedSourceRanges"))]
+#[x_kube(validation = Rule::new("self.type != 'NodePort' || !has(self.allowedSourceRanges) || size(self.allowedSourceRanges) == 0").message(NO_RANGES_ON_NODE_PORT).field_path(".allowedSourceRanges"))]
+#[x_kube(validation = Rule::new("!has(self.nodePort) || self.type == 'NodePort'").message(NODE_PORT_ONLY).field_path(".nodePort"))]
+#[x_kube(validation = Rule::new("!has(self.loadBalancerClass) || self.type == 'LoadBalancer'").message(CLASS_ONLY_ON_LOAD_BALANCER).field_path(".loadBalancerClass"))]
 pub struct ExposeSpec {
     /// What the endpoint routes to: `rw` (the primary; follows failovers and
     /// switchovers), `ro` (the replicas) or `r` (any instance).
@@ -41,6 +60,7 @@ pub struct ExposeSpec {
     /// operator's pod, so include the pods' network to see `Exposed=True`
     /// (in-cluster clients reach `<db>-rw` anyway).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
     pub allowed_source_ranges: Vec<String>,
 
     /// Annotations of the Service: cloud load-balancer settings, ExternalDNS.
@@ -54,6 +74,7 @@ pub struct ExposeSpec {
     /// certificate, so `sslmode=verify-full` works from outside. Tusk does not
     /// create the DNS record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub hostname: Option<String>,
 
     /// `spec.loadBalancerClass` of the Service (`LoadBalancer` only). Set
@@ -71,6 +92,7 @@ pub struct ExposeSpec {
     /// The node port (`NodePort` only), within the cluster's node-port range
     /// (30000-32767 by default). Unset, Kubernetes picks one and keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
     pub node_port: Option<i32>,
 }
 
@@ -198,6 +220,7 @@ pub struct EndpointStatus {
     pub type_: ExposeType,
     /// `spec.expose[].hostname`, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub hostname: Option<String>,
     /// The addresses clients use: the load balancer's (IP or hostname), or
     /// for a `NodePort` the addresses of the nodes running the target

@@ -101,6 +101,8 @@ pub struct BuildConfig {
     pub instance_env: Vec<(String, String)>,
     /// The operator's default object store (see [`crate::api::store`]).
     pub default_store: Option<crate::api::v1::ObjectStore>,
+    /// The cluster's node-port range (see [`crate::api::expose::NodePortRange`]).
+    pub node_ports: crate::api::expose::NodePortRange,
 }
 
 impl BuildConfig {
@@ -109,6 +111,7 @@ impl BuildConfig {
         Defaults {
             store: self.default_store.as_ref(),
             postgres_repository: &self.postgres_repository,
+            node_ports: self.node_ports,
         }
     }
 }
