@@ -31,6 +31,8 @@ pub struct Observed {
     pub pod_disruption_budgets: bool,
     /// PodDisruptionBudgets of this Database the builder no longer makes.
     pub surplus_budgets: Vec<String>,
+    /// The Services of `spec.expose` that exist (those of earlier specs too).
+    pub exposure: Vec<super::exposure::ExposedService>,
     /// Who the Services send traffic to: pods with a ready endpoint.
     pub routing: Routing,
     /// The PostgreSQL image the spec asks for (`spec.image`, or derived from
@@ -210,6 +212,7 @@ impl Default for Observed {
             services: false,
             pod_disruption_budgets: false,
             surplus_budgets: Vec::new(),
+            exposure: Vec::new(),
             routing: Routing::default(),
             desired_image: String::new(),
             instances: BTreeMap::new(),
