@@ -11,21 +11,6 @@ use crate::api::expose::service_name;
 use super::action::{Action, ExposureRemoval};
 use super::context::Context;
 
-/// One Service of this Database's `spec.expose` (label `tusk.dev/exposed`,
-/// owned by the Database), as observed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ExposedService {
-    pub name: String,
-    /// `spec.loadBalancerClass` as the Service has it.
-    pub load_balancer_class: Option<String>,
-    /// It has every field the builder gives it now, and no annotation Tusk
-    /// applied earlier that the builder no longer gives it. `false` for a
-    /// Service the spec no longer lists.
-    pub as_built: bool,
-    /// Being deleted: neither applied nor deleted again until it is gone.
-    pub terminating: bool,
-}
-
 /// The actions of this pass for the published Services: deletions first
 /// (a removed entry's Service goes whatever else happens), then one apply of
 /// those missing or drifted.

@@ -6,7 +6,7 @@ use super::*;
 use crate::api::expose::{ExposeSpec, ExposeTarget, ExposeType};
 use crate::api::status::DatabasePhase;
 use crate::api::v1::DatabaseSpec;
-use crate::lifecycle::observed::Observed;
+use crate::lifecycle::observed::{ExposedService, Observed};
 use crate::lifecycle::tests::{async_spec, healthy_three, status};
 
 fn lb(target: ExposeTarget, class: Option<&str>) -> ExposeSpec {

@@ -76,12 +76,11 @@ pub use alarm::{STARTUP_GRACE_SECONDS, SWITCHOVER_GRACE_SECONDS};
 pub use backups::{BACKUP_HEALTHY, PRUNE_EVERY};
 pub use context::restore_pending;
 pub use deletion::SKIP_FINAL_BACKUP;
-pub use exposure::ExposedService;
 pub use migrations::tail;
 pub use observed::{
-    BackupState, BackupView, Deletion, HaView, InheritedDrift, Instance, InstanceState, JobState,
-    LeaseState, ManagerStatus, MigrationJob, Observed, Pod, PodPhase, PvcState, RestoreView,
-    RetentionPass, Routing, SyncStandbys,
+    BackupState, BackupView, Deletion, ExposedService, HaView, InheritedDrift, Instance,
+    InstanceState, JobState, LeaseState, ManagerStatus, MigrationJob, Observed, Pod, PodPhase,
+    PvcState, RestoreView, RetentionPass, Routing, SyncStandbys,
 };
 pub use plan::{Note, Plan, REQUEUE_SOON_SECONDS, REQUEUE_STEADY_SECONDS, plan};
 pub use verdict::{DEGRADED, Desired, PROGRESSING, READY, Verdict};

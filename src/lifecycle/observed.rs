@@ -32,7 +32,7 @@ pub struct Observed {
     /// PodDisruptionBudgets of this Database the builder no longer makes.
     pub surplus_budgets: Vec<String>,
     /// The Services of `spec.expose` that exist (those of earlier specs too).
-    pub exposure: Vec<super::exposure::ExposedService>,
+    pub exposure: Vec<ExposedService>,
     /// Who the Services send traffic to: pods with a ready endpoint.
     pub routing: Routing,
     /// The PostgreSQL image the spec asks for (`spec.image`, or derived from
@@ -198,6 +198,21 @@ pub struct RestoreView {
     pub unresolved: Option<String>,
     /// The restoring instance's progress (`GET /restore`).
     pub progress: Option<RestoreProgress>,
+}
+
+/// One Service of this Database's `spec.expose` (label `tusk.dev/exposed`,
+/// owned by the Database), as observed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExposedService {
+    pub name: String,
+    /// `spec.loadBalancerClass` as the Service has it.
+    pub load_balancer_class: Option<String>,
+    /// It has every field the builder gives it now, and no annotation Tusk
+    /// applied earlier that the builder no longer gives it. `false` for a
+    /// Service the spec no longer lists.
+    pub as_built: bool,
+    /// Being deleted: neither applied nor deleted again until it is gone.
+    pub terminating: bool,
 }
 
 // By hand because `Change` has no `Default`: nothing observed means nothing
