@@ -52,8 +52,9 @@ pub struct ExposeSpec {
     #[serde(rename = "type")]
     pub type_: ExposeType,
 
-    /// Who may connect, as CIDRs (`203.0.113.0/24`): the Service's
-    /// `loadBalancerSourceRanges`. Required for `LoadBalancer` (`0.0.0.0/0`
+    /// Who may connect, as CIDRs (`203.0.113.0/24`, `2001:db8::/32`; a
+    /// network, so no bits beyond the prefix: one address is `/32` or
+    /// `/128`): the Service's `loadBalancerSourceRanges`. Required for `LoadBalancer` (`0.0.0.0/0`
     /// opens it to everyone and is accepted with a warning); not accepted for
     /// `NodePort`, whose ports Kubernetes does not filter by source. Changes
     /// apply in place: the address is kept. Tusk verifies an endpoint from the
@@ -69,7 +70,8 @@ pub struct ExposeSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
 
-    /// The DNS name clients outside use (`orders.db.example.com`). It becomes
+    /// The DNS name clients outside use (`orders.db.example.com`: lowercase,
+    /// no wildcard). It becomes
     /// the ExternalDNS hostname annotation and a name on the server
     /// certificate, so `sslmode=verify-full` works from outside. Tusk does not
     /// create the DNS record.
