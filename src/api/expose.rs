@@ -14,15 +14,34 @@
 //! server certificate): `status.endpoints` says per entry what Kubernetes
 //! assigned and what the probe found, and condition `Exposed` sums it up.
 
+//!
+//! The rules beyond the schema (CIDRs, DNS names, annotation keys, the
+//! cluster's node-port range, duplicates) are in [`rules`]; the CEL rules on
+//! [`ExposeSpec`] say which fields each type takes, with the same messages.
+
+mod rules;
+
 use std::collections::BTreeMap;
 
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
+pub use rules::{
+    BadNodePortRange, EXTERNAL_DNS_HOSTNAME, NodePortRange, ONE_PER_TARGET_AND_TYPE, errors,
+    node_port_errors, warnings,
+};
+use rules::{
+    CLASS_ONLY_ON_LOAD_BALANCER, LOAD_BALANCER_NEEDS_RANGES, NO_RANGES_ON_NODE_PORT, NODE_PORT_ONLY,
+};
+
 /// One published endpoint: a Service of type `LoadBalancer` or `NodePort`
 /// routing to the primary (`rw`), the replicas (`ro`) or any instance (`r`).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.type != 'LoadBalancer' || (has(self.allowedSourceRanges) && size(self.allowedSourceRanges) > 0)").message(LOAD_BALANCER_NEEDS_RANGES).field_path(".allowedSourceRanges"))]
+#[x_kube(validation = Rule::new("self.type != 'NodePort' || !has(self.allowedSourceRanges) || size(self.allowedSourceRanges) == 0").message(NO_RANGES_ON_NODE_PORT).field_path(".allowedSourceRanges"))]
+#[x_kube(validation = Rule::new("!has(self.nodePort) || self.type == 'NodePort'").message(NODE_PORT_ONLY).field_path(".nodePort"))]
+#[x_kube(validation = Rule::new("!has(self.loadBalancerClass) || self.type == 'LoadBalancer'").message(CLASS_ONLY_ON_LOAD_BALANCER).field_path(".loadBalancerClass"))]
 pub struct ExposeSpec {
     /// What the endpoint routes to: `rw` (the primary; follows failovers and
     /// switchovers), `ro` (the replicas) or `r` (any instance).
@@ -33,14 +52,16 @@ pub struct ExposeSpec {
     #[serde(rename = "type")]
     pub type_: ExposeType,
 
-    /// Who may connect, as CIDRs (`203.0.113.0/24`): the Service's
-    /// `loadBalancerSourceRanges`. Required for `LoadBalancer` (`0.0.0.0/0`
+    /// Who may connect, as CIDRs (`203.0.113.0/24`, `2001:db8::/32`; a
+    /// network, so no bits beyond the prefix: one address is `/32` or
+    /// `/128`): the Service's `loadBalancerSourceRanges`. Required for `LoadBalancer` (`0.0.0.0/0`
     /// opens it to everyone and is accepted with a warning); not accepted for
     /// `NodePort`, whose ports Kubernetes does not filter by source. Changes
     /// apply in place: the address is kept. Tusk verifies an endpoint from the
     /// operator's pod, so include the pods' network to see `Exposed=True`
     /// (in-cluster clients reach `<db>-rw` anyway).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
     pub allowed_source_ranges: Vec<String>,
 
     /// Annotations of the Service: cloud load-balancer settings, ExternalDNS.
@@ -49,11 +70,13 @@ pub struct ExposeSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
 
-    /// The DNS name clients outside use (`orders.db.example.com`). It becomes
+    /// The DNS name clients outside use (`orders.db.example.com`: lowercase,
+    /// no wildcard). It becomes
     /// the ExternalDNS hostname annotation and a name on the server
     /// certificate, so `sslmode=verify-full` works from outside. Tusk does not
     /// create the DNS record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub hostname: Option<String>,
 
     /// `spec.loadBalancerClass` of the Service (`LoadBalancer` only). Set
@@ -71,6 +94,7 @@ pub struct ExposeSpec {
     /// The node port (`NodePort` only), within the cluster's node-port range
     /// (30000-32767 by default). Unset, Kubernetes picks one and keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
     pub node_port: Option<i32>,
 }
 
@@ -198,6 +222,7 @@ pub struct EndpointStatus {
     pub type_: ExposeType,
     /// `spec.expose[].hostname`, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub hostname: Option<String>,
     /// The addresses clients use: the load balancer's (IP or hostname), or
     /// for a `NodePort` the addresses of the nodes running the target

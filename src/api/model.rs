@@ -29,6 +29,8 @@ pub struct Defaults<'a> {
     /// Repository of the PostgreSQL image when `spec.image` is unset, without
     /// a tag (see [`image`]).
     pub postgres_repository: &'a str,
+    /// The cluster's node-port range: `spec.expose[].nodePort` must be in it.
+    pub node_ports: super::expose::NodePortRange,
 }
 
 /// A Database whose spec passed validation, resolved for the builders.
@@ -184,6 +186,7 @@ mod tests {
         let defaults = Defaults {
             store: None,
             postgres_repository: "postgres",
+            node_ports: Default::default(),
         };
         let shared =
             crate::api::validate::validated(&db, &defaults).unwrap_or_else(|e| panic!("{e:?}"));

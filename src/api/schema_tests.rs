@@ -236,3 +236,101 @@ fn the_schema_pins_types_ranges_and_formats() {
         json!(["storage", "version"])
     );
 }
+
+/// `spec.expose`: which fields each type takes, and one entry per target and
+/// type, in the schema (the webhook says the same: [`super::expose::errors`]).
+mod expose {
+    use super::*;
+    use crate::api::expose::{ExposeSpec, ExposeTarget, ExposeType};
+
+    fn entry(target: ExposeTarget, type_: ExposeType) -> ExposeSpec {
+        ExposeSpec {
+            target,
+            type_,
+            allowed_source_ranges: match type_ {
+                ExposeType::LoadBalancer => vec!["192.0.2.0/24".into()],
+                ExposeType::NodePort => Vec::new(),
+            },
+            annotations: Default::default(),
+            hostname: None,
+            load_balancer_class: None,
+            external_traffic_policy: None,
+            node_port: None,
+        }
+    }
+
+    fn messages(expose: Vec<ExposeSpec>) -> String {
+        let mut db = sample_database();
+        db.spec.expose = expose;
+        cel_messages(db.validate_cel())
+    }
+
+    #[test]
+    fn one_of_each_target_and_type_passes() {
+        let all = [ExposeTarget::Rw, ExposeTarget::Ro, ExposeTarget::R]
+            .into_iter()
+            .flat_map(|t| {
+                [
+                    entry(t, ExposeType::LoadBalancer),
+                    entry(t, ExposeType::NodePort),
+                ]
+            })
+            .collect();
+        assert_eq!(messages(all), "");
+    }
+
+    #[test]
+    fn a_load_balancer_without_source_ranges_is_refused() {
+        let mut open = entry(ExposeTarget::Rw, ExposeType::LoadBalancer);
+        open.allowed_source_ranges.clear();
+        let messages = messages(vec![open]);
+        assert!(
+            messages.contains("is required for type LoadBalancer"),
+            "{messages}"
+        );
+    }
+
+    #[test]
+    fn fields_of_the_other_type_are_refused() {
+        let mut lb = entry(ExposeTarget::Rw, ExposeType::LoadBalancer);
+        lb.node_port = Some(30_000);
+        let got = messages(vec![lb]);
+        assert!(got.contains("is only for type NodePort"), "{got}");
+
+        let mut np = entry(ExposeTarget::Rw, ExposeType::NodePort);
+        np.load_balancer_class = Some("example.com/vip".into());
+        let got = messages(vec![np]);
+        assert!(got.contains("is only for type LoadBalancer"), "{got}");
+
+        let mut np = entry(ExposeTarget::Rw, ExposeType::NodePort);
+        np.allowed_source_ranges = vec!["192.0.2.0/24".into()];
+        let got = messages(vec![np]);
+        assert!(got.contains("is not supported for type NodePort"), "{got}");
+    }
+
+    #[test]
+    fn two_entries_with_the_same_target_and_type_are_refused() {
+        let got = messages(vec![
+            entry(ExposeTarget::Rw, ExposeType::NodePort),
+            entry(ExposeTarget::Ro, ExposeType::NodePort),
+            entry(ExposeTarget::Rw, ExposeType::NodePort),
+        ]);
+        assert!(
+            got.contains("at most one entry per target and type"),
+            "{got}"
+        );
+    }
+
+    /// The API server refuses a CRD whose rules it estimates over budget; an
+    /// unbounded list under a quadratic rule is how that happens.
+    #[test]
+    fn the_lists_the_rules_walk_are_bounded() {
+        let schema =
+            serde_json::to_value(schemars::schema_for!(v1::DatabaseSpec)).expect("a schema");
+        let text = schema.to_string();
+        let expose = &schema["properties"]["expose"];
+        assert_eq!(expose["maxItems"], 6, "{text}");
+        let rules = expose["x-kubernetes-validations"].to_string();
+        assert!(rules.contains("exists_one"), "{rules}");
+    }
+}

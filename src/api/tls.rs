@@ -851,6 +851,7 @@ mod tests {
         let defaults = crate::api::model::Defaults {
             store: None,
             postgres_repository: "postgres",
+            node_ports: Default::default(),
         };
         db.spec.tls.renew_before = Some("2d".into());
         let model =

@@ -14,12 +14,12 @@ use k8s_openapi::api::core::v1::{EnvVar, NodeAffinity, Toleration, TopologySprea
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+pub use super::expose::{EndpointStatus, ExposeSpec, ExposeTarget, ExposeType, TrafficPolicy};
 pub use super::resources::{ComputeResources, ResourcesSpec};
 pub use super::status::{
     BackupPhase, BackupStatus, DatabasePhase, DatabaseStatus, InstanceRole, InstanceStatus,
     LastBackup, MigrationsStatus,
 };
-pub use super::expose::{EndpointStatus, ExposeSpec, ExposeTarget, ExposeType, TrafficPolicy};
 pub use super::tls::{TlsSecretReference, TlsSpec, TlsVersion};
 
 /// A PostgreSQL cluster managed by Tusk: a primary, streaming replicas, their
@@ -169,6 +169,7 @@ pub struct DatabaseSpec {
     /// Secret carries the URIs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 6))]
+    #[x_kube(validation = Rule::new("self.all(a, self.exists_one(b, a.target == b.target && a.type == b.type))").message(super::expose::ONE_PER_TARGET_AND_TYPE))]
     pub expose: Vec<ExposeSpec>,
 }
 

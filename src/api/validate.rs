@@ -61,7 +61,11 @@ pub fn validated(
     defaults: &Defaults<'_>,
 ) -> Result<ValidatedDatabase, Vec<FieldError>> {
     let db = store::with_default(db, defaults.store);
-    let errors = database(&db);
+    let mut errors = database(&db);
+    errors.extend(super::expose::node_port_errors(
+        &db.spec.expose,
+        defaults.node_ports,
+    ));
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -90,7 +94,8 @@ pub fn validated(
     ))
 }
 
-/// Checks a Database on its own (create, and every reconcile).
+/// Checks a Database on its own (create, and every reconcile), except what
+/// depends on the operator's settings (the node-port range: [`validated`]).
 pub fn database(db: &v1::Database) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let spec = &db.spec;
@@ -156,6 +161,7 @@ pub fn database(db: &v1::Database) -> Vec<FieldError> {
     errors.extend(super::placement::errors(spec));
     errors.extend(super::resources::errors(spec.resources.as_ref()));
     errors.extend(super::tls::errors(&spec.tls));
+    errors.extend(super::expose::errors(name, &spec.expose));
     errors
 }
 

@@ -424,6 +424,7 @@ mod tests {
             image_pull_policy: None,
             instance_env: Vec::new(),
             default_store: None,
+            node_ports: Default::default(),
         };
         Context::new(
             Client::new(service, "default"),

@@ -19,6 +19,14 @@ pub enum Action {
     },
     /// Apply the rw, ro and r Services.
     EnsureServices,
+    /// Server-side apply these Services of `spec.expose` (by name), as the
+    /// builder makes them: created, or patched in place.
+    ApplyExposure { services: Vec<String> },
+    /// Delete a Service of `spec.expose` (never anything else).
+    DeleteExposure {
+        name: String,
+        reason: ExposureRemoval,
+    },
     /// Apply the primary Lease (empty: its spec is the managers') and the
     /// ServiceAccount, Role and RoleBinding the managers hold it with.
     EnsureLeaseAccess,
@@ -183,6 +191,16 @@ pub enum BackupPurpose {
 pub use crate::contract::Bootstrap;
 pub use crate::contract::UpgradeJob;
 
+/// Why a Service of `spec.expose` is deleted; goes into the Event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExposureRemoval {
+    /// Its entry is no longer in `spec.expose`.
+    Unlisted,
+    /// Its entry's `loadBalancerClass` changed, which Kubernetes does not
+    /// allow in place: the next pass creates it again.
+    ClassChanged,
+}
+
 /// Why a pod is deleted; goes into the Event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeleteReason {
@@ -214,6 +232,8 @@ impl Action {
             Self::EnsureSecrets
             | Self::SyncPassword { .. }
             | Self::EnsureServices
+            | Self::ApplyExposure { .. }
+            | Self::DeleteExposure { .. }
             | Self::EnsureLeaseAccess
             | Self::EnsurePodDisruptionBudgets
             | Self::DeletePodDisruptionBudget { .. }

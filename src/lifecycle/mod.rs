@@ -28,6 +28,7 @@ mod configuration;
 mod context;
 pub mod cpu;
 mod deletion;
+mod exposure;
 pub mod growth;
 mod metadata;
 mod migrations;
@@ -70,16 +71,16 @@ mod tests;
 #[cfg(test)]
 mod upgrade_tests;
 
-pub use action::{Action, BackupPurpose, Bootstrap, DeleteReason, GrowReason};
+pub use action::{Action, BackupPurpose, Bootstrap, DeleteReason, ExposureRemoval, GrowReason};
 pub use alarm::{STARTUP_GRACE_SECONDS, SWITCHOVER_GRACE_SECONDS};
 pub use backups::{BACKUP_HEALTHY, PRUNE_EVERY};
 pub use context::restore_pending;
 pub use deletion::SKIP_FINAL_BACKUP;
 pub use migrations::tail;
 pub use observed::{
-    BackupState, BackupView, Deletion, HaView, InheritedDrift, Instance, InstanceState, JobState,
-    LeaseState, ManagerStatus, MigrationJob, Observed, Pod, PodPhase, PvcState, RestoreView,
-    RetentionPass, Routing, SyncStandbys,
+    BackupState, BackupView, Deletion, ExposedService, HaView, InheritedDrift, Instance,
+    InstanceState, JobState, LeaseState, ManagerStatus, MigrationJob, Observed, Pod, PodPhase,
+    PvcState, RestoreView, RetentionPass, Routing, SyncStandbys,
 };
 pub use plan::{Note, Plan, REQUEUE_SOON_SECONDS, REQUEUE_STEADY_SECONDS, plan};
 pub use verdict::{DEGRADED, Desired, PROGRESSING, READY, Verdict};

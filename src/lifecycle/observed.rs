@@ -31,6 +31,8 @@ pub struct Observed {
     pub pod_disruption_budgets: bool,
     /// PodDisruptionBudgets of this Database the builder no longer makes.
     pub surplus_budgets: Vec<String>,
+    /// The Services of `spec.expose` that exist (those of earlier specs too).
+    pub exposure: Vec<ExposedService>,
     /// Who the Services send traffic to: pods with a ready endpoint.
     pub routing: Routing,
     /// The PostgreSQL image the spec asks for (`spec.image`, or derived from
@@ -198,6 +200,21 @@ pub struct RestoreView {
     pub progress: Option<RestoreProgress>,
 }
 
+/// One Service of this Database's `spec.expose` (label `tusk.dev/exposed`,
+/// owned by the Database), as observed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExposedService {
+    pub name: String,
+    /// `spec.loadBalancerClass` as the Service has it.
+    pub load_balancer_class: Option<String>,
+    /// It has every field the builder gives it now, and no annotation Tusk
+    /// applied earlier that the builder no longer gives it. `false` for a
+    /// Service the spec no longer lists.
+    pub as_built: bool,
+    /// Being deleted: neither applied nor deleted again until it is gone.
+    pub terminating: bool,
+}
+
 // By hand because `Change` has no `Default`: nothing observed means nothing
 // to change.
 impl Default for Observed {
@@ -210,6 +227,7 @@ impl Default for Observed {
             services: false,
             pod_disruption_budgets: false,
             surplus_budgets: Vec::new(),
+            exposure: Vec::new(),
             routing: Routing::default(),
             desired_image: String::new(),
             instances: BTreeMap::new(),

@@ -2,7 +2,8 @@
 //! Each concern is a sub-planner contributing actions and verdicts
 //! (`requests`, `growth`, `objects`, `metadata`, `scheduling`, `rollout`,
 //! `upgrade`, `topology`, `roles`, `configuration`, `resize`, `serving`,
-//! `primary`, `backups`, `migrations`, `tls` (certificates, whose Secrets
+//! `primary`, `backups`, `migrations`, `exposure` (the Services of
+//! `spec.expose`), `tls` (certificates, whose Secrets
 //! come before the pods that mount them), and `deletion` for a Database
 //! being deleted); this module puts their actions
 //! in a safe order and turns the verdicts into the phase and the conditions.
@@ -242,6 +243,7 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         .collect();
     let actions: Vec<Action> = [
         objects.first,
+        super::exposure::plan(&ctx),
         tls_actions,
         metadata::plan(&ctx),
         topology.first,

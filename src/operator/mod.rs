@@ -22,6 +22,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
+use crate::api::expose::NodePortRange;
 use crate::api::v1::{Backup, Database, ObjectStore};
 use crate::controller::{self, Context, backup, database, guarded, store_credentials};
 use crate::resources::{BuildConfig, labels};
@@ -111,6 +112,11 @@ pub struct OperatorConfig {
 
     #[command(flatten)]
     pub default_store: DefaultStoreArgs,
+
+    /// The cluster's node-port range (kube-apiserver's
+    /// `--service-node-port-range`): `spec.expose[].nodePort` must be in it.
+    #[arg(long, env = "TUSK_NODE_PORT_RANGE", default_value = "30000-32767")]
+    pub node_port_range: NodePortRange,
 }
 
 /// The object store of Databases that set `spec.backup.schedule` or
@@ -168,6 +174,7 @@ impl OperatorConfig {
             image_pull_policy: self.image_pull_policy.clone().filter(|p| !p.is_empty()),
             instance_env: instance_otel_env(|name| std::env::var(name).ok()),
             default_store: self.default_store.store(),
+            node_ports: self.node_port_range,
         }
     }
 }
@@ -420,6 +427,7 @@ async fn start_webhooks(
     let state = WebhookState {
         client: Some(client.clone()),
         default_store: config.default_store.store(),
+        node_ports: config.node_port_range,
     };
     let addr = config.webhook_addr;
     tokio::spawn(async move {

@@ -20,6 +20,9 @@ pub const TUSK_INSTANCE: &str = "tusk.dev/instance";
 /// `primary` or `replica`, on instance Pods only. The operator moves it on
 /// switchover and failover; the Services and PDBs follow it.
 pub const ROLE: &str = "tusk.dev/role";
+/// On the Services of `spec.expose`: the target they route to (`rw`, `ro`,
+/// `r`). With [`DATABASE`], how the controller finds those to remove.
+pub const EXPOSED: &str = "tusk.dev/exposed";
 
 pub const NAME_VALUE: &str = "postgresql";
 pub const MANAGED_BY_VALUE: &str = "tusk";

@@ -18,6 +18,7 @@ mod backup;
 pub mod compare;
 pub mod compute;
 mod container;
+mod expose;
 mod hash;
 pub mod inherited;
 mod job;
@@ -58,6 +59,7 @@ pub use container::{
     APP_PASSWORD_ENV, DATA_MOUNT, HEALTH_PORT, INSTANCE_TOKEN_ENV, PGDATA, POSTGRES_CONTAINER,
     POSTGRES_PORT, REPLICATION_PASSWORD_ENV, SUPERUSER_PASSWORD_ENV, TUSK_BIN,
 };
+pub use expose::{exposure_labels, exposure_services};
 pub use job::terminated;
 pub use migration::{
     MIGRATION_BACKOFF_LIMIT, MIGRATION_COMPONENT, MIGRATION_CONTAINER, MIGRATION_DEADLINE_SECONDS,
@@ -101,6 +103,8 @@ pub struct BuildConfig {
     pub instance_env: Vec<(String, String)>,
     /// The operator's default object store (see [`crate::api::store`]).
     pub default_store: Option<crate::api::v1::ObjectStore>,
+    /// The cluster's node-port range (see [`crate::api::expose::NodePortRange`]).
+    pub node_ports: crate::api::expose::NodePortRange,
 }
 
 impl BuildConfig {
@@ -109,6 +113,7 @@ impl BuildConfig {
         Defaults {
             store: self.default_store.as_ref(),
             postgres_repository: &self.postgres_repository,
+            node_ports: self.node_ports,
         }
     }
 }

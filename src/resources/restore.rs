@@ -76,6 +76,7 @@ mod tests {
             image_pull_policy: None,
             instance_env: Vec::new(),
             default_store: None,
+            node_ports: Default::default(),
         };
         let model = model_of(&db, &config);
         let planned = PlannedInstance {

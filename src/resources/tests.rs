@@ -58,6 +58,7 @@ pub(super) fn config() -> BuildConfig {
         image_pull_policy: Some("IfNotPresent".into()),
         instance_env: Vec::new(),
         default_store: None,
+        node_ports: Default::default(),
     }
 }
 

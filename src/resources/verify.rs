@@ -219,6 +219,7 @@ mod tests {
             image_pull_policy: None,
             instance_env: Vec::new(),
             default_store: None,
+            node_ports: Default::default(),
         };
         let job = verify_job(&model_of(&db, &config), &backup, &source, &config);
         assert_eq!(job.name_any(), "orders-20261124020000-verify");

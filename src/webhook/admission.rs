@@ -8,6 +8,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use serde::de::DeserializeOwned;
 
+use crate::api::expose::{self, NodePortRange};
 use crate::api::model::Defaults;
 use crate::api::store;
 use crate::api::v1::{Backup, Database, ObjectStore};
@@ -64,7 +65,17 @@ pub fn database_warnings(old: &Database, new: &Database, now: Timestamp) -> Vec<
             "spec.instances is 1: the database will have no replica to fail over to".to_owned(),
         );
     }
+    warnings.extend(creation_warnings(new));
     warnings
+}
+
+/// What deserves a second look in a Database on its own, created or
+/// updated: a published endpoint open to every address.
+fn creation_warnings(db: &Database) -> Vec<String> {
+    expose::warnings(
+        db.metadata.name.as_deref().unwrap_or_default(),
+        &db.spec.expose,
+    )
 }
 
 /// A major upgrade without a recent base backup to go back to. The last
@@ -110,10 +121,12 @@ fn backup_warning(
 }
 
 /// The decision for one Database request (pure), `default_store` being the
-/// operator's default object store.
+/// operator's default object store and `node_ports` the cluster's node-port
+/// range.
 pub fn review_database(
     request: &AdmissionRequest<DynamicObject>,
     default_store: Option<&ObjectStore>,
+    node_ports: NodePortRange,
 ) -> AdmissionResponse {
     let response = AdmissionResponse::from(request);
     match request.operation {
@@ -123,10 +136,11 @@ pub fn review_database(
                 // so the model's image needs no repository.
                 let defaults = Defaults {
                     store: default_store,
+                    node_ports,
                     ..Defaults::default()
                 };
                 match validate::validated(&db, &defaults) {
-                    Ok(_) => response,
+                    Ok(_) => with_warnings(response, creation_warnings(&db)),
                     Err(errors) => deny(response, &errors),
                 }
             }
@@ -143,7 +157,8 @@ pub fn review_database(
                     }
                     let old = store::with_default(&old, default_store);
                     let new = store::with_default(&new, default_store);
-                    let errors = validate::database_update(&old, &new);
+                    let mut errors = validate::database_update(&old, &new);
+                    errors.extend(expose::node_port_errors(&new.spec.expose, node_ports));
                     if errors.is_empty() {
                         with_warnings(response, database_warnings(&old, &new, Timestamp::now()))
                     } else {
@@ -245,7 +260,11 @@ mod tests {
 
     #[test]
     fn a_valid_create_is_allowed() {
-        let response = review_database(&review("CREATE", db_json(|_| {}), None), None);
+        let response = review_database(
+            &review("CREATE", db_json(|_| {}), None),
+            None,
+            NodePortRange::default(),
+        );
         assert!(response.allowed);
         assert_eq!(response.uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
     }
@@ -264,6 +283,7 @@ mod tests {
                 None,
             ),
             None,
+            NodePortRange::default(),
         );
         assert!(!response.allowed);
         assert_eq!(response.result.code, 422);
@@ -332,7 +352,11 @@ mod tests {
         let wrong: Vec<String> = cases
             .into_iter()
             .filter_map(|(recovery, named)| {
-                let response = review_database(&review("CREATE", recovering(recovery), None), None);
+                let response = review_database(
+                    &review("CREATE", recovering(recovery), None),
+                    None,
+                    NodePortRange::default(),
+                );
                 let denied = !response.allowed
                     && response.result.code == 422
                     && response.result.message.contains(named);
@@ -340,7 +364,11 @@ mod tests {
             })
             .collect();
         assert!(wrong.is_empty(), "{wrong:#?}");
-        let response = review_database(&review("CREATE", recovering(by_name()), None), None);
+        let response = review_database(
+            &review("CREATE", recovering(by_name()), None),
+            None,
+            NodePortRange::default(),
+        );
         assert!(response.allowed, "{}", response.result.message);
     }
 
@@ -351,7 +379,11 @@ mod tests {
             db.spec.version = "15".into();
             db.spec.storage.size = "100Mi".into();
         });
-        let response = review_database(&review("UPDATE", new, Some(old)), None);
+        let response = review_database(
+            &review("UPDATE", new, Some(old)),
+            None,
+            NodePortRange::default(),
+        );
         assert!(!response.allowed);
         assert!(
             response
@@ -375,7 +407,11 @@ mod tests {
     fn scaling_down_is_allowed_with_a_warning() {
         let old = db_json(|_| {});
         let new = db_json(|db| db.spec.instances = 1);
-        let response = review_database(&review("UPDATE", new, Some(old)), None);
+        let response = review_database(
+            &review("UPDATE", new, Some(old)),
+            None,
+            NodePortRange::default(),
+        );
         assert!(response.allowed);
         let warnings = response.warnings.unwrap();
         assert!(
@@ -486,7 +522,11 @@ mod tests {
     fn the_review_carries_the_backup_warning() {
         let old = db_json(|db| db.spec.version = "15".into());
         let new = db_json(|db| db.spec.version = "17".into());
-        let response = review_database(&review("UPDATE", new, Some(old)), None);
+        let response = review_database(
+            &review("UPDATE", new, Some(old)),
+            None,
+            NodePortRange::default(),
+        );
         assert!(response.allowed);
         let warnings = response.warnings.unwrap_or_default();
         assert!(
@@ -512,6 +552,7 @@ mod tests {
                 None,
             ),
             None,
+            NodePortRange::default(),
         );
         assert!(!response.allowed);
         assert!(
@@ -531,7 +572,11 @@ mod tests {
             db.spec.version = "17".into();
             db.spec.image = Some("postgres:15".into());
         });
-        let response = review_database(&review("UPDATE", new, Some(old)), None);
+        let response = review_database(
+            &review("UPDATE", new, Some(old)),
+            None,
+            NodePortRange::default(),
+        );
         assert!(!response.allowed);
         assert!(
             response
@@ -546,7 +591,12 @@ mod tests {
     #[test]
     fn deletes_are_always_allowed() {
         assert!(
-            review_database(&review("DELETE", Value::Null, Some(db_json(|_| {}))), None).allowed
+            review_database(
+                &review("DELETE", Value::Null, Some(db_json(|_| {}))),
+                None,
+                NodePortRange::default()
+            )
+            .allowed
         );
     }
 
@@ -578,6 +628,7 @@ mod tests {
                 None,
             ),
             None,
+            NodePortRange::default(),
         );
         assert!(!response.allowed);
         assert!(
@@ -588,5 +639,86 @@ mod tests {
             "{}",
             response.result.message
         );
+    }
+
+    fn exposed(ranges: &[&str], node_port: Option<i32>) -> Value {
+        use crate::api::expose::{ExposeSpec, ExposeTarget, ExposeType};
+        let ranges: Vec<String> = ranges.iter().map(|r| (*r).to_owned()).collect();
+        db_json(|db| {
+            db.spec.expose = vec![
+                ExposeSpec {
+                    target: ExposeTarget::Rw,
+                    type_: ExposeType::LoadBalancer,
+                    allowed_source_ranges: ranges,
+                    annotations: Default::default(),
+                    hostname: None,
+                    load_balancer_class: None,
+                    external_traffic_policy: None,
+                    node_port: None,
+                },
+                ExposeSpec {
+                    target: ExposeTarget::Ro,
+                    type_: ExposeType::NodePort,
+                    allowed_source_ranges: Vec::new(),
+                    annotations: Default::default(),
+                    hostname: None,
+                    load_balancer_class: None,
+                    external_traffic_policy: None,
+                    node_port,
+                },
+            ];
+        })
+    }
+
+    #[test]
+    fn a_load_balancer_open_to_everyone_is_admitted_with_a_warning() {
+        for operation in ["CREATE", "UPDATE"] {
+            let old = (operation == "UPDATE").then(|| db_json(|_| {}));
+            let request = review(operation, exposed(&["0.0.0.0/0"], None), old);
+            let response = review_database(&request, None, NodePortRange::default());
+            assert!(response.allowed, "{operation}: {}", response.result.message);
+            let warnings = response.warnings.unwrap_or_default();
+            assert!(
+                warnings.iter().any(|w| w.starts_with(
+                    "spec.expose[0].allowedSourceRanges[0] is 0.0.0.0/0: Service orders-rw-lb"
+                )),
+                "{operation}: {warnings:?}"
+            );
+        }
+        let narrow = review("CREATE", exposed(&["192.0.2.0/24"], None), None);
+        let response = review_database(&narrow, None, NodePortRange::default());
+        assert!(response.allowed);
+        assert_eq!(response.warnings, None);
+    }
+
+    #[test]
+    fn bad_exposure_is_denied_naming_the_field_on_create_and_update() {
+        let narrow: NodePortRange = "31000-31999".parse().expect("a range");
+        for operation in ["CREATE", "UPDATE"] {
+            let old = || (operation == "UPDATE").then(|| db_json(|_| {}));
+            let bad_cidr = review(operation, exposed(&["192.0.2.0/33"], None), old());
+            let response = review_database(&bad_cidr, None, narrow);
+            assert!(!response.allowed, "{operation}");
+            assert!(
+                response.result.message.contains(
+                    "spec.expose[0].allowedSourceRanges[0]: \"192.0.2.0/33\" is not a CIDR"
+                ),
+                "{operation}: {}",
+                response.result.message
+            );
+            let outside = review(operation, exposed(&["192.0.2.0/24"], Some(30_100)), old());
+            let response = review_database(&outside, None, narrow);
+            assert!(!response.allowed, "{operation}");
+            assert_eq!(
+                response.result.message,
+                "spec.expose[1].nodePort: 30100 is outside the cluster's node-port range 31000-31999",
+                "{operation}"
+            );
+            let inside = review(operation, exposed(&["192.0.2.0/24"], Some(31_100)), old());
+            assert!(
+                review_database(&inside, None, narrow).allowed,
+                "{operation}"
+            );
+        }
     }
 }

@@ -162,6 +162,7 @@ mod tests {
             WebhookState {
                 client: None,
                 default_store: None,
+                node_ports: Default::default(),
             },
             shutdown.clone(),
         ));

@@ -23,6 +23,7 @@ use kube::core::conversion::ConversionReview;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::api::expose::NodePortRange;
 use crate::api::store;
 use crate::api::v1::{Database, ObjectStore};
 pub use error::Error;
@@ -34,6 +35,8 @@ pub struct WebhookState {
     /// The operator's default object store: a schedule or retention without
     /// `objectStore` is valid when there is one.
     pub default_store: Option<ObjectStore>,
+    /// The cluster's node-port range: `spec.expose[].nodePort` must be in it.
+    pub node_ports: NodePortRange,
 }
 
 pub fn router(state: WebhookState) -> Router {
@@ -54,7 +57,8 @@ async fn validate_database(
 ) -> Json<AdmissionReview<DynamicObject>> {
     Json(match admission::request_of(review) {
         Ok(request) => {
-            admission::review_database(&request, state.default_store.as_ref()).into_review()
+            admission::review_database(&request, state.default_store.as_ref(), state.node_ports)
+                .into_review()
         }
         Err(message) => admission::unusable(message),
     })
@@ -171,6 +175,7 @@ mod tests {
             WebhookState {
                 client: None,
                 default_store: None,
+                node_ports: Default::default(),
             },
             shutdown,
         ));
@@ -468,7 +473,7 @@ mod fuzz {
                 return Ok(());
             };
             count(&reached);
-            let response = admission::review_database(&request, None);
+            let response = admission::review_database(&request, None, NodePortRange::default());
             prop_assert_eq!(&response.uid, "u");
             // A create or update whose objects decode is judged by the
             // validator; the others are answered before it.

@@ -148,6 +148,7 @@ mod tests {
         Defaults {
             store: None,
             postgres_repository: "postgres",
+            node_ports: Default::default(),
         }
     }
 

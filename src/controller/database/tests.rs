@@ -34,6 +34,7 @@ pub(super) fn context() -> (Arc<Context>, Handle) {
         image_pull_policy: Some("IfNotPresent".into()),
         instance_env: Vec::new(),
         default_store: None,
+        node_ports: Default::default(),
     };
     (Context::new(client, metrics, reporter, build), handle)
 }
@@ -107,7 +108,16 @@ fn with_finalizer(mut db: Database) -> Database {
 
 /// Answers every request like an empty namespace would: lists are empty, and
 /// creates and applies echo the object. Returns each request's method, path and body.
-async fn serve_empty_namespace(mut handle: Handle, db: Value) -> Vec<(Method, String, Value)> {
+async fn serve_empty_namespace(handle: Handle, db: Value) -> Vec<(Method, String, Value)> {
+    serve_namespace(handle, db, Vec::new()).await
+}
+
+/// [`serve_empty_namespace`], with `services` in the list of Services.
+async fn serve_namespace(
+    mut handle: Handle,
+    db: Value,
+    services: Vec<Value>,
+) -> Vec<(Method, String, Value)> {
     let mut seen = Vec::new();
     while let Ok(Some((request, send))) =
         tokio::time::timeout(std::time::Duration::from_secs(2), handle.next_request()).await
@@ -141,7 +151,9 @@ async fn serve_empty_namespace(mut handle: Handle, db: Value) -> Vec<(Method, St
             seen.push((method, path, body));
             continue;
         }
-        let reply = if method == Method::GET {
+        let reply = if method == Method::GET && path.ends_with("/services") {
+            json!({ "apiVersion": "v1", "kind": "List", "metadata": {}, "items": services })
+        } else if method == Method::GET {
             json!({ "apiVersion": "v1", "kind": "List", "metadata": {}, "items": [] })
         } else if path.ends_with("/status") {
             db.clone()
@@ -423,4 +435,79 @@ async fn deletion_in_a_terminating_namespace_releases_without_a_final_backup() {
     });
     reconcile(Arc::new(db), ctx).await.unwrap();
     server.await.unwrap();
+}
+
+/// The Services of `spec.expose` go out with the in-cluster ones, by
+/// server-side apply as `tusk`; one whose entry is gone (this Database's,
+/// by label and owner) is deleted by uid, and nothing else is.
+#[tokio::test]
+async fn a_pass_applies_the_exposure_services_and_deletes_an_unlisted_one() {
+    use crate::api::expose::{ExposeSpec, ExposeTarget, ExposeType};
+    let (ctx, handle) = context();
+    let mut db = with_finalizer(sample_database());
+    db.metadata.uid = Some("uid-orders".into());
+    db.spec.expose = vec![ExposeSpec {
+        target: ExposeTarget::Rw,
+        type_: ExposeType::LoadBalancer,
+        allowed_source_ranges: vec!["192.0.2.0/24".into()],
+        annotations: Default::default(),
+        hostname: None,
+        load_balancer_class: None,
+        external_traffic_policy: None,
+        node_port: None,
+    }];
+    let service = |name: &str, target: &str, uid: &str| {
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {
+                "name": name, "namespace": "shop", "uid": format!("uid-{name}"),
+                "labels": { "tusk.dev/database": "orders", "tusk.dev/exposed": target },
+                "ownerReferences": [{ "apiVersion": "tusk.dev/v1", "kind": "Database",
+                    "name": "orders", "uid": uid, "controller": true }],
+            },
+            "spec": { "type": "NodePort" },
+        })
+    };
+    let server = tokio::spawn(serve_namespace(
+        handle,
+        serde_json::to_value(&db).unwrap(),
+        vec![
+            service("orders-ro-nodeport", "ro", "uid-orders"),
+            // Another Database's of the same name, gone and recreated: not ours.
+            service("orders-r-nodeport", "r", "uid-previous-orders"),
+        ],
+    ));
+    reconcile(Arc::new(db), ctx).await.unwrap();
+    let seen = server.await.unwrap();
+    let services: Vec<String> = seen
+        .iter()
+        .filter(|(_, path, _)| path.contains("/services/"))
+        .map(|(method, path, _)| format!("{method} {path}"))
+        .collect();
+    let ns = "/api/v1/namespaces/shop";
+    assert_eq!(
+        services,
+        [
+            format!("PATCH {ns}/services/orders-rw"),
+            format!("PATCH {ns}/services/orders-ro"),
+            format!("PATCH {ns}/services/orders-r"),
+            format!("DELETE {ns}/services/orders-ro-nodeport"),
+            format!("PATCH {ns}/services/orders-rw-lb"),
+        ]
+    );
+    let (_, _, deleted) = seen
+        .iter()
+        .find(|(method, _, _)| method == Method::DELETE)
+        .unwrap();
+    assert_eq!(deleted["preconditions"]["uid"], "uid-orders-ro-nodeport");
+    let (_, _, applied) = seen
+        .iter()
+        .find(|(_, path, _)| path.ends_with("/services/orders-rw-lb"))
+        .unwrap();
+    assert_eq!(applied["spec"]["type"], "LoadBalancer");
+    assert_eq!(
+        applied["spec"]["loadBalancerSourceRanges"][0],
+        "192.0.2.0/24"
+    );
+    assert_eq!(applied["metadata"]["labels"]["tusk.dev/exposed"], "rw");
 }

@@ -10,6 +10,9 @@
 //!   PostgreSQL and must never change under it. A Secret that exists is the
 //!   source of truth; only its labels and owner are re-applied. Services, PDBs
 //!   and PVCs are server-side applied with field manager `tusk`.
+//! - [`exposure`]: the Services of `spec.expose`, server-side applied with
+//!   field manager `tusk`, and deleted (by uid) when their entry is gone or
+//!   their `loadBalancerClass` changed.
 //! - [`instances`]: Pods and the instance managers' API. Pods are created, not
 //!   applied: their role label belongs to switchover and failover once they
 //!   exist, and pod specs are immutable anyway.
@@ -18,6 +21,7 @@
 //!   PVCs in place (a merge patch of those keys alone).
 
 mod backups;
+mod exposure;
 mod instances;
 mod jobs;
 mod metadata;
@@ -74,6 +78,8 @@ impl Applier<'_> {
                 instances,
             } => self.sync_password(*credential, instances).await,
             Action::EnsureServices => self.ensure_services().await,
+            Action::ApplyExposure { services } => self.apply_exposure(services).await,
+            Action::DeleteExposure { name, reason } => self.delete_exposure(name, *reason).await,
             Action::EnsureLeaseAccess => self.ensure_lease_access().await,
             Action::EnsurePodDisruptionBudgets => self.ensure_budgets().await,
             Action::DeletePodDisruptionBudget { name } => self.delete_budget(name).await,

@@ -55,6 +55,8 @@ pub struct Snapshot {
     pub job_pods: Vec<KubePod>,
     /// The Secrets' metadata (their data is never needed to observe).
     pub secrets: Vec<ObjectMeta>,
+    /// The rw, ro and r Services, and those of `spec.expose` (label
+    /// `tusk.dev/exposed`).
     pub services: Vec<Service>,
     pub pdbs: Vec<PodDisruptionBudget>,
     pub endpoints: Vec<EndpointSlice>,
@@ -174,7 +176,7 @@ pub async fn snapshot(
             })
             .partition(|p| names::serial_of(&name, &p.name_any()).is_some());
     let secrets = list_secrets(client, db, namespace).await?;
-    let services = list_services(client, &name, namespace).await?;
+    let services = list_services(client, &name, uid.as_deref(), namespace).await?;
     let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), namespace)
         .list(&params)
         .await
@@ -260,10 +262,13 @@ async fn list_secrets(
         .collect())
 }
 
-/// The rw, ro and r Services, by name.
+/// The rw, ro and r Services, by name; and those of `spec.expose` (of
+/// earlier specs too: label [`labels::EXPOSED`], owned by the Database), which
+/// only Tusk removes.
 async fn list_services(
     client: &kube::Client,
     name: &str,
+    uid: Option<&str>,
     namespace: &str,
 ) -> Result<Vec<Service>, Error> {
     let service_names = [
@@ -277,7 +282,14 @@ async fn list_services(
         .map_err(Error::kube("listing the Database's Services"))?
         .items
         .into_iter()
-        .filter(|s| service_names.contains(&s.name_any()))
+        .filter(|s| {
+            service_names.contains(&s.name_any())
+                || (s.labels().contains_key(labels::EXPOSED)
+                    && s.labels().get(labels::DATABASE).map(String::as_str) == Some(name)
+                    && s.owner_references()
+                        .iter()
+                        .any(|r| Some(r.uid.as_str()) == uid))
+        })
         .collect())
 }
 
@@ -428,6 +440,7 @@ async fn lease_access(client: &kube::Client, name: &str, namespace: &str) -> Res
 }
 
 mod cpu;
+mod exposure;
 mod reduce;
 pub mod tls;
 mod views;

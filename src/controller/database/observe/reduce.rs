@@ -108,6 +108,7 @@ pub fn reduce(
         services,
         pod_disruption_budgets,
         surplus_budgets,
+        exposure: super::exposure::exposed(model, &snapshot.services),
         routing: routing(&name, &snapshot.endpoints),
         desired_image: model.image.clone(),
         instances,

@@ -592,6 +592,7 @@ mod tests {
             image_pull_policy: None,
             instance_env: Vec::new(),
             default_store: None,
+            node_ports: Default::default(),
         };
         crate::api::validate::validated(&sample_database(), &build.defaults())
             .unwrap_or_else(|e| panic!("{}", crate::api::validate::summary(&e)))
