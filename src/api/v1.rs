@@ -14,12 +14,12 @@ use k8s_openapi::api::core::v1::{EnvVar, NodeAffinity, Toleration, TopologySprea
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+pub use super::expose::{EndpointStatus, ExposeSpec, ExposeTarget, ExposeType, TrafficPolicy};
 pub use super::resources::{ComputeResources, ResourcesSpec};
 pub use super::status::{
     BackupPhase, BackupStatus, DatabasePhase, DatabaseStatus, InstanceRole, InstanceStatus,
     LastBackup, MigrationsStatus,
 };
-pub use super::expose::{EndpointStatus, ExposeSpec, ExposeTarget, ExposeType, TrafficPolicy};
 pub use super::tls::{TlsSecretReference, TlsSpec, TlsVersion};
 
 /// A PostgreSQL cluster managed by Tusk: a primary, streaming replicas, their

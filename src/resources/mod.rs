@@ -18,6 +18,7 @@ mod backup;
 pub mod compare;
 pub mod compute;
 mod container;
+mod external_secret;
 mod hash;
 pub mod inherited;
 mod job;
@@ -58,6 +59,7 @@ pub use container::{
     APP_PASSWORD_ENV, DATA_MOUNT, HEALTH_PORT, INSTANCE_TOKEN_ENV, PGDATA, POSTGRES_CONTAINER,
     POSTGRES_PORT, REPLICATION_PASSWORD_ENV, SUPERUSER_PASSWORD_ENV, TUSK_BIN,
 };
+pub use external_secret::{AppCredentials, external_secret};
 pub use job::terminated;
 pub use migration::{
     MIGRATION_BACKOFF_LIMIT, MIGRATION_COMPONENT, MIGRATION_CONTAINER, MIGRATION_DEADLINE_SECONDS,

@@ -16,8 +16,10 @@
 //! - [`jobs`]: the upgrade Jobs and the Backup taken before an upgrade.
 //! - [`metadata`]: `spec.inheritedMetadata` put back on instance Pods and
 //!   PVCs in place (a merge patch of those keys alone).
+//! - [`exposure`]: `<db>-app-external`, applied whole or deleted.
 
 mod backups;
+mod exposure;
 mod instances;
 mod jobs;
 mod metadata;
@@ -170,6 +172,8 @@ impl Applier<'_> {
             // about to write.
             Action::RecordTargetPrimary { .. } => Ok(None),
             Action::Tls(action) => self.tls(action).await,
+            Action::ApplyExternalSecret => self.apply_external_secret().await,
+            Action::DeleteExternalSecret => self.delete_external_secret().await,
         }
     }
 

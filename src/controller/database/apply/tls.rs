@@ -275,13 +275,22 @@ impl Applier<'_> {
         SignedDuration::try_from(self.model.tls.certificate_lifetime).unwrap_or(SignedDuration::MAX)
     }
 
+    /// The names of `instance`'s server certificate: the Services', the
+    /// instance's, then the published endpoints' hostnames and addresses
+    /// (an address becomes an IP SAN).
     fn server_names(&self, instance: &str) -> Vec<String> {
+        let exposure = self
+            .snapshot
+            .tls
+            .as_ref()
+            .map(|t| t.exposure_names.as_slice())
+            .unwrap_or_default();
         crate::tls::names::server_names(
             &self.model.name,
             self.namespace,
             crate::controller::database::observe::tls::CLUSTER_DOMAIN,
             instance,
-            &[],
+            exposure,
         )
     }
 

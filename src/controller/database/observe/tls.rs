@@ -57,8 +57,12 @@ pub struct TlsMaterial {
     pub cas: BTreeMap<String, String>,
     /// Each instance's TLS Secret as read, by instance name.
     pub instances: BTreeMap<String, InstanceParts>,
-    /// The Service names every server certificate carries.
+    /// The Service names every server certificate carries (what a user's
+    /// `spec.tls.server` certificate must cover).
     pub service_names: Vec<String>,
+    /// The published endpoints' hostnames and addresses, which Tusk's
+    /// server certificates carry besides (`lifecycle::exposure`).
+    pub exposure_names: Vec<String>,
 }
 
 impl TlsMaterial {
@@ -219,6 +223,7 @@ pub fn reduce(
             CLUSTER_DOMAIN,
             &[],
         ),
+        exposure_names: crate::lifecycle::exposure::certificate_names(observed),
         ..TlsMaterial::default()
     };
     let pair = |secret: &Secret, cert: &str, key: &str| {
@@ -406,7 +411,11 @@ pub fn reduce(
         known: known.into_iter().map(|(fp, (ca, _))| (fp, ca)).collect(),
         operator,
         instances: tls_instances,
-        service_names: material.service_names.clone(),
+        service_names: [
+            material.service_names.clone(),
+            material.exposure_names.clone(),
+        ]
+        .concat(),
         settings: settings(model, user_server),
         recorded,
         now,
@@ -434,13 +443,15 @@ fn settings(model: &ValidatedDatabase, user_server: Option<UserServer>) -> Setti
     }
 }
 
+/// The planner's view of a leaf; its names are every subjectAltName, IP
+/// addresses included (a published endpoint's address is one).
 fn leaf_of(info: &CertInfo, issuer: Option<String>) -> Leaf {
     Leaf {
         serial: info.serial.clone(),
         issuer,
         not_before: info.not_before,
         not_after: info.not_after,
-        names: info.dns_names.clone(),
+        names: info.names(),
     }
 }
 
