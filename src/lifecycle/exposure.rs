@@ -161,6 +161,8 @@ fn addresses(observed: &Observed, entry: &EntryObserved) -> Vec<String> {
     };
     match entry.type_ {
         ExposeType::LoadBalancer => seen.ingress.clone(),
+        // No port, nothing published on the nodes yet.
+        ExposeType::NodePort if seen.node_port.is_none() => Vec::new(),
         ExposeType::NodePort => target_host_ips(observed, entry.target),
     }
 }

@@ -58,6 +58,8 @@ mod alarm_tests;
 #[cfg(test)]
 mod backups_tests;
 #[cfg(test)]
+mod exposure_tests;
+#[cfg(test)]
 mod migrations_tests;
 #[cfg(test)]
 mod primary_tests;
