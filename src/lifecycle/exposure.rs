@@ -91,8 +91,8 @@ pub enum ExternalSecret {
     AsBuilt,
     /// It exists and differs (or nothing can be built now).
     Differs,
-    /// It is absent and cannot be built yet (the `<db>-app` Secret is
-    /// missing); why.
+    /// It cannot be built now (the `<db>-app` Secret is missing or
+    /// incomplete); why. One that exists is left as it is.
     Unbuildable(String),
 }
 

@@ -181,19 +181,17 @@ fn compare(
     credentials: Option<Result<AppCredentials, String>>,
     existing: Option<&Secret>,
 ) -> (ExternalSecret, Option<Secret>) {
+    // Without the credentials nothing is written: one that exists is kept.
     let built = match credentials {
         Some(Ok(app)) => resources::external_secret(model, rows, &app),
-        Some(Err(why)) if existing.is_none() => {
-            return (
-                ExternalSecret::Unbuildable(format!("{}: {why}", names::app_secret(&model.name))),
-                None,
-            );
+        Some(Err(why)) => {
+            let why = format!("{}: {why}", names::app_secret(&model.name));
+            return (ExternalSecret::Unbuildable(why), None);
         }
-        None if existing.is_none() => {
+        None => {
             let why = format!("{} does not exist yet", names::app_secret(&model.name));
             return (ExternalSecret::Unbuildable(why), None);
         }
-        _ => None,
     };
     let state = match (existing, &built) {
         (None, _) => ExternalSecret::Absent,
@@ -361,5 +359,72 @@ mod tests {
             probe_all(&[None], ca().cert_pem()).await,
             vec![EndpointProbe::NotProbed]
         );
+    }
+
+    fn model() -> ValidatedDatabase {
+        let build = crate::resources::BuildConfig {
+            postgres_repository: "localhost/postgres".into(),
+            tusk_image: "localhost/tusk:dev".into(),
+            image_pull_policy: None,
+            instance_env: Vec::new(),
+            default_store: None,
+        };
+        crate::api::validate::validated(
+            &crate::api::arbitrary::sample_database(),
+            &build.defaults(),
+        )
+        .unwrap_or_else(|e| panic!("{}", crate::api::validate::summary(&e)))
+    }
+
+    #[test]
+    fn the_external_secret_is_compared_with_what_the_builder_makes() {
+        use crate::api::expose::{ExposeTarget, ExposeType};
+        let model = model();
+        let rows = |address: &str| {
+            vec![EndpointStatus {
+                service: "orders-rw-lb".into(),
+                target: ExposeTarget::Rw,
+                type_: ExposeType::LoadBalancer,
+                hostname: None,
+                addresses: vec![address.to_owned()],
+                port: Some(5432),
+                reached: true,
+                message: None,
+            }]
+        };
+        let app = || {
+            Some(Ok(AppCredentials {
+                username: "app".into(),
+                password: "pw".into(),
+                dbname: "app".into(),
+                ca_pem: "CA".into(),
+            }))
+        };
+        let (state, built) = compare(&model, &rows("192.0.2.64"), app(), None);
+        assert_eq!(state, ExternalSecret::Absent);
+        let built = built.expect("built");
+        // As the API server returns it: more metadata, the same data.
+        let mut stored = built.clone();
+        stored.metadata.resource_version = Some("7".into());
+        let (state, _) = compare(&model, &rows("192.0.2.64"), app(), Some(&stored));
+        assert_eq!(state, ExternalSecret::AsBuilt);
+        // The address moved, or a key was added by hand: applied again.
+        let (state, _) = compare(&model, &rows("192.0.2.65"), app(), Some(&stored));
+        assert_eq!(state, ExternalSecret::Differs);
+        let mut edited = stored.clone();
+        if let Some(data) = edited.data.as_mut() {
+            data.insert("extra".into(), k8s_openapi::ByteString(b"x".to_vec()));
+        }
+        let (state, _) = compare(&model, &rows("192.0.2.64"), app(), Some(&edited));
+        assert_eq!(state, ExternalSecret::Differs);
+        // Without <db>-app nothing can be built; one that exists is kept.
+        let (state, built) = compare(&model, &rows("192.0.2.64"), None, None);
+        assert_eq!(
+            state,
+            ExternalSecret::Unbuildable("orders-app does not exist yet".into())
+        );
+        assert_eq!(built, None);
+        let (state, _) = compare(&model, &rows("192.0.2.64"), None, Some(&stored));
+        assert!(matches!(state, ExternalSecret::Unbuildable(_)), "{state:?}");
     }
 }
