@@ -96,6 +96,14 @@ pub enum ExternalSecret {
     Unbuildable(String),
 }
 
+/// Where a probe goes and what the certificate must name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeTarget {
+    pub address: String,
+    pub port: i32,
+    pub name: String,
+}
+
 /// What the planner decides about the published endpoints.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExposurePlan {
@@ -201,7 +209,7 @@ fn target_host_ips(observed: &Observed, target: ExposeTarget) -> Vec<String> {
 /// that address). `None` for an entry without an address, and for one
 /// whose target has no ready instance: nothing would answer (a primary
 /// being failed over), and the pass must not wait for the timeout.
-pub fn probe_targets(observed: &Observed) -> Vec<Option<(String, i32, String)>> {
+pub fn probe_targets(observed: &Observed) -> Vec<Option<ProbeTarget>> {
     let Some(exposure) = &observed.exposure else {
         return Vec::new();
     };
@@ -212,7 +220,11 @@ pub fn probe_targets(observed: &Observed) -> Vec<Option<(String, i32, String)>> 
             let address = row.addresses.first()?.clone();
             ready_targets(observed, entry.target).next()?;
             let name = row.hostname.clone().unwrap_or_else(|| address.clone());
-            Some((address, row.port?, name))
+            Some(ProbeTarget {
+                port: row.port?,
+                address,
+                name,
+            })
         })
         .collect()
 }

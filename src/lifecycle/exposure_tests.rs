@@ -80,8 +80,15 @@ fn each_row_says_what_kubernetes_assigned_and_what_the_probe_found() {
     missing_service.seen = None;
     let mut named = reached(with_ingress(entry(Rw, Lb), "192.0.2.64"));
     named.hostname = Some("orders.db.example.com".into());
-    // (entry, addresses, port, reached, message fragment)
-    let table: Vec<(EntryObserved, Vec<&str>, Option<i32>, bool, &str)> = vec![
+    // (entry, addresses, port, reached, message)
+    type Row = (
+        EntryObserved,
+        Vec<&'static str>,
+        Option<i32>,
+        bool,
+        &'static str,
+    );
+    let table: Vec<Row> = vec![
         (named, vec!["192.0.2.64"], Some(5432), true, ""),
         (
             entry(Ro, Lb),
@@ -328,8 +335,16 @@ fn only_endpoints_with_an_address_and_a_ready_target_are_probed() {
     assert_eq!(
         probe_targets(&observed),
         vec![
-            Some(("192.0.2.64".into(), 5432, "192.0.2.64".into())),
-            Some(("192.0.2.65".into(), 5432, "orders-ro.db.example.com".into())),
+            Some(ProbeTarget {
+                address: "192.0.2.64".into(),
+                port: 5432,
+                name: "192.0.2.64".into()
+            }),
+            Some(ProbeTarget {
+                address: "192.0.2.65".into(),
+                port: 5432,
+                name: "orders-ro.db.example.com".into()
+            }),
             None,
         ]
     );

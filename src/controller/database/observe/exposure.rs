@@ -31,7 +31,7 @@ use crate::api::model::ValidatedDatabase;
 use crate::controller::Error;
 use crate::lifecycle::Observed;
 use crate::lifecycle::exposure::{
-    EndpointProbe, EntryObserved, ExposureObserved, ExternalSecret, ServiceSeen,
+    EndpointProbe, EntryObserved, ExposureObserved, ExternalSecret, ProbeTarget, ServiceSeen,
 };
 use crate::resources::{self, AppCredentials, names};
 use crate::tls::probe::{self, Negotiation};
@@ -208,9 +208,14 @@ fn compare(
 }
 
 /// One handshake per target, all at once, in order; `None` is not probed.
-async fn probe_all(targets: &[Option<(String, i32, String)>], bundle: &str) -> Vec<EndpointProbe> {
+async fn probe_all(targets: &[Option<ProbeTarget>], bundle: &str) -> Vec<EndpointProbe> {
     let probes = targets.iter().map(|target| async move {
-        let Some((address, port, name)) = target else {
+        let Some(ProbeTarget {
+            address,
+            port,
+            name,
+        }) = target
+        else {
             return EndpointProbe::NotProbed;
         };
         match tokio::time::timeout(PROBE_TIMEOUT, handshake(address, *port, name, bundle)).await {
@@ -293,8 +298,12 @@ mod tests {
         assert_eq!(seen(&Service::default()), ServiceSeen::default());
     }
 
-    fn target(address: &str, port: i32, name: &str) -> Option<(String, i32, String)> {
-        Some((address.to_owned(), port, name.to_owned()))
+    fn target(address: &str, port: i32, name: &str) -> Option<ProbeTarget> {
+        Some(ProbeTarget {
+            address: address.to_owned(),
+            port,
+            name: name.to_owned(),
+        })
     }
 
     /// A PostgreSQL-like TLS server on loopback presenting a leaf for `names`.
