@@ -25,6 +25,9 @@ use crate::resources::POSTGRES_PORT;
 
 use super::action::Action;
 use super::observed::{Observed, Pod, PodPhase};
+pub use super::published::{
+    EndpointProbe, EntryObserved, ExposureObserved, ExternalSecret, ServiceSeen,
+};
 use super::verdict::Desired;
 
 /// The condition type summing up the published endpoints.
@@ -33,68 +36,6 @@ pub const EXPOSED: &str = "Exposed";
 /// How soon to look again while an endpoint with an address was not
 /// reached: the probe's outcome is not watched, only a new pass sees it.
 pub const REQUEUE_UNREACHED_SECONDS: u64 = 30;
-
-/// What the controller observed of `spec.expose`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ExposureObserved {
-    /// One per `spec.expose` entry, in the spec's order.
-    pub entries: Vec<EntryObserved>,
-    /// The operator pod's own address (`POD_IP`), to tell a user whose
-    /// `allowedSourceRanges` leave the probe out.
-    pub operator_address: Option<String>,
-    /// The `<db>-app-external` Secret, against what the builder makes.
-    pub external_secret: ExternalSecret,
-}
-
-/// One `spec.expose` entry and what Kubernetes did with it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EntryObserved {
-    pub target: ExposeTarget,
-    pub type_: ExposeType,
-    pub hostname: Option<String>,
-    pub allowed_source_ranges: Vec<String>,
-    /// The Service's name (`api::expose::service_name`).
-    pub service: String,
-    /// The Service, when it exists.
-    pub seen: Option<ServiceSeen>,
-    /// The handshake through the first address, when there was one.
-    pub probe: EndpointProbe,
-}
-
-/// What a published Service says of its addresses.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ServiceSeen {
-    /// `status.loadBalancer.ingress`: each entry's IP, else its hostname.
-    pub ingress: Vec<String>,
-    /// `spec.ports[0].nodePort`.
-    pub node_port: Option<i32>,
-}
-
-/// The outcome of the handshake through an endpoint.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum EndpointProbe {
-    /// No address to probe (or not probed in this pass).
-    #[default]
-    NotProbed,
-    /// PostgreSQL answered and presented a certificate that verified.
-    Reached,
-    /// Why it failed, in plain words.
-    Failed(String),
-}
-
-/// `<db>-app-external` as observed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum ExternalSecret {
-    #[default]
-    Absent,
-    /// It holds exactly what the builder makes from this pass.
-    AsBuilt,
-    /// It exists and differs (or nothing can be built now).
-    Differs,
-    /// It cannot be built now (the `<db>-app` Secret is missing or
-    /// incomplete); why. One that exists is left as it is.
-    Unbuildable(String),
-}
 
 /// Where a probe goes and what the certificate must name.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -419,7 +360,7 @@ pub fn certificate_names(observed: &Observed) -> Vec<String> {
     };
     let mut names: Vec<String> = Vec::new();
     let mut add = |name: &str| {
-        let name = canonical(name);
+        let name = crate::tls::names::canonical(name);
         if !name.is_empty() && !names.contains(&name) {
             names.push(name);
         }
@@ -439,13 +380,4 @@ pub fn certificate_names(observed: &Observed) -> Vec<String> {
         }
     }
     names
-}
-
-/// An IP address as Rust prints it (`0::1` → `::1`), a DNS name in lower
-/// case: how certificate names are compared.
-pub fn canonical(name: &str) -> String {
-    match name.parse::<IpAddr>() {
-        Ok(ip) => ip.to_string(),
-        Err(_) => name.trim_end_matches('.').to_ascii_lowercase(),
-    }
 }

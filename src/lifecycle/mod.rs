@@ -38,6 +38,7 @@ mod objects;
 mod observed;
 mod plan;
 mod primary;
+mod published;
 mod requests;
 mod resize;
 mod roles;

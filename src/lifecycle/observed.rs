@@ -87,7 +87,7 @@ pub struct Observed {
     /// The published endpoints (`spec.expose`) and the probes through them
     /// (`lifecycle::exposure`); `None` where they are not observed (tests
     /// of other concerns): nothing about them is planned then.
-    pub exposure: Option<super::exposure::ExposureObserved>,
+    pub exposure: Option<super::published::ExposureObserved>,
 }
 
 /// Objects whose inherited metadata drifted, by name.

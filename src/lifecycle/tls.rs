@@ -618,7 +618,7 @@ fn reason(
 /// pod being recreated) must not reissue every leaf twice; the next
 /// reissue drops it.
 fn server_names_ok(held: &[String], required: &[String]) -> bool {
-    use crate::lifecycle::exposure::canonical;
+    use crate::tls::names::canonical;
     let held: BTreeSet<String> = held.iter().map(|n| canonical(n)).collect();
     let required: BTreeSet<String> = required.iter().map(|n| canonical(n)).collect();
     required.is_subset(&held)
