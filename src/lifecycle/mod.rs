@@ -29,7 +29,7 @@ mod configuration;
 mod context;
 pub mod cpu;
 mod deletion;
-pub mod exposure;
+pub mod endpoints;
 pub mod growth;
 mod metadata;
 mod migrations;
@@ -59,7 +59,7 @@ mod alarm_tests;
 #[cfg(test)]
 mod backups_tests;
 #[cfg(test)]
-mod exposure_tests;
+mod endpoints_tests;
 #[cfg(test)]
 mod migrations_tests;
 #[cfg(test)]
@@ -80,7 +80,7 @@ pub use alarm::{STARTUP_GRACE_SECONDS, SWITCHOVER_GRACE_SECONDS};
 pub use backups::{BACKUP_HEALTHY, PRUNE_EVERY};
 pub use context::restore_pending;
 pub use deletion::SKIP_FINAL_BACKUP;
-pub use exposure::EXPOSED;
+pub use endpoints::EXPOSED;
 pub use migrations::tail;
 pub use observed::{
     BackupState, BackupView, Deletion, HaView, InheritedDrift, Instance, InstanceState, JobState,

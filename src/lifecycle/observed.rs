@@ -85,9 +85,9 @@ pub struct Observed {
     /// concerns): nothing about TLS is planned then.
     pub tls: Option<super::tls::TlsObserved>,
     /// The published endpoints (`spec.expose`) and the probes through them
-    /// (`lifecycle::exposure`); `None` where they are not observed (tests
+    /// (`lifecycle::endpoints`); `None` where they are not observed (tests
     /// of other concerns): nothing about them is planned then.
-    pub exposure: Option<super::published::ExposureObserved>,
+    pub published: Option<super::published::ExposureObserved>,
 }
 
 /// Objects whose inherited metadata drifted, by name.
@@ -235,7 +235,7 @@ impl Default for Observed {
             last_retention: None,
             inherited_drift: InheritedDrift::default(),
             tls: None,
-            exposure: None,
+            published: None,
         }
     }
 }

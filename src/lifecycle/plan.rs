@@ -3,7 +3,7 @@
 //! (`requests`, `growth`, `objects`, `metadata`, `scheduling`, `rollout`,
 //! `upgrade`, `topology`, `roles`, `configuration`, `resize`, `serving`,
 //! `primary`, `backups`, `migrations`, `tls` (certificates, whose Secrets
-//! come before the pods that mount them), `exposure` (the published
+//! come before the pods that mount them), `endpoints` (the published
 //! endpoints' status rows, `Exposed` and the `<db>-app-external` Secret;
 //! never a gate on `Ready`), and `deletion` for a Database
 //! being deleted); this module puts their actions
@@ -20,7 +20,7 @@ pub use super::note::Note;
 use super::observed::Observed;
 use super::verdict::{self, Desired, Verdict};
 use super::{
-    alarm, backups, configuration, deletion, exposure, growth, metadata, migrations, objects,
+    alarm, backups, configuration, deletion, endpoints, growth, metadata, migrations, objects,
     primary, requests, roles, rollout, scheduling, serving, tls, topology, upgrade,
 };
 
@@ -462,7 +462,7 @@ impl Plan {
     /// on a settled Database), when to look again, and the record of a new
     /// target before the promotion that makes it primary.
     fn finish(&mut self, ctx: &Context, next_run_seconds: Option<u64>) {
-        let exposure = exposure::plan(ctx.observed);
+        let exposure = endpoints::plan(ctx.observed);
         let exposure_requeue = exposure.as_ref().and_then(|e| e.requeue_seconds);
         if let Some(exposure) = exposure {
             self.actions.extend(exposure.actions);

@@ -222,7 +222,7 @@ pub struct TlsObserved {
     /// The names every server certificate carries besides its instance's
     /// name: the Services' (`tls::names::service_names`), then the
     /// published endpoints' hostnames and addresses
-    /// (`lifecycle::exposure::certificate_names`).
+    /// (`lifecycle::endpoints::certificate_names`).
     pub service_names: Vec<String>,
     pub settings: Settings,
     /// `status.tls.stage` as last recorded: only to tell a change.

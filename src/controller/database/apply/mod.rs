@@ -16,10 +16,10 @@
 //! - [`jobs`]: the upgrade Jobs and the Backup taken before an upgrade.
 //! - [`metadata`]: `spec.inheritedMetadata` put back on instance Pods and
 //!   PVCs in place (a merge patch of those keys alone).
-//! - [`exposure`]: `<db>-app-external`, applied whole or deleted.
+//! - [`external_secret`]: `<db>-app-external`, applied whole or deleted.
 
 mod backups;
-mod exposure;
+mod external_secret;
 mod instances;
 mod jobs;
 mod metadata;

@@ -85,7 +85,7 @@ pub struct Snapshot {
     /// ([`tls::client_tls`]), read before the managers were polled.
     pub client_tls: Option<ClientTls>,
     /// `<db>-app-external` as built this pass, for the apply step
-    /// ([`exposure::probe_and_secret`]); `None` when nothing can be built.
+    /// ([`endpoints::probe_and_secret`]); `None` when nothing can be built.
     pub external_secret: Option<Secret>,
 }
 
@@ -435,7 +435,7 @@ async fn lease_access(client: &kube::Client, name: &str, namespace: &str) -> Res
 }
 
 mod cpu;
-pub mod exposure;
+pub mod endpoints;
 mod reduce;
 pub mod tls;
 mod views;

@@ -128,7 +128,7 @@ pub fn reduce(
         inherited_drift: inherited_drift(model, snapshot),
         // Filled by `tls::observe`, which reads the Secrets' data.
         tls: None,
-        exposure: None,
+        published: None,
     }
 }
 

@@ -236,7 +236,7 @@ pub fn reduce(
             CLUSTER_DOMAIN,
             &[],
         ),
-        exposure_names: crate::lifecycle::exposure::certificate_names(observed),
+        exposure_names: crate::lifecycle::endpoints::certificate_names(observed),
         ..TlsMaterial::default()
     };
     let pair = |secret: &Secret, cert: &str, key: &str| {
@@ -719,7 +719,7 @@ mod exposure_tests {
 
     use super::*;
     use crate::api::expose::{ExposeTarget, ExposeType};
-    use crate::lifecycle::exposure::{
+    use crate::lifecycle::endpoints::{
         EndpointProbe, EntryObserved, ExposureObserved, ExternalSecret, ServiceSeen,
     };
     use crate::lifecycle::tls::{LeafKind, TlsAction};
@@ -774,7 +774,7 @@ mod exposure_tests {
                 ..Instance::default()
             },
         );
-        observed.exposure = Some(ExposureObserved {
+        observed.published = Some(ExposureObserved {
             entries: vec![EntryObserved {
                 target: ExposeTarget::Rw,
                 type_: ExposeType::LoadBalancer,

@@ -11,7 +11,7 @@
 //!    `ca.crt` clients get) for the entry's `hostname`, else that address;
 //!    all at once, each within [`PROBE_TIMEOUT`], none for an entry without
 //!    an address or whose target has no ready instance
-//!    (`lifecycle::exposure::probe_targets`), so a failover pass is never
+//!    (`lifecycle::endpoints::probe_targets`), so a failover pass is never
 //!    held up by a probe of the primary it replaces. Then
 //!    `<db>-app-external` as built from `<db>-app` and the endpoints,
 //!    against the one that exists.
@@ -30,7 +30,7 @@ use crate::api::expose::{EndpointStatus, external_secret_name, service_name};
 use crate::api::model::ValidatedDatabase;
 use crate::controller::Error;
 use crate::lifecycle::Observed;
-use crate::lifecycle::exposure::{
+use crate::lifecycle::endpoints::{
     EndpointProbe, EntryObserved, ExposureObserved, ExternalSecret, ProbeTarget, ServiceSeen,
 };
 use crate::resources::{self, AppCredentials, names};
@@ -53,7 +53,7 @@ pub fn operator_address() -> Option<String> {
 }
 
 /// Step 1: each `spec.expose` entry's Service, read by name, into
-/// `observed.exposure` (probes and the Secret come in step 2).
+/// `observed.published` (probes and the Secret come in step 2).
 pub async fn services(
     client: &kube::Client,
     model: &ValidatedDatabase,
@@ -85,7 +85,7 @@ pub async fn services(
     } else {
         ExternalSecret::Absent
     };
-    observed.exposure = Some(ExposureObserved {
+    observed.published = Some(ExposureObserved {
         entries,
         operator_address: operator_address(),
         external_secret,
@@ -124,7 +124,7 @@ pub async fn probe_and_secret(
     snapshot: &mut Snapshot,
     observed: &mut Observed,
 ) -> Result<(), Error> {
-    let Some(exposure) = observed.exposure.as_ref() else {
+    let Some(exposure) = observed.published.as_ref() else {
         return Ok(());
     };
     if exposure.entries.is_empty() {
@@ -157,13 +157,13 @@ pub async fn probe_and_secret(
         Some(Ok(c)) => c.ca_pem.clone(),
         _ => fallback,
     };
-    let rows = crate::lifecycle::exposure::endpoints(observed);
+    let rows = crate::lifecycle::endpoints::endpoints(observed);
     let probes = probe_all(
-        &crate::lifecycle::exposure::probe_targets(observed),
+        &crate::lifecycle::endpoints::probe_targets(observed),
         &bundle,
     )
     .await;
-    if let Some(exposure) = observed.exposure.as_mut() {
+    if let Some(exposure) = observed.published.as_mut() {
         for (entry, probe) in exposure.entries.iter_mut().zip(probes) {
             entry.probe = probe;
         }

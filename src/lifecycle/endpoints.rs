@@ -60,7 +60,7 @@ pub struct ExposurePlan {
 /// The plan for the published endpoints; `None` where they are not
 /// observed (tests of other concerns): the recorded rows are kept then.
 pub fn plan(observed: &Observed) -> Option<ExposurePlan> {
-    let exposure = observed.exposure.as_ref()?;
+    let exposure = observed.published.as_ref()?;
     let endpoints = endpoints(observed);
     let unreached = endpoints
         .iter()
@@ -75,7 +75,7 @@ pub fn plan(observed: &Observed) -> Option<ExposurePlan> {
 
 /// The rows of `status.endpoints`, in the spec's order.
 pub fn endpoints(observed: &Observed) -> Vec<EndpointStatus> {
-    let Some(exposure) = &observed.exposure else {
+    let Some(exposure) = &observed.published else {
         return Vec::new();
     };
     exposure
@@ -151,7 +151,7 @@ fn target_host_ips(observed: &Observed, target: ExposeTarget) -> Vec<String> {
 /// whose target has no ready instance: nothing would answer (a primary
 /// being failed over), and the pass must not wait for the timeout.
 pub fn probe_targets(observed: &Observed) -> Vec<Option<ProbeTarget>> {
-    let Some(exposure) = &observed.exposure else {
+    let Some(exposure) = &observed.published else {
         return Vec::new();
     };
     endpoints(observed)
@@ -355,7 +355,7 @@ fn secret_actions(exposure: &ExposureObserved, endpoints: &[EndpointStatus]) -> 
 /// may come to run the target). Addresses in their canonical form, once
 /// each, in the spec's order.
 pub fn certificate_names(observed: &Observed) -> Vec<String> {
-    let Some(exposure) = &observed.exposure else {
+    let Some(exposure) = &observed.published else {
         return Vec::new();
     };
     let mut names: Vec<String> = Vec::new();

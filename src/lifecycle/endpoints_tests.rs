@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use crate::api::expose::{ExposeTarget, ExposeType, service_name};
 use crate::api::status::DatabasePhase as P;
 
-use super::exposure::*;
+use super::endpoints::*;
 use super::tests::{async_spec, condition, healthy_three, status};
 use super::{Action, Observed, READY, plan};
 
@@ -62,7 +62,7 @@ fn exposing(entries: Vec<EntryObserved>) -> Observed {
             pod.host_ip = Some(format!("10.0.0.{serial}"));
         }
     }
-    observed.exposure = Some(ExposureObserved {
+    observed.published = Some(ExposureObserved {
         entries,
         operator_address: Some("198.18.0.7".into()),
         external_secret: ExternalSecret::Absent,
@@ -71,7 +71,7 @@ fn exposing(entries: Vec<EntryObserved>) -> Observed {
 }
 
 fn decided(observed: &Observed) -> ExposurePlan {
-    super::exposure::plan(observed).expect("exposure observed")
+    super::endpoints::plan(observed).expect("exposure observed")
 }
 
 #[test]
@@ -128,7 +128,7 @@ fn each_row_says_what_kubernetes_assigned_and_what_the_probe_found() {
     ];
     for (entry, addresses, port, reached, message) in table {
         let service = entry.service.clone();
-        let rows = super::exposure::endpoints(&exposing(vec![entry]));
+        let rows = super::endpoints::endpoints(&exposing(vec![entry]));
         let row = &rows[0];
         assert_eq!(row.service, service);
         assert_eq!(row.addresses, addresses, "{service}");
@@ -158,7 +158,7 @@ fn a_node_port_publishes_the_nodes_that_run_the_target() {
         .as_mut()
         .unwrap()
         .host_ip = Some("10.0.0.2".into());
-    let rows = super::exposure::endpoints(&observed);
+    let rows = super::endpoints::endpoints(&observed);
     assert_eq!(rows[0].addresses, ["10.0.0.1"]);
     assert_eq!(rows[1].addresses, ["10.0.0.2"]);
     assert_eq!(rows[2].addresses, ["10.0.0.1", "10.0.0.2"]);
@@ -170,7 +170,7 @@ fn a_node_port_publishes_the_nodes_that_run_the_target() {
         .as_mut()
         .unwrap()
         .ready = false;
-    let rows = super::exposure::endpoints(&observed);
+    let rows = super::endpoints::endpoints(&observed);
     assert!(rows[0].addresses.is_empty());
     assert_eq!(
         rows[0].message.as_deref(),
@@ -232,7 +232,7 @@ fn a_failed_probe_names_the_operator_address_outside_the_source_ranges() {
         let mut lb = failed(with_ingress(entry(Rw, Lb), "192.0.2.64"), "timed out");
         lb.allowed_source_ranges = ranges.iter().map(|r| (*r).to_owned()).collect();
         let mut observed = exposing(vec![lb]);
-        if let Some(exposure) = observed.exposure.as_mut() {
+        if let Some(exposure) = observed.published.as_mut() {
             exposure.operator_address = operator.map(str::to_owned);
         }
         decided(&observed).endpoints[0]
@@ -316,7 +316,7 @@ fn the_external_secret_follows_the_addresses_and_the_spec() {
     ];
     for (entries, state, actions) in table {
         let mut observed = exposing(entries);
-        if let Some(exposure) = observed.exposure.as_mut() {
+        if let Some(exposure) = observed.published.as_mut() {
             exposure.external_secret = state.clone();
         }
         assert_eq!(decided(&observed).actions, actions, "{state:?}");
@@ -360,7 +360,7 @@ fn only_endpoints_with_an_address_and_a_ready_target_are_probed() {
         .ready = false;
     assert_eq!(probe_targets(&observed)[0], None);
     assert_eq!(
-        super::exposure::endpoints(&observed)[0].message.as_deref(),
+        super::endpoints::endpoints(&observed)[0].message.as_deref(),
         Some("192.0.2.64:5432 not probed: no ready instance runs the primary")
     );
 }
