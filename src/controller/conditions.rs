@@ -4,7 +4,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-pub use crate::lifecycle::{DEGRADED, Desired, PROGRESSING, READY};
+pub use crate::lifecycle::{DEGRADED, Desired, EXPOSED, PROGRESSING, READY};
 
 fn status_str(status: bool) -> &'static str {
     if status { "True" } else { "False" }

@@ -165,6 +165,11 @@ pub enum Action {
     /// A step of the TLS lifecycle (`lifecycle::tls`): a CA, the operator's
     /// identity, an instance's TLS Secret, a CA promotion.
     Tls(super::tls::TlsAction),
+    /// Server-side apply `<db>-app-external` as built from this pass's
+    /// published endpoints and the `<db>-app` credentials.
+    ApplyExternalSecret,
+    /// Delete `<db>-app-external`: nothing is published any more.
+    DeleteExternalSecret,
 }
 
 /// Why a volume grows; goes into the Event.
@@ -243,7 +248,9 @@ impl Action {
             | Self::RecordTargetPrimary { .. }
             | Self::DeleteJob { .. }
             | Self::DropSlot { .. }
-            | Self::RestoreInheritedMetadata { .. } => None,
+            | Self::RestoreInheritedMetadata { .. }
+            | Self::ApplyExternalSecret
+            | Self::DeleteExternalSecret => None,
             Self::Tls(action) => action.instance().map(str::to_owned),
             Self::RunUpgradeJob { instance, .. } => Some(instance.clone()),
             Self::RunRetention { primary, .. } => Some(primary.clone()),

@@ -15,7 +15,8 @@
 //! them: instances and their roles, failover and switchover (`primary`),
 //! rolling updates and major upgrades, scheduled backups, retention and the
 //! final backup, schema migrations, volumes that grow (`growth`),
-//! certificates and CA rotations (`tls`). Whether an instance that does not serve
+//! certificates and CA rotations (`tls`), the published endpoints
+//! (`exposure`). Whether an instance that does not serve
 //! is an alarm (`Degraded`) or progress (starting for the first time, a
 //! switchover under way) is decided once, in `alarm`. [`Observed`] carries
 //! everything they decide on, the pass's time included, so the same inputs
@@ -28,6 +29,7 @@ mod configuration;
 mod context;
 pub mod cpu;
 mod deletion;
+pub mod endpoints;
 mod exposure;
 pub mod growth;
 mod metadata;
@@ -37,6 +39,7 @@ mod objects;
 mod observed;
 mod plan;
 mod primary;
+mod published;
 mod requests;
 mod resize;
 mod roles;
@@ -57,6 +60,8 @@ mod alarm_tests;
 #[cfg(test)]
 mod backups_tests;
 #[cfg(test)]
+mod endpoints_tests;
+#[cfg(test)]
 mod migrations_tests;
 #[cfg(test)]
 mod primary_tests;
@@ -76,6 +81,7 @@ pub use alarm::{STARTUP_GRACE_SECONDS, SWITCHOVER_GRACE_SECONDS};
 pub use backups::{BACKUP_HEALTHY, PRUNE_EVERY};
 pub use context::restore_pending;
 pub use deletion::SKIP_FINAL_BACKUP;
+pub use endpoints::EXPOSED;
 pub use migrations::tail;
 pub use observed::{
     BackupState, BackupView, Deletion, ExposedService, HaView, InheritedDrift, Instance,

@@ -86,6 +86,10 @@ pub struct Observed {
     /// (`lifecycle::tls`); `None` where TLS is not observed (tests of other
     /// concerns): nothing about TLS is planned then.
     pub tls: Option<super::tls::TlsObserved>,
+    /// The published endpoints (`spec.expose`) and the probes through them
+    /// (`lifecycle::endpoints`); `None` where they are not observed (tests
+    /// of other concerns): nothing about them is planned then.
+    pub published: Option<super::published::ExposureObserved>,
 }
 
 /// Objects whose inherited metadata drifted, by name.
@@ -249,6 +253,7 @@ impl Default for Observed {
             last_retention: None,
             inherited_drift: InheritedDrift::default(),
             tls: None,
+            published: None,
         }
     }
 }
@@ -337,6 +342,9 @@ pub struct Pod {
     pub tls: bool,
     /// The node it was scheduled to.
     pub node: Option<String>,
+    /// `status.hostIP`: the node's address, which a `NodePort` endpoint
+    /// publishes.
+    pub host_ip: Option<String>,
     /// Leader selection as its manager reports it (when it answered and takes part).
     pub ha: Option<HaView>,
     /// `metadata.creationTimestamp`: how long it has had to start (see

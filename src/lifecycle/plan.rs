@@ -4,7 +4,9 @@
 //! `upgrade`, `topology`, `roles`, `configuration`, `resize`, `serving`,
 //! `primary`, `backups`, `migrations`, `exposure` (the Services of
 //! `spec.expose`), `tls` (certificates, whose Secrets
-//! come before the pods that mount them), and `deletion` for a Database
+//! come before the pods that mount them), `endpoints` (the published
+//! endpoints' status rows, `Exposed` and the `<db>-app-external` Secret;
+//! never a gate on `Ready`), and `deletion` for a Database
 //! being deleted); this module puts their actions
 //! in a safe order and turns the verdicts into the phase and the conditions.
 //! Every decision of a pass is made here: the controller only carries the
@@ -19,8 +21,8 @@ pub use super::note::Note;
 use super::observed::Observed;
 use super::verdict::{self, Desired, Verdict};
 use super::{
-    alarm, backups, configuration, deletion, growth, metadata, migrations, objects, primary,
-    requests, roles, rollout, scheduling, serving, tls, topology, upgrade,
+    alarm, backups, configuration, deletion, endpoints, growth, metadata, migrations, objects,
+    primary, requests, roles, rollout, scheduling, serving, tls, topology, upgrade,
 };
 
 /// Requeue delay while something is under way or unclear: instance managers are
@@ -87,6 +89,11 @@ pub struct Plan {
     /// The TLS part: stage, `Certificates`, `status.tls`; `None` where TLS
     /// is not observed.
     pub tls: Option<tls::TlsPlan>,
+    /// What to record as `status.endpoints`; `None` keeps the recorded
+    /// ones (the published endpoints were not observed).
+    pub endpoints: Option<Vec<crate::api::expose::EndpointStatus>>,
+    /// `Exposed`, beside the others; `None` while `spec.expose` is empty.
+    exposed: Option<Desired>,
 }
 
 impl Plan {
@@ -122,6 +129,8 @@ impl Plan {
             switching: false,
             ready_message: String::new(),
             tls: None,
+            endpoints: None,
+            exposed: None,
         }
     }
 
@@ -166,6 +175,7 @@ impl Plan {
         self.conditions.extend(self.backup.clone());
         self.conditions
             .extend(self.tls.as_ref().map(|t| t.certificates.clone()));
+        self.conditions.extend(self.exposed.clone());
     }
 }
 
@@ -311,6 +321,8 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
         switching,
         ready_message: topology.message,
         tls,
+        endpoints: None,
+        exposed: None,
     };
     plan.settle();
     plan.finish(&ctx, backups.next_run_seconds);
@@ -439,6 +451,8 @@ fn held(
         switching: false,
         ready_message: String::new(),
         tls: None,
+        endpoints: None,
+        exposed: None,
     };
     plan.settle();
     plan.finish(ctx, backups.next_run_seconds);
@@ -450,6 +464,14 @@ impl Plan {
     /// on a settled Database), when to look again, and the record of a new
     /// target before the promotion that makes it primary.
     fn finish(&mut self, ctx: &Context, next_run_seconds: Option<u64>) {
+        let exposure = endpoints::plan(ctx.observed);
+        let exposure_requeue = exposure.as_ref().and_then(|e| e.requeue_seconds);
+        if let Some(exposure) = exposure {
+            self.actions.extend(exposure.actions);
+            self.endpoints = Some(exposure.endpoints);
+            self.exposed = exposure.condition;
+            self.settle();
+        }
         let migration = migrations::plan(ctx, self.phase == DatabasePhase::Ready);
         self.actions.extend(migration.actions());
         self.migrations = migration.status;
@@ -458,10 +480,15 @@ impl Plan {
             self.add(verdict);
         }
         let watch = migration.watch.then_some(migrations::POLL_SECONDS);
-        self.requeue_after_seconds = [self.requeue_after_seconds, next_run_seconds, watch]
-            .into_iter()
-            .flatten()
-            .min();
+        self.requeue_after_seconds = [
+            self.requeue_after_seconds,
+            next_run_seconds,
+            watch,
+            exposure_requeue,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         let recorded = ctx.previous.and_then(|s| s.target_primary.as_deref());
         if let Some(at) = self.actions.iter().position(|a| a.new_primary().is_some())
             && self.target_primary.as_deref() != recorded

@@ -219,8 +219,10 @@ pub struct TlsObserved {
     pub operator: Option<Leaf>,
     /// By instance name: those that exist and those about to be created.
     pub instances: BTreeMap<String, InstanceTls>,
-    /// The DNS names every server certificate carries besides its
-    /// instance's name (the Services', `tls::names::service_names`).
+    /// The names every server certificate carries besides its instance's
+    /// name: the Services' (`tls::names::service_names`), then the
+    /// published endpoints' hostnames and addresses
+    /// (`lifecycle::endpoints::certificate_names`).
     pub service_names: Vec<String>,
     pub settings: Settings,
     /// `status.tls.stage` as last recorded: only to tell a change.
@@ -594,10 +596,7 @@ fn reason(
 ) -> Option<&'static str> {
     let issuer = leaf.issuer.as_deref().and_then(|fp| observed.known.get(fp));
     let names_ok = match kind {
-        LeafKind::Server => {
-            let held: BTreeSet<&String> = leaf.names.iter().collect();
-            held == server_names(observed, name).iter().collect()
-        }
+        LeafKind::Server => server_names_ok(&leaf.names, &server_names(observed, name)),
         LeafKind::Api => leaf.names == [name.to_owned()],
         LeafKind::Replication => true,
     };
@@ -613,7 +612,23 @@ fn reason(
     }
 }
 
-/// The DNS names instance `name`'s server certificate must carry.
+/// A server leaf has the right names when it carries every required one
+/// and no DNS name beyond them. An address beyond them is tolerated: a
+/// published node's address that went away for a moment (its instance's
+/// pod being recreated) must not reissue every leaf twice; the next
+/// reissue drops it.
+fn server_names_ok(held: &[String], required: &[String]) -> bool {
+    use crate::tls::names::canonical;
+    let held: BTreeSet<String> = held.iter().map(|n| canonical(n)).collect();
+    let required: BTreeSet<String> = required.iter().map(|n| canonical(n)).collect();
+    required.is_subset(&held)
+        && held
+            .difference(&required)
+            .all(|n| n.parse::<std::net::IpAddr>().is_ok())
+}
+
+/// The names instance `name`'s server certificate must carry (DNS names,
+/// and the published endpoints' addresses).
 pub fn server_names(observed: &TlsObserved, name: &str) -> Vec<String> {
     let mut names = observed.service_names.clone();
     if !names.iter().any(|n| n == name) {

@@ -532,6 +532,59 @@ fn changed_names_reissue_the_server_certificate_only() {
 }
 
 #[test]
+fn a_published_address_is_required_and_one_no_longer_published_is_tolerated() {
+    let world = stable(1, false);
+    let server_leaf = |observed: &mut TlsObserved| {
+        observed
+            .instances
+            .get_mut("orders-1")
+            .and_then(|i| i.secret.as_mut())
+            .and_then(|s| s.server.as_mut())
+            .map(|leaf| &mut leaf.names)
+            .expect("a server leaf")
+            .clone()
+    };
+    let reissues = |observed: &TlsObserved| {
+        matches!(&plan(observed).actions[..],
+            [TlsAction::WriteInstance { issue, .. }] if issue == &[LeafKind::Server])
+    };
+    // An address to publish that the leaf lacks: reissued.
+    let mut observed = world.observe();
+    observed.service_names.push("192.0.2.64".into());
+    assert!(reissues(&observed), "{:#?}", plan(&observed));
+    // The leaf carries it, written another way (`0::1` is `::1`): kept.
+    let mut observed = world.observe();
+    observed.service_names.push("::1".into());
+    let mut names = server_leaf(&mut observed);
+    names.push("0::1".into());
+    set_server_names(&mut observed, names);
+    assert_eq!(plan(&observed).actions, vec![]);
+    // An address no longer published stays until the next reissue...
+    let mut observed = world.observe();
+    let mut names = server_leaf(&mut observed);
+    names.push("192.0.2.99".into());
+    set_server_names(&mut observed, names);
+    assert_eq!(plan(&observed).actions, vec![]);
+    // ...but a DNS name no longer wanted is not carried on.
+    let mut observed = world.observe();
+    let mut names = server_leaf(&mut observed);
+    names.push("old.example.com".into());
+    set_server_names(&mut observed, names);
+    assert!(reissues(&observed), "{:#?}", plan(&observed));
+}
+
+fn set_server_names(observed: &mut TlsObserved, names: Vec<String>) {
+    if let Some(leaf) = observed
+        .instances
+        .get_mut("orders-1")
+        .and_then(|i| i.secret.as_mut())
+        .and_then(|s| s.server.as_mut())
+    {
+        leaf.names = names;
+    }
+}
+
+#[test]
 fn a_leaf_older_than_its_ca_is_reissued() {
     let world = stable(1, false);
     let mut observed = world.observe();

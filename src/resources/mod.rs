@@ -19,6 +19,7 @@ pub mod compare;
 pub mod compute;
 mod container;
 mod expose;
+mod external_secret;
 mod hash;
 pub mod inherited;
 mod job;
@@ -60,6 +61,7 @@ pub use container::{
     POSTGRES_PORT, REPLICATION_PASSWORD_ENV, SUPERUSER_PASSWORD_ENV, TUSK_BIN,
 };
 pub use expose::{exposure_labels, exposure_services};
+pub use external_secret::{AppCredentials, external_secret};
 pub use job::terminated;
 pub use migration::{
     MIGRATION_BACKOFF_LIMIT, MIGRATION_COMPONENT, MIGRATION_CONTAINER, MIGRATION_DEADLINE_SECONDS,

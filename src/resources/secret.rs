@@ -138,7 +138,7 @@ pub(super) fn secret_env(name: &str, db_name: &str, kind: SecretKind) -> EnvVar 
 
 /// Percent-encodes everything but RFC 3986's unreserved characters, which is
 /// safe in every part of a URI (userinfo, path) whatever the password contains.
-fn percent_encode(s: &str) -> String {
+pub(super) fn percent_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for byte in s.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {

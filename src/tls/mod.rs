@@ -21,7 +21,7 @@ pub mod probe;
 pub mod renewal;
 pub mod rustls_config;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 pub mod user_secret;
 
 pub use authority::{Authority, Leaf};

@@ -1,5 +1,6 @@
-//! The DNS names a PostgreSQL server certificate must carry, and which of
-//! them a certificate does not cover.
+//! The names a PostgreSQL server certificate must carry (DNS names, and
+//! the published endpoints' addresses), and which of them a certificate
+//! does not cover.
 
 use std::net::IpAddr;
 
@@ -75,6 +76,15 @@ pub fn covers(pattern: &str, name: &str) -> bool {
             .split_once('.')
             .is_some_and(|(label, rest)| !label.is_empty() && rest.eq_ignore_ascii_case(parent)),
         None => pattern.eq_ignore_ascii_case(name),
+    }
+}
+
+/// An IP address as Rust prints it (`0::1` → `::1`), a DNS name in lower
+/// case without a trailing dot: how certificate names compare.
+pub fn canonical(name: &str) -> String {
+    match name.parse::<IpAddr>() {
+        Ok(ip) => ip.to_string(),
+        Err(_) => name.trim_end_matches('.').to_ascii_lowercase(),
     }
 }
 

@@ -120,7 +120,10 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         .and_then(|s| s.tls.as_ref())
         .map(|t| t.stage)
         .unwrap_or_default();
+    // The published addresses first: the server certificates must name them.
+    observe::endpoints::services(&ctx.client, &model, &snapshot, &mut observed).await?;
     observe::tls::observe(&ctx.client, &model, &mut snapshot, &mut observed, recorded).await?;
+    observe::endpoints::probe_and_secret(&ctx.client, &model, &mut snapshot, &mut observed).await?;
     if let Some(tls) = &observed.tls {
         observe::tls::set_metrics(&ctx.metrics, &namespace, &model.name, tls);
     }

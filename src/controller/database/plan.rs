@@ -135,7 +135,7 @@ pub fn accepted(
         migrations: decision.migrations.clone(),
         resources: None,
         tls: decision.tls.as_ref().map(|t| t.status.clone()),
-        endpoints: None,
+        endpoints: decision.endpoints.clone(),
     }
 }
 

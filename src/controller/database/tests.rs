@@ -136,6 +136,7 @@ async fn serve_namespace(
             "/roles/",
             "/rolebindings/",
             "/secrets/",
+            "/services/",
         ]
         .iter()
         .any(|kind| path.contains(kind));
@@ -283,6 +284,86 @@ async fn a_first_pass_creates_credentials_services_and_the_first_volume_then_wri
         .map(|(_, _, body)| body)
         .collect();
     assert!(warnings.is_empty(), "{warnings:#?}");
+}
+
+#[tokio::test]
+async fn a_published_endpoint_is_read_by_name_and_reported_until_it_has_an_address() {
+    let (ctx, handle) = context();
+    let mut db = with_finalizer(sample_database());
+    db.metadata.uid = Some("uid-orders".into());
+    db.spec.expose = vec![
+        serde_json::from_value(json!({
+            "target": "rw", "type": "LoadBalancer", "allowedSourceRanges": ["192.0.2.0/24"]
+        }))
+        .unwrap(),
+    ];
+    let server = tokio::spawn(serve_empty_namespace(
+        handle,
+        serde_json::to_value(&db).unwrap(),
+    ));
+    reconcile(Arc::new(db), ctx).await.unwrap();
+    let seen = server.await.unwrap();
+    let calls: Vec<String> = seen
+        .iter()
+        .filter(|(_, path, _)| !path.contains("/events"))
+        .map(|(method, path, _)| format!("{method} {path}"))
+        .collect();
+    let ns = "/api/v1/namespaces/shop";
+    let at = |call: &str| {
+        calls
+            .iter()
+            .position(|c| c == call)
+            .unwrap_or_else(|| panic!("no {call} in {calls:#?}"))
+    };
+    // The Service before the TLS observation (its addresses go on the
+    // certificates), the credentials after it (its CAs go in the Secret).
+    let service = at(&format!("GET {ns}/services/orders-rw-lb"));
+    let snapshot_done =
+        at("GET /apis/rbac.authorization.k8s.io/v1/namespaces/shop/rolebindings/orders-instance");
+    let ca = format!("GET {ns}/secrets/orders-ca");
+    let tls_observed = calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| **c == ca)
+        .map(|(i, _)| i)
+        .nth(1)
+        .expect("the TLS observation reads <db>-ca");
+    assert!(
+        snapshot_done < service && service < tls_observed,
+        "{calls:#?}"
+    );
+    assert!(service < at(&format!("GET {ns}/secrets/orders-app")));
+    assert!(service < at(&format!("GET {ns}/secrets/orders-app-external")));
+    // No address: nothing to publish in a Secret yet.
+    assert!(
+        !calls
+            .iter()
+            .any(|c| !c.starts_with("GET") && c.contains("orders-app-external")),
+        "{calls:#?}"
+    );
+    let (_, _, status) = seen
+        .iter()
+        .find(|(_, p, _)| p.ends_with("/status"))
+        .unwrap();
+    assert_eq!(
+        status["status"]["endpoints"],
+        json!([{
+            "service": "orders-rw-lb", "target": "rw", "type": "LoadBalancer",
+            "reached": false, "message": "the Service orders-rw-lb does not exist yet"
+        }])
+    );
+    let exposed = status["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Exposed")
+        .expect("an Exposed condition");
+    assert_eq!(exposed["status"], "False");
+    assert_eq!(exposed["reason"], "AddressPending");
+    assert_eq!(
+        exposed["message"],
+        "spec.expose[0] (Service orders-rw-lb): the Service orders-rw-lb does not exist yet"
+    );
 }
 
 #[tokio::test]

@@ -19,9 +19,11 @@
 //! - [`jobs`]: the upgrade Jobs and the Backup taken before an upgrade.
 //! - [`metadata`]: `spec.inheritedMetadata` put back on instance Pods and
 //!   PVCs in place (a merge patch of those keys alone).
+//! - [`external_secret`]: `<db>-app-external`, applied whole or deleted.
 
 mod backups;
 mod exposure;
+mod external_secret;
 mod instances;
 mod jobs;
 mod metadata;
@@ -176,6 +178,8 @@ impl Applier<'_> {
             // about to write.
             Action::RecordTargetPrimary { .. } => Ok(None),
             Action::Tls(action) => self.tls(action).await,
+            Action::ApplyExternalSecret => self.apply_external_secret().await,
+            Action::DeleteExternalSecret => self.delete_external_secret().await,
         }
     }
 

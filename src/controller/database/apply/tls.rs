@@ -11,7 +11,9 @@ use kube::api::Api;
 use super::{Applier, Done};
 use crate::contract::tls::OPERATOR_COMMON_NAME;
 use crate::controller::Error;
-use crate::controller::database::observe::tls::{InstanceParts, ROTATION_ANNOTATION, pem_blocks};
+use crate::controller::database::observe::tls::{
+    InstanceParts, ROTATION_ANNOTATION, TlsMaterial, pem_blocks,
+};
 use crate::lifecycle::tls::{CaRef, LeafKind, TlsAction};
 use crate::postgres::REPLICATION_USER;
 use crate::resources::names;
@@ -275,13 +277,14 @@ impl Applier<'_> {
         SignedDuration::try_from(self.model.tls.certificate_lifetime).unwrap_or(SignedDuration::MAX)
     }
 
+    /// The names of `instance`'s server certificate, published endpoints'
+    /// included (`observe::tls::TlsMaterial::server_names`).
     fn server_names(&self, instance: &str) -> Vec<String> {
-        crate::tls::names::server_names(
+        let none = TlsMaterial::default();
+        self.snapshot.tls.as_ref().unwrap_or(&none).server_names(
             &self.model.name,
             self.namespace,
-            crate::controller::database::observe::tls::CLUSTER_DOMAIN,
             instance,
-            &[],
         )
     }
 

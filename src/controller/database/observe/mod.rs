@@ -1,5 +1,6 @@
 //! Observe: what exists for one Database (its PVCs, Pods, Jobs, Secrets,
-//! Services, PDBs, the Services' EndpointSlices, its Backups) and what each
+//! Services, PDBs, the Services' EndpointSlices, its Backups, the published
+//! endpoints and the probes through them: [`exposure`]) and what each
 //! instance manager says, reduced to the [`Observed`] the lifecycle decides
 //! on by comparing each object with what the builders make. Listing and
 //! polling are the async edge ([`snapshot`] for a live Database,
@@ -85,6 +86,9 @@ pub struct Snapshot {
     /// The operator's client material for the instance API
     /// ([`tls::client_tls`]), read before the managers were polled.
     pub client_tls: Option<ClientTls>,
+    /// `<db>-app-external` as built this pass, for the apply step
+    /// ([`endpoints::probe_and_secret`]); `None` when nothing can be built.
+    pub external_secret: Option<Secret>,
 }
 
 impl Snapshot {
@@ -233,6 +237,7 @@ pub async fn snapshot(
         namespace_terminating: false,
         tls: None,
         client_tls,
+        external_secret: None,
     })
 }
 
@@ -251,6 +256,8 @@ async fn list_secrets(
         .collect();
     // The object store's credentials: the pods cannot start without them.
     secret_names.extend(reduce::store_credentials(db));
+    // Found even once spec.expose is empty: it is deleted then.
+    secret_names.push(crate::api::expose::external_secret_name(&name));
     Ok(Api::<Secret>::namespaced(client.clone(), namespace)
         .list_metadata(&ListParams::default())
         .await
@@ -440,6 +447,7 @@ async fn lease_access(client: &kube::Client, name: &str, namespace: &str) -> Res
 }
 
 mod cpu;
+pub mod endpoints;
 mod exposure;
 mod reduce;
 pub mod tls;

@@ -129,6 +129,7 @@ pub fn reduce(
         inherited_drift: inherited_drift(model, snapshot),
         // Filled by `tls::observe`, which reads the Secrets' data.
         tls: None,
+        published: None,
     }
 }
 
@@ -228,6 +229,7 @@ fn pods(
             address: pod.status.as_ref().and_then(|s| s.pod_ip.clone()),
             tls: crate::resources::serves_tls(pod),
             node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            host_ip: pod.status.as_ref().and_then(|s| s.host_ip.clone()),
             ha: reported
                 .filter(|_| api_mismatch.is_none())
                 .and_then(|s| s.ha.as_ref())

@@ -57,11 +57,28 @@ pub struct TlsMaterial {
     pub cas: BTreeMap<String, String>,
     /// Each instance's TLS Secret as read, by instance name.
     pub instances: BTreeMap<String, InstanceParts>,
-    /// The Service names every server certificate carries.
+    /// The Service names every server certificate carries (what a user's
+    /// `spec.tls.server` certificate must cover).
     pub service_names: Vec<String>,
+    /// The published endpoints' hostnames and addresses, which Tusk's
+    /// server certificates carry besides (`lifecycle::exposure`).
+    pub exposure_names: Vec<String>,
 }
 
 impl TlsMaterial {
+    /// The names instance `instance`'s server certificate is issued for:
+    /// the Services', the instance's, then the published endpoints'
+    /// hostnames and addresses (an address becomes an IP SAN).
+    pub fn server_names(&self, database: &str, namespace: &str, instance: &str) -> Vec<String> {
+        crate::tls::names::server_names(
+            database,
+            namespace,
+            CLUSTER_DOMAIN,
+            instance,
+            &self.exposure_names,
+        )
+    }
+
     /// The trust bundle of the operator's instance-API client: every CA
     /// Tusk knows for this Database (during a rotation old and new), PEM.
     /// FOR THE LEAD: hand this and [`TlsMaterial::operator`] to apitls's
@@ -219,6 +236,7 @@ pub fn reduce(
             CLUSTER_DOMAIN,
             &[],
         ),
+        exposure_names: crate::lifecycle::endpoints::certificate_names(observed),
         ..TlsMaterial::default()
     };
     let pair = |secret: &Secret, cert: &str, key: &str| {
@@ -406,7 +424,11 @@ pub fn reduce(
         known: known.into_iter().map(|(fp, (ca, _))| (fp, ca)).collect(),
         operator,
         instances: tls_instances,
-        service_names: material.service_names.clone(),
+        service_names: [
+            material.service_names.clone(),
+            material.exposure_names.clone(),
+        ]
+        .concat(),
         settings: settings(model, user_server),
         recorded,
         now,
@@ -434,13 +456,15 @@ fn settings(model: &ValidatedDatabase, user_server: Option<UserServer>) -> Setti
     }
 }
 
+/// The planner's view of a leaf; its names are every subjectAltName, IP
+/// addresses included (a published endpoint's address is one).
 fn leaf_of(info: &CertInfo, issuer: Option<String>) -> Leaf {
     Leaf {
         serial: info.serial.clone(),
         issuer,
         not_before: info.not_before,
         not_after: info.not_after,
-        names: info.dns_names.clone(),
+        names: info.names(),
     }
 }
 
@@ -686,5 +710,179 @@ mod tests {
         assert!(material.api_trust_bundle().contains("BEGIN CERTIFICATE"));
         let plan = crate::lifecycle::tls::plan(&tls);
         assert_eq!(plan.actions, vec![], "{plan:#?}");
+    }
+}
+
+#[cfg(test)]
+mod exposure_tests {
+    //! The published endpoints' names on the server certificates, from the
+    //! Secrets as read to the planner's decision and back.
+
+    use super::*;
+    use crate::api::expose::{ExposeTarget, ExposeType};
+    use crate::lifecycle::endpoints::{
+        EndpointProbe, EntryObserved, ExposureObserved, ExternalSecret, ServiceSeen,
+    };
+    use crate::lifecycle::tls::{LeafKind, TlsAction};
+    use crate::lifecycle::{Instance, Pod};
+    use crate::resources::tls::{CaMaterial, InstanceMaterial};
+    use crate::tls::Authority as Issuer;
+
+    fn model() -> ValidatedDatabase {
+        let build = crate::resources::BuildConfig {
+            postgres_repository: "localhost/postgres".into(),
+            tusk_image: "localhost/tusk:dev".into(),
+            image_pull_policy: None,
+            instance_env: Vec::new(),
+            default_store: None,
+            node_ports: Default::default(),
+        };
+        crate::api::validate::validated(
+            &crate::api::arbitrary::sample_database(),
+            &build.defaults(),
+        )
+        .unwrap_or_else(|e| panic!("{}", crate::api::validate::summary(&e)))
+    }
+
+    fn pair(leaf: crate::tls::Leaf) -> KeyPair {
+        KeyPair {
+            cert_pem: leaf.cert_pem,
+            key_pem: leaf.key_pem,
+        }
+    }
+
+    /// One instance whose pod starts (no manager confirms what it loaded
+    /// yet, so its Secret may be written at once), publishing `rw` through
+    /// a load balancer at `address` (none yet when `None`) under hostname
+    /// `orders.example.com`.
+    fn observed(
+        model: &ValidatedDatabase,
+        now: jiff::Timestamp,
+        address: Option<&str>,
+    ) -> Observed {
+        let mut observed = Observed {
+            database: model.name.clone(),
+            now,
+            ..Observed::default()
+        };
+        observed.instances.insert(
+            1,
+            Instance {
+                pod: Some(Pod {
+                    tls: true,
+                    phase: PodPhase::Pending,
+                    ..Pod::default()
+                }),
+                ..Instance::default()
+            },
+        );
+        observed.published = Some(ExposureObserved {
+            entries: vec![EntryObserved {
+                target: ExposeTarget::Rw,
+                type_: ExposeType::LoadBalancer,
+                hostname: Some("orders.example.com".into()),
+                allowed_source_ranges: vec!["0.0.0.0/0".into()],
+                service: "orders-rw-lb".into(),
+                seen: Some(ServiceSeen {
+                    ingress: address.map(str::to_owned).into_iter().collect(),
+                    node_port: None,
+                }),
+                probe: EndpointProbe::NotProbed,
+            }],
+            operator_address: None,
+            external_secret: ExternalSecret::Absent,
+        });
+        observed
+    }
+
+    /// A load balancer address appears: the planner reissues the server
+    /// leaf; issued for the names the apply step computes, it carries the
+    /// address as an IP SAN and the planner is content again.
+    #[test]
+    fn a_published_address_reissues_the_server_leaf_which_then_covers_it() {
+        let model = model();
+        let now = jiff::Timestamp::now();
+        let week = SignedDuration::from_hours(7 * 24);
+        let ca = Issuer::generate("test CA", SignedDuration::from_hours(24 * 3650), now).unwrap();
+        let ca_secret = built::ca_secret(
+            &model,
+            &CaMaterial {
+                ca: Some(KeyPair {
+                    cert_pem: ca.cert_pem().to_owned(),
+                    key_pem: ca.key_pem().to_owned(),
+                }),
+                next: None,
+                operator: pair(ca.issue_client("tusk-operator", week, now).unwrap()),
+            },
+        );
+        let name = "orders-1".to_owned();
+        let namespace = model.namespace.clone().unwrap_or_default();
+        let secret_for = |names: &[String]| {
+            let material = InstanceMaterial {
+                ca_bundle: ca.cert_pem().to_owned(),
+                client_ca_bundle: ca.cert_pem().to_owned(),
+                server: pair(ca.issue_server(names, week, now).unwrap()),
+                api: pair(ca.issue_identity(&name, week, now).unwrap()),
+                replication: pair(ca.issue_client("tusk_replication", week, now).unwrap()),
+            };
+            BTreeMap::from([(
+                name.clone(),
+                Some(built::instance_tls_secret(&model, &name, &material)),
+            )])
+        };
+        let plan_for = |observed: &Observed, instances: &BTreeMap<String, Option<Secret>>| {
+            let (tls, material) = reduce(
+                &model,
+                Some(&ca_secret),
+                None,
+                instances,
+                &Snapshot::default(),
+                observed,
+                Stage::Stable,
+            );
+            (crate::lifecycle::tls::plan(&tls).actions, material)
+        };
+
+        // Before the load balancer assigns an address: the hostname only.
+        let pending = observed(&model, now, None);
+        let (_, material) = plan_for(&pending, &BTreeMap::new());
+        let first = secret_for(&material.server_names(&model.name, &namespace, &name));
+        assert_eq!(
+            plan_for(&pending, &first).0,
+            vec![],
+            "the hostname is covered"
+        );
+
+        // The address appears: only the server leaf is issued again.
+        let assigned = observed(&model, now, Some("192.0.2.64"));
+        let (actions, material) = plan_for(&assigned, &first);
+        assert!(
+            matches!(&actions[..], [TlsAction::WriteInstance { instance, issue, .. }]
+                if instance == &name && issue == &[LeafKind::Server]),
+            "{actions:#?}"
+        );
+        let names = material.server_names(&model.name, &namespace, &name);
+        let second = secret_for(&names);
+        let leaf = crate::tls::CertInfo::parse(
+            &InstanceParts::from_secret(second[&name].as_ref().unwrap())
+                .server
+                .unwrap()
+                .cert_pem,
+        )
+        .unwrap();
+        assert!(leaf.dns_names.contains(&"orders.example.com".to_owned()));
+        assert_eq!(
+            leaf.ip_addresses,
+            vec![std::net::IpAddr::from([192, 0, 2, 64])]
+        );
+        assert_eq!(
+            plan_for(&assigned, &second).0,
+            vec![],
+            "the address is covered"
+        );
+
+        // The address goes away (the Service was removed from the spec):
+        // the leaf naming it is kept, nothing is issued for that alone.
+        assert_eq!(plan_for(&pending, &second).0, vec![]);
     }
 }
