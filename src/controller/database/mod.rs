@@ -121,7 +121,7 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         .map(|t| t.stage)
         .unwrap_or_default();
     // The published addresses first: the server certificates must name them.
-    observe::endpoints::services(&ctx.client, &model, &snapshot, &mut observed).await?;
+    observe::endpoints::services(&model, &snapshot, &mut observed);
     observe::tls::observe(&ctx.client, &model, &mut snapshot, &mut observed, recorded).await?;
     observe::endpoints::probe_and_secret(&ctx.client, &model, &mut snapshot, &mut observed).await?;
     if let Some(tls) = &observed.tls {

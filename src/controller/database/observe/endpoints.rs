@@ -1,8 +1,8 @@
 //! Observe the published endpoints (`spec.expose`) for
-//! `lifecycle::exposure`, in two steps around the TLS observation:
+//! `lifecycle::endpoints`, in two steps around the TLS observation:
 //!
-//! 1. [`services`], before it: each entry's Service by name (its load
-//!    balancer's ingress, its node port) and the operator's own address,
+//! 1. [`services`], before it: each entry's Service as the snapshot listed
+//!    it (its load balancer's ingress, its node port) and the operator's own address,
 //!    so the certificate names the TLS planner requires include the
 //!    published addresses.
 //! 2. [`probe_and_secret`], after it: a PostgreSQL TLS handshake through
@@ -52,34 +52,31 @@ pub fn operator_address() -> Option<String> {
         .filter(|ip| !ip.is_empty())
 }
 
-/// Step 1: each `spec.expose` entry's Service, read by name, into
-/// `observed.published` (probes and the Secret come in step 2).
-pub async fn services(
-    client: &kube::Client,
-    model: &ValidatedDatabase,
-    snapshot: &Snapshot,
-    observed: &mut Observed,
-) -> Result<(), Error> {
-    let namespace = model.namespace.clone().unwrap_or_default();
-    let api: Api<Service> = Api::namespaced(client.clone(), &namespace);
-    let mut entries = Vec::with_capacity(model.expose.len());
-    for entry in &model.expose {
-        let service = service_name(&model.name, entry.target, entry.type_);
-        let seen = api
-            .get_opt(&service)
-            .await
-            .map_err(Error::kube("reading a published Service"))?
-            .map(|s| seen(&s));
-        entries.push(EntryObserved {
-            target: entry.target,
-            type_: entry.type_,
-            hostname: entry.hostname.clone(),
-            allowed_source_ranges: entry.allowed_source_ranges.clone(),
-            service,
-            seen,
-            probe: EndpointProbe::NotProbed,
-        });
-    }
+/// Step 1: each `spec.expose` entry's Service, as the snapshot listed it
+/// (owned by this Database), into `observed.published` (probes and the
+/// Secret come in step 2).
+pub fn services(model: &ValidatedDatabase, snapshot: &Snapshot, observed: &mut Observed) {
+    let entries = model
+        .expose
+        .iter()
+        .map(|entry| {
+            let service = service_name(&model.name, entry.target, entry.type_);
+            let seen = snapshot
+                .services
+                .iter()
+                .find(|s| s.metadata.name.as_deref() == Some(service.as_str()))
+                .map(seen);
+            EntryObserved {
+                target: entry.target,
+                type_: entry.type_,
+                hostname: entry.hostname.clone(),
+                allowed_source_ranges: entry.allowed_source_ranges.clone(),
+                service,
+                seen,
+                probe: EndpointProbe::NotProbed,
+            }
+        })
+        .collect();
     let external_secret = if snapshot.has_secret(&external_secret_name(&model.name)) {
         ExternalSecret::Differs
     } else {
@@ -90,7 +87,6 @@ pub async fn services(
         operator_address: operator_address(),
         external_secret,
     });
-    Ok(())
 }
 
 /// What a published Service says of its addresses.
