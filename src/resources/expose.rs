@@ -12,10 +12,8 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::api::core::v1::{Service, ServiceSpec};
 
-use super::container::POSTGRES_PORT;
 use super::{inherited, labels, object_meta};
 use crate::api::expose::{EXTERNAL_DNS_HOSTNAME, ExposeSpec, ExposeTarget, service_name};
 use crate::api::model::ValidatedDatabase;
@@ -55,14 +53,7 @@ fn service(db: &ValidatedDatabase, entry: &ExposeSpec) -> Service {
         spec: Some(ServiceSpec {
             type_: Some(entry.type_.as_str().to_owned()),
             selector: Some(selector),
-            ports: Some(vec![ServicePort {
-                name: Some("postgresql".to_owned()),
-                port: POSTGRES_PORT,
-                target_port: Some(IntOrString::String("postgresql".to_owned())),
-                protocol: Some("TCP".to_owned()),
-                node_port: entry.node_port,
-                ..ServicePort::default()
-            }]),
+            ports: Some(vec![super::service::postgresql_port(entry.node_port)]),
             publish_not_ready_addresses: Some(false),
             load_balancer_source_ranges: (!entry.allowed_source_ranges.is_empty())
                 .then(|| entry.allowed_source_ranges.clone()),

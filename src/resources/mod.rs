@@ -42,7 +42,7 @@ mod wal_volume;
 #[cfg(test)]
 mod placement_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::BTreeMap;
 

@@ -39,19 +39,25 @@ fn service(
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".to_owned()),
             selector: Some(selector),
-            ports: Some(vec![ServicePort {
-                name: Some("postgresql".to_owned()),
-                port: POSTGRES_PORT,
-                // The container port's name, so the Service follows the pod if the
-                // port number ever changes.
-                target_port: Some(IntOrString::String("postgresql".to_owned())),
-                protocol: Some("TCP".to_owned()),
-                ..ServicePort::default()
-            }]),
+            ports: Some(vec![postgresql_port(None)]),
             publish_not_ready_addresses: Some(false),
             ..ServiceSpec::default()
         }),
         status: None,
+    }
+}
+
+/// PostgreSQL's port on a Service (`node_port` on a published one).
+pub(super) fn postgresql_port(node_port: Option<i32>) -> ServicePort {
+    ServicePort {
+        name: Some("postgresql".to_owned()),
+        port: POSTGRES_PORT,
+        // The container port's name, so the Service follows the pod if the
+        // port number ever changes.
+        target_port: Some(IntOrString::String("postgresql".to_owned())),
+        protocol: Some("TCP".to_owned()),
+        node_port,
+        ..ServicePort::default()
     }
 }
 

@@ -25,7 +25,7 @@ pub(super) fn model_of(db: &Database, config: &BuildConfig) -> ValidatedDatabase
 }
 
 /// The model of `db` with the repository `postgres`.
-pub(super) fn model(db: &Database) -> ValidatedDatabase {
+pub(crate) fn model(db: &Database) -> ValidatedDatabase {
     model_of(db, &config())
 }
 

@@ -367,19 +367,7 @@ mod tests {
     }
 
     fn model() -> ValidatedDatabase {
-        let build = crate::resources::BuildConfig {
-            postgres_repository: "localhost/postgres".into(),
-            tusk_image: "localhost/tusk:dev".into(),
-            image_pull_policy: None,
-            instance_env: Vec::new(),
-            default_store: None,
-            node_ports: Default::default(),
-        };
-        crate::api::validate::validated(
-            &crate::api::arbitrary::sample_database(),
-            &build.defaults(),
-        )
-        .unwrap_or_else(|e| panic!("{}", crate::api::validate::summary(&e)))
+        crate::resources::tests::model(&crate::api::arbitrary::sample_database())
     }
 
     #[test]
