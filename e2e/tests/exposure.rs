@@ -147,10 +147,13 @@ async fn connect(
     hostaddr: Option<IpAddr>,
     stream: Option<TcpStream>,
 ) -> Result<tokio_postgres::Client> {
-    let mut config = tokio_postgres::Config::from_str(uri)?;
     if !uri.contains("sslmode=verify-full") {
         return Err(format!("the URI does not ask for verify-full: {uri}").into());
     }
+    // libpq's verify-full, which tokio-postgres does not parse (it knows
+    // `require`): the connector below verifies the chain and the name.
+    let mut config =
+        tokio_postgres::Config::from_str(&uri.replace("sslmode=verify-full", "sslmode=require"))?;
     let host = match config.get_hosts().first() {
         Some(Host::Tcp(host)) => host.clone(),
         other => return Err(format!("the URI names no TCP host: {other:?}").into()),
@@ -161,9 +164,6 @@ async fn connect(
     config.connect_timeout(CONNECT_TIMEOUT);
     config.tcp_user_timeout(Duration::from_secs(3));
     config.keepalives_idle(Duration::from_secs(1));
-    // libpq's verify-full: tokio-postgres only knows `require`; the
-    // connector verifies the chain and the name.
-    config.ssl_mode(tokio_postgres::config::SslMode::Require);
     let tls = MakeRustls::new(client_config(ca, None, &host)?, &host)?;
     let client = match stream {
         None => {
