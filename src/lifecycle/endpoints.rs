@@ -147,9 +147,11 @@ fn target_host_ips(observed: &Observed, target: ExposeTarget) -> Vec<String> {
 
 /// What to probe for each entry, in the spec's order: its first address,
 /// the port and the name the certificate must carry (the `hostname`, else
-/// that address). `None` for an entry without an address, and for one
-/// whose target has no ready instance: nothing would answer (a primary
-/// being failed over), and the pass must not wait for the timeout.
+/// that address). `None` for an entry without an address, for one whose
+/// target has no ready instance, and for one whose Service may route to an
+/// instance whose manager did not answer this pass: nothing would answer
+/// (a primary being failed over, or cut off from the network while still
+/// marked ready), and a failover pass must not wait for the probe's timeout.
 pub fn probe_targets(observed: &Observed) -> Vec<Option<ProbeTarget>> {
     let Some(exposure) = &observed.published else {
         return Vec::new();
@@ -160,6 +162,9 @@ pub fn probe_targets(observed: &Observed) -> Vec<Option<ProbeTarget>> {
         .map(|(row, entry)| {
             let address = row.addresses.first()?.clone();
             ready_targets(observed, entry.target).next()?;
+            if ready_targets(observed, entry.target).any(|pod| pod.manager.is_none()) {
+                return None;
+            }
             let name = row.hostname.clone().unwrap_or_else(|| address.clone());
             Some(ProbeTarget {
                 port: row.port?,
@@ -201,6 +206,14 @@ fn missing(
         EndpointProbe::NotProbed if ready_targets(observed, entry.target).next().is_none() => {
             format!(
                 "{first}:{port} not probed: no ready instance runs {}",
+                target_words(entry.target)
+            )
+        }
+        EndpointProbe::NotProbed
+            if ready_targets(observed, entry.target).any(|pod| pod.manager.is_none()) =>
+        {
+            format!(
+                "{first}:{port} not probed: the instance manager of {} did not answer",
                 target_words(entry.target)
             )
         }

@@ -348,6 +348,31 @@ fn only_endpoints_with_an_address_and_a_ready_target_are_probed() {
             None,
         ]
     );
+    // The primary's manager does not answer (cut off from the network, yet
+    // still marked ready): its endpoint is not probed, so a failover pass
+    // does not wait on it, and the row says why.
+    let primary = observed
+        .instances
+        .get_mut(&1)
+        .unwrap()
+        .pod
+        .as_mut()
+        .unwrap();
+    let manager = primary.manager.take();
+    assert_eq!(probe_targets(&observed)[0], None);
+    assert!(probe_targets(&observed)[1].is_some());
+    assert_eq!(
+        super::endpoints::endpoints(&observed)[0].message.as_deref(),
+        Some("192.0.2.64:5432 not probed: the instance manager of the primary did not answer")
+    );
+    observed
+        .instances
+        .get_mut(&1)
+        .unwrap()
+        .pod
+        .as_mut()
+        .unwrap()
+        .manager = manager;
     // The primary is down (a failover is under way): its endpoint is not
     // probed, so the pass does not wait on it, and the row says why.
     observed
