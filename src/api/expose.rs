@@ -81,7 +81,9 @@ pub struct ExposeSpec {
 
     /// `spec.loadBalancerClass` of the Service (`LoadBalancer` only). Set
     /// when the Service is created; a change replaces the Service (and its
-    /// address), as Kubernetes does not allow it in place.
+    /// address), as Kubernetes does not allow it in place. Unset, whatever
+    /// class the cluster gives the Service stands (to go back from a class
+    /// to the default, remove the entry, then add it again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_balancer_class: Option<String>,
 

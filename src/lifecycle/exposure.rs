@@ -3,8 +3,9 @@
 //! the whole Service (source ranges, annotations and policy change in place,
 //! the address survives), planned whenever one is missing or not as built;
 //! a Service whose entry is gone is deleted, and so is one whose
-//! `loadBalancerClass` changed, which Kubernetes refuses in place: the next
-//! pass, once it is gone, creates it anew (with a new address).
+//! `loadBalancerClass` differs from the one the spec names, which Kubernetes
+//! refuses to change in place: the next pass, once it is gone, creates it
+//! anew (with a new address).
 
 use crate::api::expose::service_name;
 
@@ -41,7 +42,10 @@ pub(super) fn plan(ctx: &Context) -> Vec<Action> {
         match observed.iter().find(|s| s.name == name) {
             None => apply.push(name),
             Some(s) if s.terminating => {}
-            Some(s) if s.load_balancer_class.as_ref() != class => {
+            // Only a class the spec names is enforced: unset, the cluster's
+            // default stands, which an admission webhook may have written
+            // into the Service (deleting it for that would never end).
+            Some(s) if class.is_some() && s.load_balancer_class.as_ref() != class => {
                 actions.push(Action::DeleteExposure {
                     name,
                     reason: ExposureRemoval::ClassChanged,

@@ -157,6 +157,20 @@ fn a_changed_class_deletes_the_service_and_the_next_pass_creates_it() {
 }
 
 #[test]
+fn a_class_the_cluster_filled_in_is_left_alone() {
+    // No class in the spec; an admission webhook defaulted one: as built
+    // otherwise, nothing to do (deleting would recreate it with the same
+    // default, forever).
+    assert_eq!(
+        decide(
+            vec![lb(ExposeTarget::Rw, None)],
+            vec![seen("orders-rw-lb", Some("example.com/default"), true)]
+        ),
+        []
+    );
+}
+
+#[test]
 fn a_terminating_unlisted_service_is_not_deleted_again() {
     let mut going = seen("orders-rw-lb", None, false);
     going.terminating = true;
