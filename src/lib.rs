@@ -11,6 +11,7 @@ pub mod instance;
 pub mod lifecycle;
 pub mod objectstore;
 pub mod operator;
+pub mod plugin;
 pub mod postgres;
 pub mod resources;
 pub mod schedule;

@@ -6,7 +6,12 @@ use tusk::telemetry::{self, Telemetry};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // The same binary is `kubectl tusk` when called by that name.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if tusk::plugin::invoked_as_plugin(args.first()) {
+        return tusk::plugin::main(args).await;
+    }
+    let cli = Cli::parse_from(args);
     let telemetry = start_telemetry(&cli.command);
     let result = tusk::cli::run(cli).await;
     // After the work and before the exit, so that a short-lived process (an

@@ -199,6 +199,9 @@ fn database_status_base() -> impl Strategy<Value = DatabaseStatus> {
                     version: Some("17.6".into()),
                     system_identifier: Some("7441234567890123456".into()),
                     timeline: lag_bytes.map(|_| 1),
+                    node: ready.then(|| "node-a".to_owned()),
+                    qos_class: ready.then(|| "Burstable".to_owned()),
+                    lag_milliseconds: lag_bytes.map(|b| b % 10_000),
                     volumes: Vec::new(),
                 },
             ),
@@ -258,10 +261,28 @@ fn database_status_base() -> impl Strategy<Value = DatabaseStatus> {
                     },
                     message: primary.clone(),
                 }),
-                last_backup,
                 migrations: None,
                 tls: None,
                 endpoints: Vec::new(),
+                // Derived from other drawn values: the tuple is at its size limit.
+                history: last_backup
+                    .iter()
+                    .filter_map(|b| {
+                        Some(crate::api::status::HistoryEntry {
+                            kind: crate::api::status::HistoryKind::Backup,
+                            time: b.completed_at.clone()?,
+                            from: None,
+                            to: None,
+                            name: Some(b.name.clone()),
+                            duration_milliseconds: ready_instances.map(i64::from),
+                            wal_gap_bytes: None,
+                            bytes: observed_generation,
+                            succeeded: ready_instances.is_some(),
+                            message: primary.clone(),
+                        })
+                    })
+                    .collect(),
+                last_backup,
                 // Derived from other drawn values: the tuple is at its size limit.
                 resources: ready_instances.map(|n| crate::api::resources::ResourcesStatus {
                     qos_class: (n % 2 == 0).then(|| "Guaranteed".to_owned()),

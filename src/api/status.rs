@@ -74,6 +74,59 @@ pub struct DatabaseStatus {
     /// Kubernetes assigned and whether Tusk reached PostgreSQL through each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<super::expose::EndpointStatus>,
+
+    /// What happened to this Database, oldest first: failovers, switchovers,
+    /// backups, upgrades and restarts with the figures the operator measured
+    /// (the last [`HISTORY_LENGTH`] entries).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HistoryEntry>,
+}
+
+/// How many entries `status.history` keeps.
+pub const HISTORY_LENGTH: usize = 20;
+
+/// One thing that happened to a Database, as the operator saw it.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEntry {
+    pub kind: HistoryKind,
+    /// When it was over (or, for one that failed, when it was given up).
+    pub time: Time,
+    /// The primary before (failover, switchover), the version before
+    /// (upgrade).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// The primary after, the version after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// The object it concerns (a Backup's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// How long it took; for a failover or switchover, how long no primary
+    /// accepted writes as the operator measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_milliseconds: Option<i64>,
+    /// A failover's WAL gap (see `lastFailover.walGapBytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal_gap_bytes: Option<i64>,
+    /// A backup's size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<i64>,
+    /// Whether it succeeded.
+    pub succeeded: bool,
+    /// What else a person should know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// What a history entry records.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HistoryKind {
+    Failover,
+    Switchover,
+    Backup,
+    Upgrade,
+    Restart,
 }
 
 /// The schema migrations run so far.
@@ -289,6 +342,16 @@ pub struct InstanceStatus {
     /// Its WAL timeline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<u32>,
+    /// The node its pod runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Its pod's QoS class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qos_class: Option<String>,
+    /// How far behind the primary this replica's replay is, in time (the
+    /// primary's `replay_lag`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_milliseconds: Option<i64>,
     /// Its volumes: what each PVC asks for and has, and the filesystem the
     /// instance sees on it (a grow is done when that is larger).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

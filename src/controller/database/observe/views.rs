@@ -70,6 +70,9 @@ pub fn instance_statuses(db: &Database, snapshot: &Snapshot) -> Vec<InstanceStat
                             .map(|(major, minor)| format!("{major}.{minor}")),
                         system_identifier: Some(pg.system_identifier.clone()),
                         timeline: pg.timeline,
+                        node: None,
+                        qos_class: None,
+                        lag_milliseconds: None,
                     }
                 }
             }

@@ -1,0 +1,274 @@
+//! `kubectl tusk`: the operator's command line for the people who run
+//! databases. The `tusk` binary becomes this tool when it is invoked as
+//! `kubectl-tusk` (a copy or a link under that name on `PATH`, which is how
+//! kubectl finds plugins), so the plugin and the operator can never disagree
+//! on the API types or on the planner `plan` runs.
+//!
+//! Each command lives in a module of its own; this one holds the command line
+//! and the dispatch. Rendering is pure (a status in, text out) so that it is
+//! tested on fixed statuses; talking to the API server lives in [`session`].
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+
+pub mod error;
+pub mod session;
+pub mod term;
+
+pub use error::Error;
+pub use session::Session;
+
+/// The name kubectl looks for on `PATH`.
+pub const PLUGIN_BINARY: &str = "kubectl-tusk";
+
+/// Whether this process was started under the plugin's name (argv[0]).
+pub fn invoked_as_plugin(argv0: Option<&OsString>) -> bool {
+    argv0
+        .map(PathBuf::from)
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .is_some_and(|name| name == PLUGIN_BINARY || name.starts_with("kubectl-tusk."))
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kubectl tusk",
+    bin_name = "kubectl tusk",
+    version,
+    about = "Operate PostgreSQL databases run by Tusk",
+    long_about = "Operate PostgreSQL databases run by Tusk: read their state, see what a change \
+                  will do before applying it, and run switchovers, backups and restores that \
+                  wait and report what they measured.",
+    after_help = "Examples:\n  kubectl tusk status pg\n  kubectl tusk why pg -n prod\n  \
+                  kubectl tusk plan pg -f pg.yaml\n  kubectl tusk switchover pg --wait\n  \
+                  kubectl tusk backup pg --wait\n  kubectl tusk psql pg --replica"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The options every command takes, spelled like kubectl's.
+#[derive(Args, Debug, Clone, Default)]
+pub struct Global {
+    /// The namespace (default: the kubeconfig context's, else `default`).
+    #[arg(short = 'n', long, global = true)]
+    pub namespace: Option<String>,
+    /// The kubeconfig context to use (default: the current one).
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// The kubeconfig file (default: `KUBECONFIG`, else ~/.kube/config).
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// How `status` and `history` print.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Output {
+    /// One screen for a person.
+    #[default]
+    Text,
+    Json,
+    Yaml,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// One screen on a Database: phase, instances, replication, backups,
+    /// the last failover, what is not well, recent warnings.
+    #[command(after_help = "Examples:\n  kubectl tusk status pg\n  kubectl tusk status pg -o yaml\n  \
+                            kubectl tusk status pg --watch")]
+    Status {
+        database: String,
+        #[arg(short = 'o', long, value_enum, default_value_t)]
+        output: Output,
+        /// Print again whenever the Database changes.
+        #[arg(short = 'w', long)]
+        watch: bool,
+    },
+    /// Why a Database is not Ready: the chain of causes, what to look at and
+    /// what to do.
+    #[command(after_help = "Example:\n  kubectl tusk why pg")]
+    Why { database: String },
+    /// What Tusk will do if a spec is applied, computed by the operator's own
+    /// planner from the Database's current state. Changes nothing.
+    #[command(after_help = "Examples:\n  kubectl tusk plan pg -f pg.yaml\n  \
+                            kubectl tusk plan pg --patch '{\"spec\":{\"version\":\"17.12\"}}'")]
+    Plan {
+        database: String,
+        /// The Database manifest that would be applied.
+        #[arg(short = 'f', long, conflicts_with = "patch", required_unless_present = "patch")]
+        file: Option<PathBuf>,
+        /// A JSON merge patch over the current spec.
+        #[arg(long)]
+        patch: Option<String>,
+    },
+    /// Hand the primary role to a replica (the most advanced healthy one
+    /// unless `--to` names it).
+    #[command(after_help = "Examples:\n  kubectl tusk switchover pg --wait\n  \
+                            kubectl tusk switchover pg --to pg-2 --wait")]
+    Switchover {
+        database: String,
+        /// The instance to promote.
+        #[arg(long)]
+        to: Option<String>,
+        #[command(flatten)]
+        wait: Wait,
+    },
+    /// Restart every instance, replicas first, then the primary after a
+    /// switchover.
+    #[command(after_help = "Example:\n  kubectl tusk restart pg --wait")]
+    Restart {
+        database: String,
+        #[command(flatten)]
+        wait: Wait,
+    },
+    /// Take a base backup now.
+    #[command(after_help = "Example:\n  kubectl tusk backup pg --wait")]
+    Backup {
+        database: String,
+        /// The Backup's name (default: `<database>-<time>`).
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        wait: Wait,
+    },
+    /// Create a new Database from another's backups, to its latest state or
+    /// to a point in time.
+    #[command(after_help = "Examples:\n  kubectl tusk restore pg --to pg-copy --wait\n  \
+                            kubectl tusk restore pg --to pg-before --time 2026-11-26T10:00:00Z --wait")]
+    Restore {
+        /// The Database whose backups are restored.
+        source: String,
+        /// The new Database.
+        #[arg(long)]
+        to: String,
+        /// Recover to this time (RFC 3339).
+        #[arg(long, conflicts_with = "lsn")]
+        time: Option<String>,
+        /// Recover to this WAL position (`X/Y`).
+        #[arg(long)]
+        lsn: Option<String>,
+        #[command(flatten)]
+        wait: Wait,
+    },
+    /// Open psql on the primary (or a replica, or a named instance).
+    #[command(after_help = "Examples:\n  kubectl tusk psql pg\n  kubectl tusk psql pg --replica\n  \
+                            kubectl tusk psql pg --instance 2 -- -c 'select 1'")]
+    Psql {
+        database: String,
+        /// A ready replica instead of the primary.
+        #[arg(long, conflicts_with = "instance")]
+        replica: bool,
+        /// The instance, by name (`pg-2`) or number (`2`).
+        #[arg(long)]
+        instance: Option<String>,
+        /// Passed to psql.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// How applications connect: URIs, published endpoints and the CA.
+    #[command(after_help = "Example:\n  kubectl tusk connect pg")]
+    Connect { database: String },
+    /// The instances' logs merged by time (and the operator's with
+    /// `--operator`).
+    #[command(after_help = "Examples:\n  kubectl tusk logs pg\n  kubectl tusk logs pg --operator --since 10m")]
+    Logs {
+        database: String,
+        /// Include the operator's lines about this Database.
+        #[arg(long)]
+        operator: bool,
+        /// Only lines newer than this (`30s`, `10m`, `2h`).
+        #[arg(long)]
+        since: Option<String>,
+    },
+    /// A support bundle: specs, statuses, Events, logs and operator metrics,
+    /// with every secret value left out.
+    #[command(after_help = "Example:\n  kubectl tusk report pg --output pg-report.tar.gz")]
+    Report {
+        database: String,
+        /// Where the bundle goes (default: `<database>-report-<time>.tar.gz`).
+        #[arg(long)]
+        output: Option<PathBuf>,
+    },
+    /// Failovers, switchovers, backups and upgrades, with their figures.
+    #[command(after_help = "Example:\n  kubectl tusk history pg")]
+    History {
+        database: String,
+        #[arg(short = 'o', long, value_enum, default_value_t)]
+        output: Output,
+    },
+    /// Print a shell completion script.
+    #[command(after_help = "Example:\n  kubectl tusk completion bash > /etc/bash_completion.d/kubectl-tusk")]
+    Completion { shell: clap_complete::Shell },
+}
+
+/// `--wait` and how long to wait.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct Wait {
+    /// Wait until it is done and report what was measured.
+    #[arg(long)]
+    pub wait: bool,
+    /// Give up waiting after this many seconds (exit code 1).
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+}
+
+/// Parse the arguments and run; the exit code scripts see.
+pub async fn main(args: Vec<OsString>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(err) => {
+            // clap prints help and version on stdout with exit 0, and usage
+            // errors on stderr with exit 2.
+            let _ = err.print();
+            return ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2));
+        }
+    };
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::from(err.exit_code())
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), Error> {
+    if let Command::Completion { shell } = cli.command {
+        let mut command = Cli::command();
+        clap_complete::generate(shell, &mut command, PLUGIN_BINARY, &mut std::io::stdout());
+        return Ok(());
+    }
+    let session = Session::connect(&cli.global).await?;
+    dispatch(&session, cli.command).await
+}
+
+async fn dispatch(_session: &Session, command: Command) -> Result<(), Error> {
+    Err(Error::Usage(format!("{command:?} is not available in this build")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_plugin_name_is_recognised_from_argv0() {
+        let yes = |s: &str| invoked_as_plugin(Some(&OsString::from(s)));
+        assert!(yes("kubectl-tusk"));
+        assert!(yes("/usr/local/bin/kubectl-tusk"));
+        assert!(yes("kubectl-tusk.exe"));
+        assert!(!yes("tusk"));
+        assert!(!yes("/usr/local/bin/tusk"));
+        assert!(!invoked_as_plugin(None));
+    }
+}
