@@ -27,6 +27,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "resources",
             "telemetry",
             "cli",
+            "plugin",
         ],
     ),
     (
@@ -39,6 +40,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "instance",
             "telemetry",
             "cli",
+            "plugin",
         ],
     ),
     (
@@ -50,6 +52,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "instance",
             "telemetry",
             "cli",
+            "plugin",
         ],
     ),
     (
@@ -62,6 +65,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "lifecycle",
             "telemetry",
             "cli",
+            "plugin",
         ],
     ),
     (
@@ -76,6 +80,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "resources",
             "telemetry",
             "cli",
+            "plugin",
         ],
     ),
     (
@@ -88,6 +93,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "resources",
             "api",
             "cli",
+            "plugin",
         ],
     ),
     (
@@ -99,6 +105,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "instance",
             "lifecycle",
             "cli",
+            "plugin",
         ],
     ),
     (
@@ -114,6 +121,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "telemetry",
             "wal",
             "cli",
+            "plugin",
         ],
     ),
     (
@@ -128,6 +136,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "resources",
             "telemetry",
             "cli",
+            "plugin",
         ],
     ),
     // Backups are taken in the pod and planned by the operator: the pure
@@ -144,6 +153,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "resources",
             "telemetry",
             "cli",
+            "plugin",
         ],
     ),
     // The in-pod upgrade steps: the manager reads their state file, so
@@ -159,6 +169,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "resources",
             "api",
             "cli",
+            "plugin",
         ],
     ),
     // The TLS core serves the operator, the manager and the webhooks alike.
@@ -175,10 +186,14 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "resources",
             "telemetry",
             "cli",
+            "plugin",
         ],
     ),
-    ("webhook", &["controller", "operator", "instance", "cli"]),
-    ("controller", &["operator", "webhook", "instance", "cli"]),
+    ("webhook", &["controller", "operator", "instance", "cli", "plugin"]),
+    ("controller", &["operator", "webhook", "instance", "cli", "plugin"]),
+    // `kubectl tusk`: a user's client; it plans with the operator's pure
+    // planner but never runs the operator's, the webhook's or a manager's code.
+    ("plugin", &["operator", "webhook", "instance", "cli"]),
 ];
 
 /// Modules that must not use kube's runtime (controllers, finalizers, watchers).
