@@ -211,7 +211,11 @@ mod tests {
     fn instances_show_their_node_qos_and_replay_lag_in_time() {
         let db = crate::api::arbitrary::sample_database();
         let name = db.name_any();
-        let (one, two, three) = (format!("{name}-1"), format!("{name}-2"), format!("{name}-3"));
+        let (one, two, three) = (
+            format!("{name}-1"),
+            format!("{name}-2"),
+            format!("{name}-3"),
+        );
         let mut primary = pg(Role::Primary);
         primary.current_lsn = Some(Lsn(0x3000200));
         primary.replay_lag_milliseconds = BTreeMap::from([(two.clone(), 1500)]);
@@ -247,8 +251,20 @@ mod tests {
         assert_eq!(
             seen,
             [
-                (one.as_str(), Some("node-a"), Some("Guaranteed"), Some(0), Some(0)),
-                (two.as_str(), Some("node-b"), Some("Burstable"), Some(0x100), Some(1500)),
+                (
+                    one.as_str(),
+                    Some("node-a"),
+                    Some("Guaranteed"),
+                    Some(0),
+                    Some(0)
+                ),
+                (
+                    two.as_str(),
+                    Some("node-b"),
+                    Some("Burstable"),
+                    Some(0x100),
+                    Some(1500)
+                ),
                 // The primary did not report this one's replay: unknown, not 0.
                 (three.as_str(), None, Some("BestEffort"), Some(0x100), None),
             ]
