@@ -60,7 +60,7 @@ e2e:
 	@if [[ -z "$${KUBECONFIG:-}" ]]; then \
 		e2e/cluster up && e2e/images/build-all && e2e/images/load $(TUSK_CLUSTER_DIR)/containerd/containerd.sock; \
 	fi
-	scripts/install-tools helm opm olm prometheus jaeger >/dev/null
+	scripts/install-tools helm opm olm prometheus jaeger krew >/dev/null
 	KUBECONFIG=$${KUBECONFIG:-$(KUBECONFIG_LOCAL)} \
 	TUSK_IMAGE_ID=$${TUSK_IMAGE_ID:-$$(tar -xOf $(TUSK_CACHE)/images/tusk.tar manifest.json 2>/dev/null | jq -r '.[0].Config' 2>/dev/null)} \
 		e2e/suite --test-threads=4
