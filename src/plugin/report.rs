@@ -23,9 +23,12 @@ use super::logs;
 use super::{Error, Session};
 use crate::resources::labels;
 
-/// Secret values shorter than this are too common to redact everywhere
-/// (`app`, `5432`, `require`) unless their key says they are secret.
-const SHORTEST_REDACTED: usize = 8;
+/// Secret values shorter than this are redacted only when their key says
+/// they are secret: a username (`postgres`), a port or an `sslmode` would
+/// otherwise blank out every mention of a container or a setting.
+const SHORTEST_REDACTED: usize = 16;
+/// Keys whose values are secret however short.
+const SECRET_KEY_WORDS: [&str; 5] = ["password", "token", "key", "uri", "secret"];
 /// The operator's metrics port (the chart's `metrics.port` default).
 const OPERATOR_METRICS_PORT: u16 = 8080;
 
@@ -239,7 +242,7 @@ impl Redactor {
                 let Ok(text) = String::from_utf8(value) else {
                     continue;
                 };
-                let secret_key = ["password", "token", "key", "uri", "secret"]
+                let secret_key = SECRET_KEY_WORDS
                     .iter()
                     .any(|word| key.to_lowercase().contains(word));
                 // A multi-line value (a PEM key) also leaks line by line.
@@ -349,6 +352,31 @@ fn write(path: &Path, files: &BTreeMap<String, String>) -> Result<(), Error> {
     Ok(())
 }
 
+/// The files of a bundle [`write`] wrote, by path inside it (for tests
+/// and for tools that check a bundle).
+pub fn read(path: &Path) -> Result<BTreeMap<String, String>, Error> {
+    use std::io::Read as _;
+    let what = || format!("reading {}", path.display());
+    let file = std::fs::File::open(path).map_err(Error::io(what()))?;
+    let decoder = zstd::Decoder::new(file).map_err(Error::io(what()))?;
+    let mut archive = tar::Archive::new(decoder);
+    let mut files = BTreeMap::new();
+    for entry in archive.entries().map_err(Error::io(what()))? {
+        let mut entry = entry.map_err(Error::io(what()))?;
+        let name = entry
+            .path()
+            .map_err(Error::io(what()))?
+            .display()
+            .to_string();
+        let mut content = String::new();
+        entry
+            .read_to_string(&mut content)
+            .map_err(Error::io(what()))?;
+        files.insert(name, content);
+    }
+    Ok(files)
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::ByteString;
@@ -375,7 +403,7 @@ mod tests {
             secret(
                 "pg-app",
                 &[
-                    ("username", "app"),
+                    ("username", "postgres"),
                     ("password", "Zq8pw"),
                     ("uri", "postgresql://app:Zq8pw@pg-rw:5432/app"),
                     ("port", "5432"),
@@ -423,8 +451,10 @@ mod tests {
             "{secrets_yaml}"
         );
         assert!(files["logs/pg-1.log"].contains("password was <redacted>"));
-        // Short values that are not secret stay readable.
         assert!(files["logs/pg-1.log"].contains("12:00:00 pg-1 connection string <redacted>"));
+        // Short values whose key is not secret stay readable.
+        let redacted = redactor.redact("container postgres on port 5432 as app");
+        assert_eq!(redacted, "container postgres on port 5432 as app");
     }
 
     #[test]
@@ -434,20 +464,12 @@ mod tests {
         let path = dir.join("r.tar.zst");
         let files = BTreeMap::from([("database.yaml".to_owned(), "kind: Database\n".to_owned())]);
         write(&path, &files).expect("written");
-        let decoder = zstd::Decoder::new(std::fs::File::open(&path).expect("opens")).expect("zstd");
-        let mut archive = tar::Archive::new(decoder);
-        let names: Vec<String> = archive
-            .entries()
-            .expect("entries")
-            .map(|e| {
-                e.expect("entry")
-                    .path()
-                    .expect("path")
-                    .display()
-                    .to_string()
-            })
-            .collect();
-        assert_eq!(names, ["report/database.yaml"]);
+        let read = read(&path).expect("read back");
+        let expected = BTreeMap::from([(
+            "report/database.yaml".to_owned(),
+            "kind: Database\n".to_owned(),
+        )]);
+        assert_eq!(read, expected);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
