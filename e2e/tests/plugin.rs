@@ -116,7 +116,10 @@ async fn krew_installs_the_plugin_from_the_release_manifest() {
     let tampered = dir.join("tampered.yaml");
     std::fs::write(&tampered, text.replace(sha, &"0".repeat(64))).expect("write");
     let refused = install(&tampered, &dir.join("krew-tampered"));
-    assert!(!refused.status.success(), "krew installed a plugin whose checksum is wrong");
+    assert!(
+        !refused.status.success(),
+        "krew installed a plugin whose checksum is wrong"
+    );
 
     let root = dir.join("krew");
     let installed = install(&manifest, &root);

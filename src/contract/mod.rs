@@ -474,6 +474,11 @@ pub struct PgStatus {
     /// A primary's WAL archiving, when `archive_mode` is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archiver: Option<Archiver>,
+    /// A primary: how far behind in time each streaming standby's replay is
+    /// (`pg_stat_replication.replay_lag`, 0 once it has replayed everything),
+    /// in milliseconds by instance name. Absent from older managers.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub replay_lag_milliseconds: BTreeMap<String, i64>,
 }
 
 /// `pg_stat_archiver`, and what `tusk wal-archive` last said when it failed.
@@ -751,6 +756,7 @@ mod tests {
                 pending_restart: false,
                 inactive_slots: Vec::new(),
                 archiver: None,
+                replay_lag_milliseconds: BTreeMap::new(),
             },
             ready: true,
             parameters: BTreeMap::from([("work_mem".into(), "8MB".into())]),

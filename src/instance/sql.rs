@@ -2,6 +2,7 @@
 //! authentication), or over TCP to the primary as the replication role
 //! (over verified TLS with its certificate when both sides have TLS).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -271,6 +272,7 @@ pub async fn status(client: &Client) -> Result<PgStatus, tokio_postgres::Error> 
         pending_restart: row.try_get(4)?,
         inactive_slots: Vec::new(),
         archiver: None,
+        replay_lag_milliseconds: BTreeMap::new(),
     };
     if in_recovery {
         let row = client
@@ -315,8 +317,37 @@ pub async fn status(client: &Client) -> Result<PgStatus, tokio_postgres::Error> 
             .map(|row| row.try_get(0))
             .collect::<Result<_, _>>()?;
         status.archiver = archiver(client).await?;
+        status.replay_lag_milliseconds = replay_lags(client).await?;
     }
     Ok(status)
+}
+
+/// Each standby's replay lag in time, by `application_name` (its instance
+/// name). `replay_lag` turns NULL once a standby has caught up and the
+/// primary is idle: that is a lag of 0 when its replay position says so, and
+/// unknown otherwise. pg_basebackup's walsenders (state `backup`) are not
+/// standbys.
+async fn replay_lags(client: &Client) -> Result<BTreeMap<String, i64>, tokio_postgres::Error> {
+    let rows = client
+        .query(
+            "SELECT application_name, \
+                    CASE WHEN replay_lag IS NOT NULL \
+                              THEN (EXTRACT(EPOCH FROM replay_lag) * 1000)::bigint \
+                         WHEN replay_lsn = pg_current_wal_lsn() THEN 0 \
+                    END \
+             FROM pg_stat_replication WHERE state <> 'backup'",
+            &[],
+        )
+        .await?;
+    let mut lags = BTreeMap::new();
+    for row in rows {
+        let name: Option<String> = row.try_get(0)?;
+        let lag: Option<i64> = row.try_get(1)?;
+        if let (Some(name), Some(lag)) = (name, lag) {
+            lags.insert(name, lag);
+        }
+    }
+    Ok(lags)
 }
 
 /// `pg_stat_archiver` when `archive_mode` is on.

@@ -14,9 +14,18 @@ use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
+pub mod connect;
 pub mod error;
+pub mod history;
+pub mod logs;
+pub mod render;
+#[cfg(test)]
+mod render_golden;
+pub mod report;
 pub mod session;
+pub mod status;
 pub mod term;
+pub mod why;
 
 pub use error::Error;
 pub use session::Session;
@@ -80,8 +89,10 @@ pub enum Output {
 pub enum Command {
     /// One screen on a Database: phase, instances, replication, backups,
     /// the last failover, what is not well, recent warnings.
-    #[command(after_help = "Examples:\n  kubectl tusk status pg\n  kubectl tusk status pg -o yaml\n  \
-                            kubectl tusk status pg --watch")]
+    #[command(
+        after_help = "Examples:\n  kubectl tusk status pg\n  kubectl tusk status pg -o yaml\n  \
+                            kubectl tusk status pg --watch"
+    )]
     Status {
         database: String,
         #[arg(short = 'o', long, value_enum, default_value_t)]
@@ -101,7 +112,12 @@ pub enum Command {
     Plan {
         database: String,
         /// The Database manifest that would be applied.
-        #[arg(short = 'f', long, conflicts_with = "patch", required_unless_present = "patch")]
+        #[arg(
+            short = 'f',
+            long,
+            conflicts_with = "patch",
+            required_unless_present = "patch"
+        )]
         file: Option<PathBuf>,
         /// A JSON merge patch over the current spec.
         #[arg(long)]
@@ -139,8 +155,10 @@ pub enum Command {
     },
     /// Create a new Database from another's backups, to its latest state or
     /// to a point in time.
-    #[command(after_help = "Examples:\n  kubectl tusk restore pg --to pg-copy --wait\n  \
-                            kubectl tusk restore pg --to pg-before --time 2026-11-26T10:00:00Z --wait")]
+    #[command(
+        after_help = "Examples:\n  kubectl tusk restore pg --to pg-copy --wait\n  \
+                            kubectl tusk restore pg --to pg-before --time 2026-11-26T10:00:00Z --wait"
+    )]
     Restore {
         /// The Database whose backups are restored.
         source: String,
@@ -157,8 +175,10 @@ pub enum Command {
         wait: Wait,
     },
     /// Open psql on the primary (or a replica, or a named instance).
-    #[command(after_help = "Examples:\n  kubectl tusk psql pg\n  kubectl tusk psql pg --replica\n  \
-                            kubectl tusk psql pg --instance 2 -- -c 'select 1'")]
+    #[command(
+        after_help = "Examples:\n  kubectl tusk psql pg\n  kubectl tusk psql pg --replica\n  \
+                            kubectl tusk psql pg --instance 2 -- -c 'select 1'"
+    )]
     Psql {
         database: String,
         /// A ready replica instead of the primary.
@@ -172,11 +192,22 @@ pub enum Command {
         args: Vec<String>,
     },
     /// How applications connect: URIs, published endpoints and the CA.
-    #[command(after_help = "Example:\n  kubectl tusk connect pg")]
-    Connect { database: String },
+    #[command(after_help = "Examples:\n  kubectl tusk connect pg\n  \
+                            kubectl tusk connect pg --ca-file ca.crt")]
+    Connect {
+        database: String,
+        /// Print passwords and password-bearing URIs in full.
+        #[arg(long)]
+        show_secrets: bool,
+        /// Write the CA certificate clients verify the server with here.
+        #[arg(long)]
+        ca_file: Option<PathBuf>,
+    },
     /// The instances' logs merged by time (and the operator's with
     /// `--operator`).
-    #[command(after_help = "Examples:\n  kubectl tusk logs pg\n  kubectl tusk logs pg --operator --since 10m")]
+    #[command(
+        after_help = "Examples:\n  kubectl tusk logs pg\n  kubectl tusk logs pg --operator --since 10m"
+    )]
     Logs {
         database: String,
         /// Include the operator's lines about this Database.
@@ -188,10 +219,11 @@ pub enum Command {
     },
     /// A support bundle: specs, statuses, Events, logs and operator metrics,
     /// with every secret value left out.
-    #[command(after_help = "Example:\n  kubectl tusk report pg --output pg-report.tar.gz")]
+    #[command(after_help = "Example:\n  kubectl tusk report pg --output pg-report.tar.zst")]
     Report {
         database: String,
-        /// Where the bundle goes (default: `<database>-report-<time>.tar.gz`).
+        /// Where the bundle goes, a zstd-compressed tar (default:
+        /// `<database>-report-<time>.tar.zst`).
         #[arg(long)]
         output: Option<PathBuf>,
     },
@@ -203,7 +235,9 @@ pub enum Command {
         output: Output,
     },
     /// Print a shell completion script.
-    #[command(after_help = "Example:\n  kubectl tusk completion bash > /etc/bash_completion.d/kubectl-tusk")]
+    #[command(
+        after_help = "Example:\n  kubectl tusk completion bash > /etc/bash_completion.d/kubectl-tusk"
+    )]
     Completion { shell: clap_complete::Shell },
 }
 
@@ -248,8 +282,32 @@ async fn run(cli: Cli) -> Result<(), Error> {
     dispatch(&session, cli.command).await
 }
 
-async fn dispatch(_session: &Session, command: Command) -> Result<(), Error> {
-    Err(Error::Usage(format!("{command:?} is not available in this build")))
+async fn dispatch(session: &Session, command: Command) -> Result<(), Error> {
+    match command {
+        Command::Status {
+            database,
+            output,
+            watch,
+        } => status::run(session, &database, output, watch).await,
+        Command::Why { database } => why::run(session, &database).await,
+        Command::History { database, output } => history::run(session, &database, output).await,
+        Command::Connect {
+            database,
+            show_secrets,
+            ca_file,
+        } => connect::run(session, &database, show_secrets, ca_file.as_deref()).await,
+        Command::Logs {
+            database,
+            operator,
+            since,
+        } => logs::run(session, &database, operator, since.as_deref()).await,
+        Command::Report { database, output } => {
+            report::run(session, &database, output.as_deref()).await
+        }
+        other => Err(Error::Usage(format!(
+            "{other:?} is not available in this build"
+        ))),
+    }
 }
 
 #[cfg(test)]

@@ -61,6 +61,7 @@ pub fn without_progress(status: &DatabaseStatus) -> DatabaseStatus {
     for instance in &mut status.instances {
         instance.lsn = None;
         instance.lag_bytes = None;
+        instance.lag_milliseconds = None;
     }
     status
 }
@@ -94,6 +95,7 @@ mod tests {
         };
         let mut moved = status.clone();
         moved.instances[0].lsn = Some("0/4000000".into());
+        moved.instances[0].lag_milliseconds = Some(250);
         assert_eq!(without_progress(&status), without_progress(&moved));
         let mut changed = status.clone();
         changed.instances[0].ready = false;

@@ -14,16 +14,19 @@ use crate::contract::{API_VERSION, Role};
 use crate::resources::{names, postgres_image};
 
 /// `status.instances`: each instance with a pod, in serial order, with what its
-/// manager reported and the image its pod runs. A replica's lag is the
-/// primary's WAL position minus what the replica has received. Each lists
-/// its volumes: requested, capacity and the filesystem it sees.
+/// manager reported and the image, node and QoS class of its pod. A
+/// replica's lag in bytes is the primary's WAL position minus what the
+/// replica has received; its lag in time is the primary's `replay_lag` for
+/// it (unknown when the primary did not report it). Each lists its volumes:
+/// requested, capacity and the filesystem it sees.
 pub fn instance_statuses(db: &Database, snapshot: &Snapshot) -> Vec<InstanceStatus> {
     let name = db.name_any();
-    let primary_lsn = snapshot
+    let primary = snapshot
         .understood()
         .map(|(_, s)| s)
-        .find(|s| s.postgres.role == Role::Primary)
-        .and_then(|s| s.postgres.current_lsn);
+        .find(|s| s.postgres.role == Role::Primary);
+    let primary_lsn = primary.and_then(|s| s.postgres.current_lsn);
+    let replay_lags = primary.map(|s| &s.postgres.replay_lag_milliseconds);
     let mut pods: Vec<(u32, &KubePod)> = snapshot
         .pods
         .iter()
@@ -34,6 +37,8 @@ pub fn instance_statuses(db: &Database, snapshot: &Snapshot) -> Vec<InstanceStat
         .map(|(_, pod)| {
             let pod_name = pod.name_any();
             let image = Some(postgres_image(pod)).filter(|i| !i.is_empty());
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+            let qos_class = pod.status.as_ref().and_then(|s| s.qos_class.clone());
             let reported = snapshot
                 .managers
                 .get(&pod_name)
@@ -43,17 +48,20 @@ pub fn instance_statuses(db: &Database, snapshot: &Snapshot) -> Vec<InstanceStat
                     volumes: volume_statuses(&name, &pod_name, snapshot),
                     name: pod_name,
                     image,
+                    node,
+                    qos_class,
                     ..InstanceStatus::default()
                 },
                 Some(status) => {
                     let pg = &status.postgres;
-                    let (lsn, lag_bytes) = match pg.role {
-                        Role::Primary => (pg.current_lsn, Some(0)),
+                    let (lsn, lag_bytes, lag_milliseconds) = match pg.role {
+                        Role::Primary => (pg.current_lsn, Some(0), Some(0)),
                         Role::Replica => {
                             let lag = primary_lsn
                                 .zip(pg.received_lsn)
                                 .map(|(p, r)| i64::try_from(p.bytes_after(r)).unwrap_or(i64::MAX));
-                            (pg.replayed_lsn, lag)
+                            let time = replay_lags.and_then(|l| l.get(&pod_name)).copied();
+                            (pg.replayed_lsn, lag, time)
                         }
                     };
                     InstanceStatus {
@@ -70,9 +78,9 @@ pub fn instance_statuses(db: &Database, snapshot: &Snapshot) -> Vec<InstanceStat
                             .map(|(major, minor)| format!("{major}.{minor}")),
                         system_identifier: Some(pg.system_identifier.clone()),
                         timeline: pg.timeline,
-                        node: None,
-                        qos_class: None,
-                        lag_milliseconds: None,
+                        node,
+                        qos_class,
+                        lag_milliseconds,
                     }
                 }
             }
@@ -146,4 +154,134 @@ pub fn applied(db: &Database, snapshot: &Snapshot) -> Option<AppliedSpec> {
         storage_size,
         image,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::contract::{Lsn, PgStatus, Status};
+
+    fn pod(name: &str, node: Option<&str>, qos: &str) -> KubePod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"nodeName": node, "containers": [{"name": "postgres", "image": "pg:17"}]},
+            "status": {"qosClass": qos},
+        }))
+        .expect("a pod")
+    }
+
+    fn manager(name: &str, pg: PgStatus) -> Status {
+        Status {
+            api_version: API_VERSION,
+            instance: name.into(),
+            pod: Some(name.into()),
+            namespace: None,
+            postgres: pg,
+            ready: true,
+            parameters: BTreeMap::new(),
+            sync: None,
+            ha: None,
+            tls: None,
+        }
+    }
+
+    fn pg(role: Role) -> PgStatus {
+        PgStatus {
+            role,
+            timeline: Some(1),
+            current_lsn: None,
+            received_lsn: None,
+            replayed_lsn: None,
+            streaming: None,
+            system_identifier: "7441234567890123456".into(),
+            version: "17.6".into(),
+            version_num: 170_006,
+            pending_restart: false,
+            inactive_slots: Vec::new(),
+            archiver: None,
+            replay_lag_milliseconds: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn instances_show_their_node_qos_and_replay_lag_in_time() {
+        let db = crate::api::arbitrary::sample_database();
+        let name = db.name_any();
+        let (one, two, three) = (
+            format!("{name}-1"),
+            format!("{name}-2"),
+            format!("{name}-3"),
+        );
+        let mut primary = pg(Role::Primary);
+        primary.current_lsn = Some(Lsn(0x3000200));
+        primary.replay_lag_milliseconds = BTreeMap::from([(two.clone(), 1500)]);
+        let mut replica = pg(Role::Replica);
+        replica.received_lsn = Some(Lsn(0x3000100));
+        replica.replayed_lsn = Some(Lsn(0x3000100));
+        let snapshot = Snapshot {
+            pods: vec![
+                pod(&three, None, "BestEffort"),
+                pod(&two, Some("node-b"), "Burstable"),
+                pod(&one, Some("node-a"), "Guaranteed"),
+            ],
+            managers: BTreeMap::from([
+                (one.clone(), manager(&one, primary)),
+                (two.clone(), manager(&two, replica.clone())),
+                (three.clone(), manager(&three, replica)),
+            ]),
+            ..Snapshot::default()
+        };
+        let statuses = instance_statuses(&db, &snapshot);
+        let seen: Vec<_> = statuses
+            .iter()
+            .map(|s| {
+                (
+                    s.name.as_str(),
+                    s.node.as_deref(),
+                    s.qos_class.as_deref(),
+                    s.lag_bytes,
+                    s.lag_milliseconds,
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (
+                    one.as_str(),
+                    Some("node-a"),
+                    Some("Guaranteed"),
+                    Some(0),
+                    Some(0)
+                ),
+                (
+                    two.as_str(),
+                    Some("node-b"),
+                    Some("Burstable"),
+                    Some(0x100),
+                    Some(1500)
+                ),
+                // The primary did not report this one's replay: unknown, not 0.
+                (three.as_str(), None, Some("BestEffort"), Some(0x100), None),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_instance_whose_manager_is_silent_still_shows_its_pod() {
+        let db = crate::api::arbitrary::sample_database();
+        let one = format!("{}-1", db.name_any());
+        let snapshot = Snapshot {
+            pods: vec![pod(&one, Some("node-a"), "Burstable")],
+            ..Snapshot::default()
+        };
+        let statuses = instance_statuses(&db, &snapshot);
+        assert_eq!(statuses[0].node.as_deref(), Some("node-a"));
+        assert_eq!(statuses[0].qos_class.as_deref(), Some("Burstable"));
+        assert_eq!(statuses[0].lag_milliseconds, None);
+    }
 }
