@@ -15,7 +15,10 @@ use std::process::ExitCode;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 pub mod error;
+pub mod plan;
+pub mod plan_observe;
 pub mod session;
+pub mod simulate;
 pub mod term;
 
 pub use error::Error;
@@ -106,6 +109,9 @@ pub enum Command {
         /// A JSON merge patch over the current spec.
         #[arg(long)]
         patch: Option<String>,
+        /// `json` and `yaml` list the steps with their kinds and targets.
+        #[arg(short = 'o', long, value_enum, default_value_t)]
+        output: Output,
     },
     /// Hand the primary role to a replica (the most advanced healthy one
     /// unless `--to` names it).
@@ -248,8 +254,18 @@ async fn run(cli: Cli) -> Result<(), Error> {
     dispatch(&session, cli.command).await
 }
 
-async fn dispatch(_session: &Session, command: Command) -> Result<(), Error> {
-    Err(Error::Usage(format!("{command:?} is not available in this build")))
+async fn dispatch(session: &Session, command: Command) -> Result<(), Error> {
+    match command {
+        Command::Plan {
+            database,
+            file,
+            patch,
+            output,
+        } => plan::run(session, &database, file.as_deref(), patch.as_deref(), output).await,
+        other => Err(Error::Usage(format!(
+            "{other:?} is not available in this build"
+        ))),
+    }
 }
 
 #[cfg(test)]
