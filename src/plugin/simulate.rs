@@ -224,6 +224,10 @@ impl<'a> World<'a> {
                     instance.pod = None;
                     self.configured.remove(&serial);
                 }
+                // A manager stopped cleanly gives its lease up.
+                if self.observed.lease.holder() == Some(name.as_str()) {
+                    self.observed.lease = LeaseState::Released;
+                }
             }
             Action::DeletePvc { name } => {
                 if let Some(serial) = self.observed.serial_of(name) {
