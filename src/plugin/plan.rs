@@ -29,8 +29,8 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role as RbacRole, RoleBinding};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams};
 use kube::ResourceExt;
+use kube::api::{Api, ListParams};
 use serde::Serialize;
 
 use super::plan_observe::{self, Objects};
@@ -71,18 +71,17 @@ pub async fn run(
     let build = plan_observe::build_of(&current, &objects.pods);
     let defaults = build.defaults();
     let (current_model, model) = validate(&current, &new, &defaults)?;
-    let observed =
-        plan_observe::observed(&current, &current_model, &new, &model, &objects, &build);
+    let observed = plan_observe::observed(&current, &current_model, &new, &model, &objects, &build);
     let simulation = simulate::simulate(&new.spec, current.status.as_ref(), &observed);
     let text = match output {
         Output::Text => render_text(database, &simulation),
         Output::Json => render_json(database, &simulation)?,
-        Output::Yaml => serde_yaml::to_string(&report(database, &simulation)).map_err(|e| {
-            Error::Render {
+        Output::Yaml => {
+            serde_yaml::to_string(&report(database, &simulation)).map_err(|e| Error::Render {
                 what: "the plan",
                 message: e.to_string(),
-            }
-        })?,
+            })?
+        }
     };
     print!("{text}");
     Ok(())
@@ -90,8 +89,8 @@ pub async fn run(
 
 /// The Database in `path`: it must be the same Database.
 fn from_file(current: &Database, path: &Path) -> Result<Database, Error> {
-    let text = std::fs::read_to_string(path)
-        .map_err(Error::io(format!("reading {}", path.display())))?;
+    let text =
+        std::fs::read_to_string(path).map_err(Error::io(format!("reading {}", path.display())))?;
     parse_manifest(current, &text).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))
 }
 
@@ -175,8 +174,8 @@ pub fn validate(
     if errors.is_empty() {
         match crate::controller::database::plan::validate(new, defaults) {
             Ok(model) => {
-                let current_model = validate::validated(current, defaults)
-                    .unwrap_or_else(|_| model.clone());
+                let current_model =
+                    validate::validated(current, defaults).unwrap_or_else(|_| model.clone());
                 return Ok((current_model, model));
             }
             Err(refused) => errors = refused,
@@ -195,13 +194,14 @@ async fn list(session: &Session, db: &Database) -> Result<Objects, Error> {
     let namespace = &session.namespace;
     let name = db.name_any();
     let by_label = ListParams::default().labels(&format!("{}={name}", labels::DATABASE));
-    let (pods, job_pods): (Vec<KubePod>, Vec<KubePod>) = Api::<KubePod>::namespaced(client.clone(), namespace)
-        .list(&by_label)
-        .await
-        .map_err(Error::kube("listing the Database's Pods"))?
-        .items
-        .into_iter()
-        .partition(|p| names::serial_of(&name, &p.name_any()).is_some());
+    let (pods, job_pods): (Vec<KubePod>, Vec<KubePod>) =
+        Api::<KubePod>::namespaced(client.clone(), namespace)
+            .list(&by_label)
+            .await
+            .map_err(Error::kube("listing the Database's Pods"))?
+            .items
+            .into_iter()
+            .partition(|p| names::serial_of(&name, &p.name_any()).is_some());
     let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace)
         .list(&by_label)
         .await
@@ -217,7 +217,10 @@ async fn list(session: &Session, db: &Database) -> Result<Objects, Error> {
         .await
         .map_err(Error::kube("listing the Database's PodDisruptionBudgets"))?
         .items;
-    let mut secret_names: Vec<String> = SecretKind::ALL.iter().map(|k| k.secret_name(&name)).collect();
+    let mut secret_names: Vec<String> = SecretKind::ALL
+        .iter()
+        .map(|k| k.secret_name(&name))
+        .collect();
     secret_names.extend(
         db.spec
             .backup
@@ -347,6 +350,9 @@ pub struct Step {
     /// The reason of the Event the operator emits when it takes the step.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event: Option<&'static str>,
+    /// The Job it creates or deletes, when it is about one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
     /// The step in words.
     pub description: String,
 }
@@ -376,6 +382,7 @@ pub fn report(database: &str, simulation: &Simulation) -> Report {
                 action: kind(action).to_owned(),
                 target: action.target(|serial| names::instance_name(database, serial)),
                 event: event(action),
+                job: job(database, action),
                 description: describe(database, action),
             });
         }
@@ -522,7 +529,9 @@ fn outcome(simulation: &Simulation) -> String {
         End::NotSimulated(what) => {
             format!("Then: {what} (not simulated further).")
         }
-        End::Stalled => "Then: the same steps again without effect (they would be retried).".to_owned(),
+        End::Stalled => {
+            "Then: the same steps again without effect (they would be retried).".to_owned()
+        }
         End::Limit => format!(
             "Then: still not done after {} passes (not simulated further).",
             simulate::PASS_LIMIT
@@ -589,6 +598,20 @@ pub fn event(action: &Action) -> Option<&'static str> {
     })
 }
 
+/// The Job an action creates or deletes.
+fn job(database: &str, action: &Action) -> Option<String> {
+    match action {
+        Action::RunUpgradeJob { job, from, to, .. } => Some(crate::resources::upgrade_job_name(
+            database, *job, *from, *to,
+        )),
+        Action::RunMigration { version } => {
+            Some(crate::resources::migration_job_name(database, version))
+        }
+        Action::DeleteJob { name } => Some(name.clone()),
+        _ => None,
+    }
+}
+
 /// The action in words.
 pub fn describe(database: &str, action: &Action) -> String {
     let instance = |serial: &u32| names::instance_name(database, *serial);
@@ -602,7 +625,9 @@ pub fn describe(database: &str, action: &Action) -> String {
         Action::DeleteExposure { name, .. } => format!("delete Service {name}"),
         Action::EnsureLeaseAccess => "apply the primary Lease and its access".to_owned(),
         Action::SetMembers { name, .. } => format!("tell {name} the members"),
-        Action::Promote { name, from, .. } => format!("promote {name} in place of {from} (failover)"),
+        Action::Promote { name, from, .. } => {
+            format!("promote {name} in place of {from} (failover)")
+        }
         Action::Switchover { from, to, .. } => {
             format!("switch over: {from} hands the primary role to {to}")
         }
@@ -656,7 +681,9 @@ pub fn describe(database: &str, action: &Action) -> String {
             request,
             limit,
         } => match limit {
-            Some(limit) => format!("resize the CPU of {name} in place to {request} (limit {limit})"),
+            Some(limit) => {
+                format!("resize the CPU of {name} in place to {request} (limit {limit})")
+            }
             None => format!("resize the CPU of {name} in place to {request}"),
         },
         Action::RunUpgradeJob {

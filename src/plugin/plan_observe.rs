@@ -83,7 +83,11 @@ pub fn build_of(current: &Database, pods: &[KubePod]) -> BuildConfig {
     if let Some(init) = spec.init_containers.as_ref().and_then(|c| c.first()) {
         build.tusk_image = init.image.clone().unwrap_or_default();
     }
-    if let Some(postgres) = spec.containers.iter().find(|c| c.name == POSTGRES_CONTAINER) {
+    if let Some(postgres) = spec
+        .containers
+        .iter()
+        .find(|c| c.name == POSTGRES_CONTAINER)
+    {
         build.image_pull_policy = postgres.image_pull_policy.clone();
         build.instance_env = postgres
             .env
@@ -211,7 +215,10 @@ fn settle(current: &Database, observed: &mut Observed) {
 
 /// An instance manager's `/status` as `status.instances` last showed it;
 /// `None` for an instance whose manager did not answer then.
-pub fn manager_of(reported: &InstanceStatus, parameters: &BTreeMap<String, String>) -> Option<Status> {
+pub fn manager_of(
+    reported: &InstanceStatus,
+    parameters: &BTreeMap<String, String>,
+) -> Option<Status> {
     let role = reported.role?;
     let lsn = reported.lsn.as_deref().and_then(|l| l.parse::<Lsn>().ok());
     let (major, minor) = reported

@@ -50,8 +50,13 @@ pub(super) fn cluster(db: &Database) -> Objects {
         let Some(serial) = names::serial_of(&name, &reported.name) else {
             continue;
         };
-        let role = reported.role.unwrap_or(crate::api::status::InstanceRole::Replica);
-        let image = reported.image.clone().unwrap_or_else(|| model.image.clone());
+        let role = reported
+            .role
+            .unwrap_or(crate::api::status::InstanceRole::Replica);
+        let image = reported
+            .image
+            .clone()
+            .unwrap_or_else(|| model.image.clone());
         let mut pod = resources::instance_pod(
             &model,
             &PlannedInstance {
@@ -139,8 +144,14 @@ pub(super) fn cluster(db: &Database) -> Objects {
         ports: None,
     };
     objects.endpoints = vec![
-        behind(names::rw_service(&name), crate::api::status::InstanceRole::Primary),
-        behind(names::ro_service(&name), crate::api::status::InstanceRole::Replica),
+        behind(
+            names::rw_service(&name),
+            crate::api::status::InstanceRole::Primary,
+        ),
+        behind(
+            names::ro_service(&name),
+            crate::api::status::InstanceRole::Replica,
+        ),
     ];
     objects.lease = Some(Lease {
         metadata: ObjectMeta {
@@ -191,16 +202,28 @@ pub(super) fn planned(name: &str) -> (String, Option<Simulation>) {
     let build = plan_observe::build_of(&current, &objects.pods);
     let new = match new {
         Ok(new) => new,
-        Err(error) => return (format!("error: {error}\nexit {}\n", error.exit_code()), None),
+        Err(error) => {
+            return (
+                format!("error: {error}\nexit {}\n", error.exit_code()),
+                None,
+            );
+        }
     };
     let (current_model, model) = match validate(&current, &new, &build.defaults()) {
         Ok(models) => models,
-        Err(error) => return (format!("error: {error}\nexit {}\n", error.exit_code()), None),
+        Err(error) => {
+            return (
+                format!("error: {error}\nexit {}\n", error.exit_code()),
+                None,
+            );
+        }
     };
-    let observed =
-        plan_observe::observed(&current, &current_model, &new, &model, &objects, &build);
+    let observed = plan_observe::observed(&current, &current_model, &new, &model, &objects, &build);
     let simulation = simulate::simulate(&new.spec, current.status.as_ref(), &observed);
-    (render_text(&current.name_any(), &simulation), Some(simulation))
+    (
+        render_text(&current.name_any(), &simulation),
+        Some(simulation),
+    )
 }
 
 fn golden(name: &str) -> Option<Simulation> {
@@ -261,9 +284,9 @@ fn a_minor_update_replaces_the_replicas_then_switches_over_then_the_old_primary(
         .collect();
     assert_eq!(created.len(), 3);
     assert!(
-        created
-            .iter()
-            .all(|a| matches!(a, Action::CreatePod { image, .. } if image == "localhost/postgres:17.12")),
+        created.iter().all(
+            |a| matches!(a, Action::CreatePod { image, .. } if image == "localhost/postgres:17.12")
+        ),
         "{created:?}"
     );
 }
@@ -336,8 +359,7 @@ fn the_same_spec_plans_nothing() {
     let Fixture { current, .. } = fixture("minor_update");
     let objects = cluster(&current);
     let build = plan_observe::build_of(&current, &objects.pods);
-    let (current_model, model) =
-        validate(&current, &current, &build.defaults()).expect("valid");
+    let (current_model, model) = validate(&current, &current, &build.defaults()).expect("valid");
     let observed =
         plan_observe::observed(&current, &current_model, &current, &model, &objects, &build);
     let simulation = simulate::simulate(&current.spec, current.status.as_ref(), &observed);

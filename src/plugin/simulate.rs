@@ -290,9 +290,7 @@ impl<'a> World<'a> {
                     UpgradeJob::Upgrade => format!("pg_upgrade --link from {from} to {to} done"),
                     UpgradeJob::Rollback => format!("the data directory of {from} is back"),
                 };
-                self.observed
-                    .jobs
-                    .insert(name, JobState::Succeeded(report));
+                self.observed.jobs.insert(name, JobState::Succeeded(report));
             }
             Action::DeleteJob { name } => {
                 observed.jobs.remove(name);
@@ -319,8 +317,9 @@ impl<'a> World<'a> {
                 });
             }
             Action::RecordTargetPrimary { name } => {
-                self.status.get_or_insert_with(Default::default).target_primary =
-                    Some(name.clone());
+                self.status
+                    .get_or_insert_with(Default::default)
+                    .target_primary = Some(name.clone());
             }
             Action::DropSlot { slot, .. } => observed.inactive_slots.retain(|s| s != slot),
             Action::RestoreInheritedMetadata { .. } => {
