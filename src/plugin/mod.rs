@@ -69,7 +69,7 @@ pub struct Global {
     pub kubeconfig: Option<PathBuf>,
 }
 
-/// How `status` and `history` print.
+/// How `status`, `plan` and `history` print.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Output {
     /// One screen for a person.
@@ -102,7 +102,7 @@ pub enum Command {
     /// What Tusk will do if a spec is applied, computed by the operator's own
     /// planner from the Database's current state. Changes nothing.
     #[command(after_help = "Examples:\n  kubectl tusk plan pg -f pg.yaml\n  \
-                            kubectl tusk plan pg --patch '{\"spec\":{\"version\":\"17.12\"}}'")]
+                            kubectl tusk plan pg --patch '{\"spec\":{\"version\":\"17.12\"}}' -o json")]
     Plan {
         database: String,
         /// The Database manifest that would be applied.
