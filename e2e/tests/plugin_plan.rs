@@ -1,9 +1,11 @@
 //! `kubectl tusk plan`: the plan printed is what then happens. On a real
 //! Database, `plan -o json` is asked what a spec change will do; the change
-//! is then applied, and what the operator did (the Events it emits for each
-//! instance replaced, created or deleted, each switchover and each upgrade
-//! Job, in the order it emitted them) is compared with the plan's steps of
-//! those kinds, in order.
+//! is then applied, and what the operator did (each instance pod deleted or
+//! created, the primary role moving away from an instance, each Job
+//! created, in the order watches on the API server saw them) is compared
+//! with the plan's steps of those kinds, in order. Not its Events: the
+//! Event recorder folds Events of one reason into one series that keeps the
+//! first note, so which instance a later one was about is lost.
 //!
 //! - `a_minor_update_goes_as_planned`: 2 instances, 17.11 → 17.12 (both
 //!   images are loaded by `e2e/images/load`, the older one built by
@@ -18,35 +20,36 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::Client;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tusk::api::status::DatabasePhase;
 use tusk::api::v1::Database;
 use tusk_e2e::plugin::tusk;
-use tusk_e2e::{MANAGER, Result, apply_value, database, in_namespace, install_operator, wait_for, wait_ready};
+use tusk_e2e::{
+    MANAGER, Result, apply_value, database, in_namespace, install_operator, wait_for, wait_ready,
+};
 
 const DB: &str = "pg";
 /// How long the change may take to be carried out.
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(900);
 
-/// The Event reasons of the steps compared: those that replace, create or
-/// delete instances, hand the primary role over, or run upgrade Jobs.
-const COMPARED: [&str; 6] = [
-    "RollingUpdate",
-    "CreatedInstance",
-    "DeletedInstance",
-    "SwitchedOver",
-    "FailedOver",
-    "UpgradeJob",
-];
-
-/// One step as `(Event reason, what it acts on)`: the instance, or the Job.
+/// One step as `(what, on what)`: `Gone` (an instance pod deleted or
+/// evicted), `Created` (an instance pod created), `PrimaryChange` (the
+/// primary role left that instance: a switchover) or `Job` (a Job created),
+/// and the instance or Job.
 type Key = (String, String);
 
-/// The plan's steps that emit a compared Event, in order.
+/// The plan's steps that change pods, the primary or Jobs, in order, as
+/// [`Key`]s.
 fn planned(plan: &Value) -> Result<Vec<Key>> {
     let steps = plan["steps"]
         .as_array()
@@ -54,83 +57,180 @@ fn planned(plan: &Value) -> Result<Vec<Key>> {
     Ok(steps
         .iter()
         .filter_map(|s| {
-            let event = s["event"].as_str()?;
-            if !COMPARED.contains(&event) {
-                return None;
-            }
+            let what = match s["action"].as_str()? {
+                "RollPod" | "DeletePod" => "Gone",
+                "CreatePod" => "Created",
+                "Switchover" => "PrimaryChange",
+                "RunUpgradeJob" => "Job",
+                _ => return None,
+            };
             let on = s["job"].as_str().or(s["target"].as_str())?;
-            Some((event.to_owned(), on.to_owned()))
+            Some((what.to_owned(), on.to_owned()))
         })
         .collect())
 }
 
-/// What an Event's note names: the Job of an `UpgradeJob` ("created Job
-/// pg-upgrade-15-17: …"), else the instance ("replacing pg-2 …", "created
-/// replica pg-2 (…)", "deleted pod pg-1 (…)", "pg-1 handed the primary role
-/// to pg-2").
-fn named(reason: &str, note: &str) -> Option<String> {
-    let words: Vec<&str> = note.split_whitespace().collect();
-    let word = match reason {
-        "UpgradeJob" => words.get(2)?.trim_end_matches(':'),
-        "RollingUpdate" => words.get(1)?,
-        "CreatedInstance" | "DeletedInstance" => words.get(2)?,
-        "SwitchedOver" => words.first()?,
-        "FailedOver" => words.iter().find(|w| w.starts_with(DB))?,
-        _ => return None,
-    };
-    Some(word.to_owned())
+/// What the operator did, as the API server's watches tell it in order:
+/// instance pods deleted (from the moment their deletion is asked) and
+/// created, `status.currentPrimary` moving away from an instance, Jobs
+/// created. Only what happens after every watch listed what was there.
+struct Watcher {
+    seen: Arc<Mutex<Vec<Key>>>,
+    listed: Arc<AtomicUsize>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-/// The compared Events the operator emitted for the Database since
-/// `after` (Events of earlier work are left out), in the order it emitted
-/// them; each emitted as many times as its series counts.
-async fn happened(client: &Client, ns: &str, after: Option<Timestamp>) -> Result<Vec<Key>> {
-    let events: Api<Event> = Api::namespaced(client.clone(), ns);
-    let mut found: Vec<(Timestamp, Key)> = Vec::new();
-    for e in events.list(&ListParams::default()).await?.items {
-        let reason = e.reason.clone().unwrap_or_default();
-        if !COMPARED.contains(&reason.as_str())
-            || e.regarding.as_ref().and_then(|r| r.name.as_deref()) != Some(DB)
-        {
-            continue;
-        }
-        let Some(when) = when(&e) else {
-            continue;
+fn push(seen: &Mutex<Vec<Key>>, what: &str, on: &str) {
+    if let Ok(mut seen) = seen.lock() {
+        seen.push((what.to_owned(), on.to_owned()));
+    }
+}
+
+impl Watcher {
+    async fn start(client: &Client, ns: &str) -> Result<Self> {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let listed = Arc::new(AtomicUsize::new(0));
+        let tasks = vec![
+            tokio::spawn(Self::pods(
+                Api::namespaced(client.clone(), ns),
+                seen.clone(),
+                listed.clone(),
+            )),
+            tokio::spawn(Self::jobs(
+                Api::namespaced(client.clone(), ns),
+                seen.clone(),
+                listed.clone(),
+            )),
+            tokio::spawn(Self::primary(
+                Api::namespaced(client.clone(), ns),
+                seen.clone(),
+                listed.clone(),
+            )),
+        ];
+        let watcher = Self {
+            seen,
+            listed,
+            tasks,
         };
-        if after.is_some_and(|after| when <= after) {
-            continue;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while watcher.listed.load(Ordering::SeqCst) < 3 {
+            if tokio::time::Instant::now() >= deadline {
+                return Err("the watches did not list within 60 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let note = e.note.clone().unwrap_or_default();
-        let Some(on) = named(&reason, &note) else {
-            return Err(format!("{reason} Event {note:?} names no instance or Job").into());
-        };
-        let count = e.series.as_ref().map_or(1, |s| s.count).max(1);
-        for _ in 0..count {
-            found.push((when, (reason.clone(), on.clone())));
+        Ok(watcher)
+    }
+
+    fn all(&self) -> Vec<Key> {
+        self.seen.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    async fn pods(api: Api<Pod>, seen: Arc<Mutex<Vec<Key>>>, listed: Arc<AtomicUsize>) {
+        // By name: the uid seen last, and whether its deletion was seen.
+        let mut known: BTreeMap<String, (String, bool)> = BTreeMap::new();
+        let mut live = false;
+        let mut stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(event) = stream.next().await {
+            let (pod, deleted) = match event {
+                Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => (pod, false),
+                Ok(watcher::Event::Delete(pod)) => (pod, true),
+                Ok(watcher::Event::InitDone) => {
+                    if !live {
+                        live = true;
+                        listed.fetch_add(1, Ordering::SeqCst);
+                    }
+                    continue;
+                }
+                Ok(watcher::Event::Init) => continue,
+                Err(e) => {
+                    eprintln!("[plugin_plan] pod watch error (it retries): {e}");
+                    continue;
+                }
+            };
+            let name = pod.name_any();
+            if tusk::resources::names::serial_of(DB, &name).is_none() {
+                continue;
+            }
+            let uid = pod.uid().unwrap_or_default();
+            let going = deleted || pod.metadata.deletion_timestamp.is_some();
+            let new_uid = known
+                .get(&name)
+                .is_none_or(|(known_uid, _)| *known_uid != uid);
+            if new_uid && live {
+                push(&seen, "Created", &name);
+            }
+            let was_going = known
+                .get(&name)
+                .is_some_and(|(known_uid, gone)| *known_uid == uid && *gone);
+            if going && !was_going && live {
+                push(&seen, "Gone", &name);
+            }
+            known.insert(name, (uid, going));
         }
     }
-    found.sort();
-    Ok(found.into_iter().map(|(_, key)| key).collect())
+
+    async fn jobs(api: Api<Job>, seen: Arc<Mutex<Vec<Key>>>, listed: Arc<AtomicUsize>) {
+        let mut known: BTreeSet<String> = BTreeSet::new();
+        let mut live = false;
+        let mut stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(watcher::Event::Apply(job) | watcher::Event::InitApply(job)) => {
+                    if known.insert(job.name_any()) && live {
+                        push(&seen, "Job", &job.name_any());
+                    }
+                }
+                Ok(watcher::Event::InitDone) if !live => {
+                    live = true;
+                    listed.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(_) => {}
+                Err(e) => eprintln!("[plugin_plan] Job watch error (it retries): {e}"),
+            }
+        }
+    }
+
+    async fn primary(api: Api<Database>, seen: Arc<Mutex<Vec<Key>>>, listed: Arc<AtomicUsize>) {
+        let mut primary: Option<String> = None;
+        let mut live = false;
+        let config = watcher::Config::default().fields(&format!("metadata.name={DB}"));
+        let mut stream = watcher(api, config).default_backoff().boxed();
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(watcher::Event::Apply(db) | watcher::Event::InitApply(db)) => {
+                    let now = db.status.and_then(|s| s.current_primary);
+                    if let (Some(before), Some(after)) = (&primary, &now)
+                        && before != after
+                        && live
+                    {
+                        push(&seen, "PrimaryChange", before);
+                    }
+                    if now.is_some() {
+                        primary = now;
+                    }
+                }
+                Ok(watcher::Event::InitDone) if !live => {
+                    live = true;
+                    listed.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(_) => {}
+                Err(e) => eprintln!("[plugin_plan] Database watch error (it retries): {e}"),
+            }
+        }
+    }
 }
 
-/// When an Event was first emitted.
-fn when(e: &Event) -> Option<Timestamp> {
-    e.event_time
-        .as_ref()
-        .map(|t| t.0)
-        .or_else(|| e.metadata.creation_timestamp.as_ref().map(|t| t.0))
-}
-
-/// The newest Event's time so far.
-async fn last_event(client: &Client, ns: &str) -> Result<Option<Timestamp>> {
-    let events: Api<Event> = Api::namespaced(client.clone(), ns);
-    Ok(events
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .filter_map(when)
-        .max())
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
 }
 
 /// `plan -o json` of `patch`, then the patch applied and carried out to
@@ -141,7 +241,17 @@ async fn plan_then_apply(
     patch: Value,
     instances: i32,
 ) -> Result<(Vec<Key>, Vec<Key>, String)> {
-    let outcome = tusk(&["-n", ns, "plan", DB, "-o", "json", "--patch", &patch.to_string()]).await;
+    let outcome = tusk(&[
+        "-n",
+        ns,
+        "plan",
+        DB,
+        "-o",
+        "json",
+        "--patch",
+        &patch.to_string(),
+    ])
+    .await;
     let text = outcome.ok("plan")?;
     let plan: Value = serde_json::from_str(&text)?;
     println!("plan: {}", serde_json::to_string_pretty(&plan)?);
@@ -153,7 +263,7 @@ async fn plan_then_apply(
         .ok("plan")?;
     println!("{human}");
     let expected = planned(&plan)?;
-    let after = last_event(client, ns).await?;
+    let watcher = Watcher::start(client, ns).await?;
     let databases: Api<Database> = Api::namespaced(client.clone(), ns);
     let patched = databases
         .patch(DB, &PatchParams::default(), &Patch::Merge(&patch))
@@ -167,7 +277,7 @@ async fn plan_then_apply(
         })
     })
     .await?;
-    let actual = happened(client, ns, after).await?;
+    let actual = watcher.all();
     Ok((expected, actual, human))
 }
 
@@ -180,15 +290,27 @@ async fn a_minor_update_goes_as_planned() {
         Duration::from_secs(1500),
         |client, ns| async move {
             let spec = json!({"version": "17.11", "instances": 2, "storage": {"size": "1Gi"}});
-            apply_value(&client, Some(&ns), database(DB, spec), &PatchParams::apply(MANAGER))
-                .await?;
+            apply_value(
+                &client,
+                Some(&ns),
+                database(DB, spec),
+                &PatchParams::apply(MANAGER),
+            )
+            .await?;
             wait_ready(&client, &ns, DB, 2).await?;
 
             // Refused by validation: one line naming the field, exit 2,
             // nothing changed.
-            let before = Api::<Database>::namespaced(client.clone(), &ns).get(DB).await?;
+            let before = Api::<Database>::namespaced(client.clone(), &ns)
+                .get(DB)
+                .await?;
             let refused = tusk(&[
-                "-n", &ns, "plan", DB, "--patch", r#"{"spec":{"version":"17.10"}}"#,
+                "-n",
+                &ns,
+                "plan",
+                DB,
+                "--patch",
+                r#"{"spec":{"version":"17.10"}}"#,
             ])
             .await;
             assert_eq!(refused.code, 2, "{refused:?}");
@@ -197,16 +319,13 @@ async fn a_minor_update_goes_as_planned() {
                     && refused.stderr.contains("spec.version"),
                 "one line naming spec.version: {refused:?}"
             );
-            let after = Api::<Database>::namespaced(client.clone(), &ns).get(DB).await?;
+            let after = Api::<Database>::namespaced(client.clone(), &ns)
+                .get(DB)
+                .await?;
             assert_eq!(before.metadata.generation, after.metadata.generation);
 
-            let (expected, actual, human) = plan_then_apply(
-                &client,
-                &ns,
-                json!({"spec": {"version": "17.12"}}),
-                2,
-            )
-            .await?;
+            let (expected, actual, human) =
+                plan_then_apply(&client, &ns, json!({"spec": {"version": "17.12"}}), 2).await?;
             assert!(
                 human.contains("switch over"),
                 "the plan shows the switchover:\n{human}"
@@ -230,8 +349,13 @@ async fn a_major_upgrade_goes_as_planned() {
         Duration::from_secs(1500),
         |client, ns| async move {
             let spec = json!({"version": "15", "instances": 2, "storage": {"size": "1Gi"}});
-            apply_value(&client, Some(&ns), database(DB, spec), &PatchParams::apply(MANAGER))
-                .await?;
+            apply_value(
+                &client,
+                Some(&ns),
+                database(DB, spec),
+                &PatchParams::apply(MANAGER),
+            )
+            .await?;
             wait_ready(&client, &ns, DB, 2).await?;
             let (expected, actual, human) =
                 plan_then_apply(&client, &ns, json!({"spec": {"version": "17"}}), 2).await?;
@@ -256,34 +380,25 @@ mod units {
     use super::*;
 
     #[test]
-    fn each_event_names_what_it_acts_on() {
-        let cases = [
-            ("RollingUpdate", "replacing pg-2 with the current pod spec (0 of 2 instances updated)", "pg-2"),
-            ("CreatedInstance", "created replica pg-2 (clone, localhost/postgres:17.12)", "pg-2"),
-            ("DeletedInstance", "deleted pod pg-1 (MajorUpgrade)", "pg-1"),
-            ("SwitchedOver", "pg-1 handed the primary role to pg-2", "pg-1"),
-            ("UpgradeJob", "created Job pg-upgrade-check-15-17: check of pg-1 from PostgreSQL 15 to 17", "pg-upgrade-check-15-17"),
-        ];
-        for (reason, note, want) in cases {
-            assert_eq!(named(reason, note).as_deref(), Some(want), "{reason}: {note}");
-        }
-    }
-
-    #[test]
-    fn the_plan_s_compared_steps_are_its_evented_ones_in_order() {
+    fn the_plan_s_compared_steps_are_those_that_change_pods_the_primary_or_jobs() {
         let plan = json!({"steps": [
             {"action": "RollPod", "target": "pg-2", "event": "RollingUpdate"},
+            {"action": "CreatePod", "target": "pg-2", "event": "CreatedInstance"},
             {"action": "LabelRole", "target": "pg-2", "event": "RoleLabelled"},
             {"action": "RecordTargetPrimary"},
             {"action": "Switchover", "target": "pg-1", "event": "SwitchedOver"},
+            {"action": "DeletePod", "target": "pg-2", "event": "DeletedInstance"},
             {"action": "RunUpgradeJob", "target": "pg-1", "event": "UpgradeJob", "job": "pg-upgrade-15-17"},
         ]});
+        let key = |what: &str, on: &str| (what.to_owned(), on.to_owned());
         assert_eq!(
             planned(&plan).expect("steps"),
             [
-                ("RollingUpdate".to_owned(), "pg-2".to_owned()),
-                ("SwitchedOver".to_owned(), "pg-1".to_owned()),
-                ("UpgradeJob".to_owned(), "pg-upgrade-15-17".to_owned()),
+                key("Gone", "pg-2"),
+                key("Created", "pg-2"),
+                key("PrimaryChange", "pg-1"),
+                key("Gone", "pg-2"),
+                key("Job", "pg-upgrade-15-17"),
             ]
         );
     }
