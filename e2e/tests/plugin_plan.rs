@@ -72,7 +72,7 @@ fn planned(plan: &Value) -> Result<Vec<Key>> {
 
 /// What the operator did, as the API server's watches tell it in order:
 /// instance pods deleted (from the moment their deletion is asked) and
-/// created, `status.currentPrimary` moving away from an instance, Jobs
+/// created, `status.targetPrimary` moving away from an instance, Jobs
 /// created. Only what happens after every watch listed what was there.
 struct Watcher {
     seen: Arc<Mutex<Vec<Key>>>,
@@ -203,7 +203,11 @@ impl Watcher {
         while let Some(event) = stream.next().await {
             match event {
                 Ok(watcher::Event::Apply(db) | watcher::Event::InitApply(db)) => {
-                    let now = db.status.and_then(|s| s.current_primary);
+                    // `targetPrimary`: the switchover records it before it
+                    // hands the role over; `currentPrimary` follows only
+                    // with the next pass's status, after that pass's
+                    // actions (the old primary's eviction among them).
+                    let now = db.status.and_then(|s| s.target_primary);
                     if let (Some(before), Some(after)) = (&primary, &now)
                         && before != after
                         && live
