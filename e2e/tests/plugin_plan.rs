@@ -336,7 +336,7 @@ async fn a_minor_update_goes_as_planned() {
             );
             assert_eq!(
                 actual, expected,
-                "what the operator did (Events, in order) differs from the plan printed:\n{human}"
+                "what the operator did (pods, primary and Jobs as watched, in order) differs from the plan printed:\n{human}"
             );
             Ok(())
         },
@@ -371,7 +371,7 @@ async fn a_major_upgrade_goes_as_planned() {
             }
             assert_eq!(
                 actual, expected,
-                "what the operator did (Events, in order) differs from the plan printed:\n{human}"
+                "what the operator did (pods, primary and Jobs as watched, in order) differs from the plan printed:\n{human}"
             );
             Ok(())
         },
