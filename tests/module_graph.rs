@@ -189,8 +189,14 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "plugin",
         ],
     ),
-    ("webhook", &["controller", "operator", "instance", "cli", "plugin"]),
-    ("controller", &["operator", "webhook", "instance", "cli", "plugin"]),
+    (
+        "webhook",
+        &["controller", "operator", "instance", "cli", "plugin"],
+    ),
+    (
+        "controller",
+        &["operator", "webhook", "instance", "cli", "plugin"],
+    ),
     // `kubectl tusk`: a user's client; it plans with the operator's pure
     // planner but never runs the operator's, the webhook's or a manager's code.
     ("plugin", &["operator", "webhook", "instance", "cli"]),

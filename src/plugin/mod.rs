@@ -18,11 +18,14 @@ pub mod connect;
 pub mod error;
 pub mod history;
 pub mod logs;
+pub mod plan;
+pub mod plan_observe;
 pub mod render;
 #[cfg(test)]
 mod render_golden;
 pub mod report;
 pub mod session;
+pub mod simulate;
 pub mod status;
 pub mod term;
 pub mod why;
@@ -75,7 +78,7 @@ pub struct Global {
     pub kubeconfig: Option<PathBuf>,
 }
 
-/// How `status` and `history` print.
+/// How `status`, `plan` and `history` print.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Output {
     /// One screen for a person.
@@ -108,7 +111,7 @@ pub enum Command {
     /// What Tusk will do if a spec is applied, computed by the operator's own
     /// planner from the Database's current state. Changes nothing.
     #[command(after_help = "Examples:\n  kubectl tusk plan pg -f pg.yaml\n  \
-                            kubectl tusk plan pg --patch '{\"spec\":{\"version\":\"17.12\"}}'")]
+                            kubectl tusk plan pg --patch '{\"spec\":{\"version\":\"17.12\"}}' -o json")]
     Plan {
         database: String,
         /// The Database manifest that would be applied.
@@ -122,6 +125,9 @@ pub enum Command {
         /// A JSON merge patch over the current spec.
         #[arg(long)]
         patch: Option<String>,
+        /// `json` and `yaml` list the steps with their kinds and targets.
+        #[arg(short = 'o', long, value_enum, default_value_t)]
+        output: Output,
     },
     /// Hand the primary role to a replica (the most advanced healthy one
     /// unless `--to` names it).
@@ -303,6 +309,21 @@ async fn dispatch(session: &Session, command: Command) -> Result<(), Error> {
         } => logs::run(session, &database, operator, since.as_deref()).await,
         Command::Report { database, output } => {
             report::run(session, &database, output.as_deref()).await
+        }
+        Command::Plan {
+            database,
+            file,
+            patch,
+            output,
+        } => {
+            plan::run(
+                session,
+                &database,
+                file.as_deref(),
+                patch.as_deref(),
+                output,
+            )
+            .await
         }
         other => Err(Error::Usage(format!(
             "{other:?} is not available in this build"
