@@ -245,6 +245,7 @@ pub fn manager_of(
             pending_restart: false,
             inactive_slots: Vec::new(),
             archiver: None,
+            replay_lag_milliseconds: Default::default(),
         },
         ready: reported.ready,
         parameters: parameters.clone(),
