@@ -80,8 +80,10 @@ pub enum Output {
 pub enum Command {
     /// One screen on a Database: phase, instances, replication, backups,
     /// the last failover, what is not well, recent warnings.
-    #[command(after_help = "Examples:\n  kubectl tusk status pg\n  kubectl tusk status pg -o yaml\n  \
-                            kubectl tusk status pg --watch")]
+    #[command(
+        after_help = "Examples:\n  kubectl tusk status pg\n  kubectl tusk status pg -o yaml\n  \
+                            kubectl tusk status pg --watch"
+    )]
     Status {
         database: String,
         #[arg(short = 'o', long, value_enum, default_value_t)]
@@ -101,7 +103,12 @@ pub enum Command {
     Plan {
         database: String,
         /// The Database manifest that would be applied.
-        #[arg(short = 'f', long, conflicts_with = "patch", required_unless_present = "patch")]
+        #[arg(
+            short = 'f',
+            long,
+            conflicts_with = "patch",
+            required_unless_present = "patch"
+        )]
         file: Option<PathBuf>,
         /// A JSON merge patch over the current spec.
         #[arg(long)]
@@ -139,8 +146,10 @@ pub enum Command {
     },
     /// Create a new Database from another's backups, to its latest state or
     /// to a point in time.
-    #[command(after_help = "Examples:\n  kubectl tusk restore pg --to pg-copy --wait\n  \
-                            kubectl tusk restore pg --to pg-before --time 2026-11-26T10:00:00Z --wait")]
+    #[command(
+        after_help = "Examples:\n  kubectl tusk restore pg --to pg-copy --wait\n  \
+                            kubectl tusk restore pg --to pg-before --time 2026-11-26T10:00:00Z --wait"
+    )]
     Restore {
         /// The Database whose backups are restored.
         source: String,
@@ -157,8 +166,10 @@ pub enum Command {
         wait: Wait,
     },
     /// Open psql on the primary (or a replica, or a named instance).
-    #[command(after_help = "Examples:\n  kubectl tusk psql pg\n  kubectl tusk psql pg --replica\n  \
-                            kubectl tusk psql pg --instance 2 -- -c 'select 1'")]
+    #[command(
+        after_help = "Examples:\n  kubectl tusk psql pg\n  kubectl tusk psql pg --replica\n  \
+                            kubectl tusk psql pg --instance 2 -- -c 'select 1'"
+    )]
     Psql {
         database: String,
         /// A ready replica instead of the primary.
@@ -176,7 +187,9 @@ pub enum Command {
     Connect { database: String },
     /// The instances' logs merged by time (and the operator's with
     /// `--operator`).
-    #[command(after_help = "Examples:\n  kubectl tusk logs pg\n  kubectl tusk logs pg --operator --since 10m")]
+    #[command(
+        after_help = "Examples:\n  kubectl tusk logs pg\n  kubectl tusk logs pg --operator --since 10m"
+    )]
     Logs {
         database: String,
         /// Include the operator's lines about this Database.
@@ -203,7 +216,9 @@ pub enum Command {
         output: Output,
     },
     /// Print a shell completion script.
-    #[command(after_help = "Example:\n  kubectl tusk completion bash > /etc/bash_completion.d/kubectl-tusk")]
+    #[command(
+        after_help = "Example:\n  kubectl tusk completion bash > /etc/bash_completion.d/kubectl-tusk"
+    )]
     Completion { shell: clap_complete::Shell },
 }
 
@@ -249,7 +264,9 @@ async fn run(cli: Cli) -> Result<(), Error> {
 }
 
 async fn dispatch(_session: &Session, command: Command) -> Result<(), Error> {
-    Err(Error::Usage(format!("{command:?} is not available in this build")))
+    Err(Error::Usage(format!(
+        "{command:?} is not available in this build"
+    )))
 }
 
 #[cfg(test)]

@@ -80,7 +80,8 @@ impl Progress {
             }
             None => {
                 let bar = ProgressBar::new_spinner();
-                if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                if let Ok(style) =
+                    ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
                 {
                     bar.set_style(style);
                 }
