@@ -16,6 +16,7 @@
 pub mod faults;
 pub mod loopback;
 pub mod outside;
+pub mod plugin;
 pub mod skip;
 pub mod storage;
 pub mod store;

@@ -96,7 +96,13 @@ fn promote(ctx: &Context, serial: u32, from: u32) -> Action {
 /// failed or terminating). A failover topology, or `None` to let the
 /// topology restart it in place.
 pub(super) fn replace(ctx: &Context, primary: u32, down: bool) -> Option<Topology> {
-    if !enabled(ctx) || ctx.members.len() < 2 {
+    if ctx.members.len() < 2 {
+        return None;
+    }
+    if down && ctx.observed.lease_access && ctx.observed.lease == LeaseState::Unobserved {
+        return Some(lease_unread(ctx, primary));
+    }
+    if !enabled(ctx) {
         return None;
     }
     if let Some(topology) = finish_handover(ctx, primary) {
@@ -140,6 +146,27 @@ pub(super) fn replace(ctx: &Context, primary: u32, down: bool) -> Option<Topolog
         }
         Decision::Wait(why) => not_yet(ctx, primary, down, &why, &reports, &candidates),
     }
+}
+
+/// Leader selection runs but this operator has not read the Lease yet (it
+/// has just started: a new leader, or a restart in the middle of a
+/// failover). Restarting the primary on its volume now would race, and
+/// usually beat, the failover the Lease allows a moment later; the first read
+/// comes with the watch's initial list.
+fn lease_unread(ctx: &Context, primary: u32) -> Topology {
+    Topology::wait(
+        if super::alarm::starting(ctx, primary) {
+            DatabasePhase::InitializingPrimary
+        } else {
+            DatabasePhase::FailingOver
+        },
+        "PrimaryUnavailable",
+        format!(
+            "primary {} does not serve; not deciding before the primary lease is read",
+            ctx.name(primary)
+        ),
+    )
+    .primary(primary)
 }
 
 /// A lease already handed to a replica: finish that promotion.

@@ -88,6 +88,40 @@ fn a_lost_primary_is_replaced_by_the_most_advanced_replica_once_the_lease_expire
 }
 
 #[test]
+fn a_deleted_primary_is_not_restarted_before_the_lease_is_read() {
+    // An operator that has just started (a new leader) has not read the Lease
+    // yet: recreating the primary's pod now would beat the failover (seen in
+    // e2e: a force-deleted primary back on timeline 1, never replaced).
+    let decided = plan(
+        &async_spec(3),
+        status(P::Ready, Some(1)).as_ref(),
+        &lost_primary(LeaseState::Unobserved, 5),
+    );
+    assert!(
+        !decided
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::CreatePod { serial: 1, .. })),
+        "{:?}",
+        decided.actions
+    );
+    assert_eq!(decided.phase, P::FailingOver);
+    let ready = condition(&decided, READY);
+    assert!(
+        ready.message.contains("before the primary lease is read"),
+        "{}",
+        ready.message
+    );
+    // Once read, the failover goes ahead.
+    let decided = plan(
+        &async_spec(3),
+        status(P::Ready, Some(1)).as_ref(),
+        &lost_primary(expired(), 5),
+    );
+    assert_eq!(promotions(&decided.actions), [name(3)]);
+}
+
+#[test]
 fn no_failover_under_a_live_lease_or_without_confirmations() {
     let held = LeaseState::Held {
         holder: name(1),

@@ -119,6 +119,12 @@ pub(super) fn observed(instances: Vec<(u32, Instance)>) -> Observed {
     }
 }
 
+/// The Lease read and released: the old primary stopped on purpose.
+fn lease_read(mut observed: Observed) -> Observed {
+    observed.lease = LeaseState::Released;
+    observed
+}
+
 /// The Services as the endpoint controller would have them: `-rw` to the
 /// ready primary, `-ro` to the ready replicas (the kubelet agreeing with the
 /// managers).
@@ -607,7 +613,7 @@ fn rows() -> Vec<Row> {
             name: "primary pod gone, PVC present -> recreated on its data (Initdb keeps it)",
             spec: async_spec(2),
             previous: status(P::Ready, Some(1)),
-            observed: observed(vec![(1, survivor()), (2, replica(false))]),
+            observed: lease_read(observed(vec![(1, survivor()), (2, replica(false))])),
             phase: P::Degraded,
             actions: vec![Action::CreatePod {
                 serial: 1,
@@ -615,16 +621,18 @@ fn rows() -> Vec<Row> {
                 role: Primary,
                 image: String::new(),
             }],
-            requeue: soon,
+            // Leader selection runs: a failover may follow any moment.
+            requeue: Some(super::plan::REQUEUE_FAILOVER_SECONDS),
         },
         Row {
             name: "primary pod gone but another pod may be primary -> no second primary",
             spec: async_spec(2),
             previous: status(P::Ready, Some(1)),
-            observed: observed(vec![(1, survivor()), (2, unknown(Primary))]),
+            observed: lease_read(observed(vec![(1, survivor()), (2, unknown(Primary))])),
             phase: P::Degraded,
             actions: vec![],
-            requeue: soon,
+            // Leader selection runs: a failover may follow any moment.
+            requeue: Some(super::plan::REQUEUE_FAILOVER_SECONDS),
         },
         Row {
             name: "primary volume gone, replicas answer -> FailingOver (promotion is failover's)",
