@@ -14,8 +14,14 @@ use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
+pub mod act;
+pub mod backup;
 pub mod error;
+pub mod psql;
+pub mod restart;
+pub mod restore;
 pub mod session;
+pub mod switchover;
 pub mod term;
 
 pub use error::Error;
