@@ -77,6 +77,10 @@ pub struct PlannedInstance<'a> {
 /// through the downward API, not an env value, so that (like the role) it
 /// stays out of the spec hash.
 ///
+/// A Database's [`RESTARTED_AT_ANNOTATION`] is copied onto the pod and
+/// folded into its spec hash, so a new value makes every pod outdated and
+/// the rolling update replaces them; without it the hash is the spec's alone.
+///
 /// The pod reads the passwords from the three Secrets (see [`super::secret`]),
 /// which must exist before it starts or the kubelet holds it in
 /// `CreateContainerConfigError`. The object store's credentials Secret is
