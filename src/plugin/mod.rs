@@ -266,13 +266,53 @@ async fn run(cli: Cli) -> Result<(), Error> {
         return Ok(());
     }
     let session = Session::connect(&cli.global).await?;
-    dispatch(&session, cli.command).await
+    dispatch(&session, &cli.global, cli.command).await
 }
 
-async fn dispatch(_session: &Session, command: Command) -> Result<(), Error> {
-    Err(Error::Usage(format!(
-        "{command:?} is not available in this build"
-    )))
+async fn dispatch(session: &Session, global: &Global, command: Command) -> Result<(), Error> {
+    match command {
+        Command::Backup {
+            database,
+            name,
+            wait,
+        } => backup::run(session, &database, name.as_deref(), wait).await,
+        Command::Psql {
+            database,
+            replica,
+            instance,
+            args,
+        } => {
+            let choice = match (replica, instance) {
+                (true, _) => psql::Choice::Replica,
+                (false, Some(instance)) => psql::Choice::Instance(instance),
+                (false, None) => psql::Choice::Primary,
+            };
+            psql::run(session, global, &database, choice, &args).await
+        }
+        Command::Restart { database, wait } => restart::run(session, &database, wait).await,
+        Command::Restore {
+            source,
+            to,
+            time,
+            lsn,
+            wait,
+        } => {
+            let request = restore::Request {
+                source: &source,
+                to: &to,
+                time: time.as_deref(),
+                lsn: lsn.as_deref(),
+                wait,
+            };
+            restore::run(session, request).await
+        }
+        Command::Switchover { database, to, wait } => {
+            switchover::run(session, &database, to.as_deref(), wait).await
+        }
+        other => Err(Error::Usage(format!(
+            "{other:?} is not available in this build"
+        ))),
+    }
 }
 
 #[cfg(test)]
