@@ -33,6 +33,12 @@ pub struct Defaults<'a> {
     pub node_ports: super::expose::NodePortRange,
 }
 
+/// The annotation that restarts a Database (`kubectl tusk restart` sets it
+/// to the time, like `kubectl rollout restart`): every instance pod carries
+/// its value, and a new value replaces them all, replicas first, then the
+/// primary after a switchover. An RFC 3339 time, for `status.history`.
+pub const RESTARTED_AT_ANNOTATION: &str = "tusk.dev/restartedAt";
+
 /// A Database whose spec passed validation, resolved for the builders.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ValidatedDatabase {
@@ -77,6 +83,8 @@ pub struct ValidatedDatabase {
     pub tls: TlsSettings,
     /// `spec.expose`, as validated.
     pub expose: Vec<super::expose::ExposeSpec>,
+    /// The [`RESTARTED_AT_ANNOTATION`] value: part of each pod's spec hash.
+    pub restarted_at: Option<String>,
 }
 
 impl ValidatedDatabase {
@@ -121,6 +129,12 @@ impl ValidatedDatabase {
             derived,
             tls,
             expose: spec.expose.clone(),
+            restarted_at: db
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(RESTARTED_AT_ANNOTATION))
+                .cloned(),
         }
     }
 

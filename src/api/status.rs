@@ -99,7 +99,8 @@ pub struct HistoryEntry {
     /// The primary after, the version after.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<String>,
-    /// The object it concerns (a Backup's name).
+    /// The object it concerns (a Backup's name), or a restart's
+    /// `tusk.dev/restartedAt` value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// How long it took; for a failover or switchover, how long no primary

@@ -14,19 +14,25 @@ use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
+pub mod act;
+pub mod backup;
 pub mod connect;
 pub mod error;
 pub mod history;
 pub mod logs;
 pub mod plan;
 pub mod plan_observe;
+pub mod psql;
 pub mod render;
 #[cfg(test)]
 mod render_golden;
 pub mod report;
+pub mod restart;
+pub mod restore;
 pub mod session;
 pub mod simulate;
 pub mod status;
+pub mod switchover;
 pub mod term;
 pub mod why;
 
@@ -280,15 +286,13 @@ pub async fn main(args: Vec<OsString>) -> ExitCode {
 
 async fn run(cli: Cli) -> Result<(), Error> {
     if let Command::Completion { shell } = cli.command {
-        let mut command = Cli::command();
-        clap_complete::generate(shell, &mut command, PLUGIN_BINARY, &mut std::io::stdout());
-        return Ok(());
+        return completion(shell);
     }
     let session = Session::connect(&cli.global).await?;
-    dispatch(&session, cli.command).await
+    dispatch(&session, &cli.global, cli.command).await
 }
 
-async fn dispatch(session: &Session, command: Command) -> Result<(), Error> {
+async fn dispatch(session: &Session, global: &Global, command: Command) -> Result<(), Error> {
     match command {
         Command::Status {
             database,
@@ -325,10 +329,53 @@ async fn dispatch(session: &Session, command: Command) -> Result<(), Error> {
             )
             .await
         }
-        other => Err(Error::Usage(format!(
-            "{other:?} is not available in this build"
-        ))),
+        Command::Backup {
+            database,
+            name,
+            wait,
+        } => backup::run(session, &database, name.as_deref(), wait).await,
+        Command::Psql {
+            database,
+            replica,
+            instance,
+            args,
+        } => {
+            let choice = match (replica, instance) {
+                (true, _) => psql::Choice::Replica,
+                (false, Some(instance)) => psql::Choice::Instance(instance),
+                (false, None) => psql::Choice::Primary,
+            };
+            psql::run(session, global, &database, choice, &args).await
+        }
+        Command::Restart { database, wait } => restart::run(session, &database, wait).await,
+        Command::Restore {
+            source,
+            to,
+            time,
+            lsn,
+            wait,
+        } => {
+            let request = restore::Request {
+                source: &source,
+                to: &to,
+                time: time.as_deref(),
+                lsn: lsn.as_deref(),
+                wait,
+            };
+            restore::run(session, request).await
+        }
+        Command::Switchover { database, to, wait } => {
+            switchover::run(session, &database, to.as_deref(), wait).await
+        }
+        Command::Completion { shell } => completion(shell),
     }
+}
+
+/// The shell completion script: no cluster needed.
+fn completion(shell: clap_complete::Shell) -> Result<(), Error> {
+    let mut command = Cli::command();
+    clap_complete::generate(shell, &mut command, PLUGIN_BINARY, &mut std::io::stdout());
+    Ok(())
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ use super::secret::{SecretKind, secret_env};
 use super::{
     BuildConfig, compute, hash, inherited, labels, names, object_meta, placement, tls, wal_volume,
 };
+use crate::api::model::RESTARTED_AT_ANNOTATION;
 use crate::api::model::ValidatedDatabase;
 use crate::api::status::InstanceRole;
 use crate::api::v1::ReplicationMode;
@@ -76,6 +77,10 @@ pub struct PlannedInstance<'a> {
 /// through the downward API, not an env value, so that (like the role) it
 /// stays out of the spec hash.
 ///
+/// A Database's [`RESTARTED_AT_ANNOTATION`] is copied onto the pod and
+/// folded into its spec hash, so a new value makes every pod outdated and
+/// the rolling update replaces them; without it the hash is the spec's alone.
+///
 /// The pod reads the passwords from the three Secrets (see [`super::secret`]),
 /// which must exist before it starts or the kubelet holds it in
 /// `CreateContainerConfigError`. The object store's credentials Secret is
@@ -93,15 +98,22 @@ pub fn instance_pod(
         name.clone(),
         labels::pod(&db.name, &name, instance.role),
     );
+    let hash = restarted_hash(spec_hash(&spec), db.restarted_at.as_deref());
     inherited::annotate(
         &mut metadata.annotations,
         [
-            (SPEC_HASH_ANNOTATION.to_owned(), spec_hash(&spec)),
+            (SPEC_HASH_ANNOTATION.to_owned(), hash),
             (
                 BOOTSTRAP_ANNOTATION.to_owned(),
                 instance.bootstrap.as_str().to_owned(),
             ),
-        ],
+        ]
+        .into_iter()
+        .chain(
+            db.restarted_at
+                .clone()
+                .map(|at| (RESTARTED_AT_ANNOTATION.to_owned(), at)),
+        ),
     );
     Pod {
         metadata,
@@ -121,7 +133,21 @@ pub fn instance_spec_hash(
     config: &BuildConfig,
 ) -> String {
     let name = names::instance_name(&db.name, serial);
-    spec_hash(&pod_spec(db, &name, image, config))
+    restarted_hash(
+        spec_hash(&pod_spec(db, &name, image, config)),
+        db.restarted_at.as_deref(),
+    )
+}
+
+/// The spec hash of a pod of a Database restarted at `restarted_at` (its
+/// [`RESTARTED_AT_ANNOTATION`]): a new value is a new hash, so the rollout
+/// replaces every pod. Without the annotation the hash is the spec's alone,
+/// as before the annotation existed, so no pod is replaced for it.
+fn restarted_hash(hash: String, restarted_at: Option<&str>) -> String {
+    match restarted_at {
+        Some(at) => hash::fnv1a64_hex(format!("{hash}\n{RESTARTED_AT_ANNOTATION}={at}").as_bytes()),
+        None => hash,
+    }
 }
 
 /// The image of an instance pod's PostgreSQL container; empty when it has none.
@@ -925,6 +951,52 @@ mod tests {
         assert_ne!(
             hash_of(&primary),
             hash_of(&pod_of(&moved, 1, InstanceRole::Primary, &config()))
+        );
+    }
+
+    #[test]
+    fn a_restart_annotation_is_a_new_hash_and_is_carried_by_the_pod() {
+        let db = sample_database();
+        let annotations = |pod: &Pod| pod.metadata.annotations.clone().unwrap_or_default();
+        let plain = pod_of(&db, 1, InstanceRole::Replica, &config());
+        assert_eq!(annotations(&plain).get(RESTARTED_AT_ANNOTATION), None);
+        // Without the annotation the hash is the spec's alone (the pinned
+        // hashes below prove it did not move for existing pods).
+        assert_eq!(
+            annotations(&plain).get(SPEC_HASH_ANNOTATION),
+            Some(&spec_hash(&spec_of(&plain)))
+        );
+        let restarted_at = |at: &str| {
+            let mut db = db.clone();
+            db.metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(RESTARTED_AT_ANNOTATION.into(), at.into());
+            db
+        };
+        let first = restarted_at("2026-11-26T10:00:00Z");
+        let again = restarted_at("2026-11-26T11:00:00Z");
+        let pod = pod_of(&first, 1, InstanceRole::Replica, &config());
+        assert_eq!(
+            annotations(&pod)
+                .get(RESTARTED_AT_ANNOTATION)
+                .map(String::as_str),
+            Some("2026-11-26T10:00:00Z")
+        );
+        let hash = |db: &crate::api::v1::Database| {
+            let model = model_of(db, &config());
+            instance_spec_hash(&model, 1, &model.image, &config())
+        };
+        assert_eq!(
+            annotations(&pod).get(SPEC_HASH_ANNOTATION),
+            Some(&hash(&first))
+        );
+        assert_ne!(hash(&first), hash(&db));
+        assert_ne!(hash(&first), hash(&again));
+        assert_eq!(
+            spec_of(&pod),
+            spec_of(&plain),
+            "the pod spec itself is unchanged"
         );
     }
 

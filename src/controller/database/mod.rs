@@ -7,6 +7,7 @@
 
 mod apply;
 pub mod backups;
+pub mod history;
 pub mod instances;
 mod migration_jobs;
 pub mod observe;
@@ -35,7 +36,7 @@ use super::{
     Change, Context, FIELD_MANAGER, FINALIZER, conditions, key_of, namespace_of, reconciled,
 };
 use crate::api::model::ValidatedDatabase;
-use crate::api::status::{DatabasePhase, LastFailover};
+use crate::api::status::{DatabasePhase, HistoryEntry, LastFailover};
 use crate::api::store;
 use crate::api::v1::Database;
 use crate::controller::Error;
@@ -147,13 +148,14 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         snapshot: &snapshot,
         observed: &observed,
     };
-    let (failure, last_failover) = run.execute(&mut decision).await;
+    let executed = run.execute(&mut decision).await;
     let mut next = run.next_status(&decision);
-    next.last_failover = last_failover;
+    next.history = run.history(&model, &next, executed.history);
+    next.last_failover = executed.last_failover;
     write_status(db, api, ctx, &next, Announce::Transitions).await?;
     run.publish_notes(&decision).await;
     count_failover(ctx, db, &key, next.current_primary.as_deref());
-    if let Some(error) = failure {
+    if let Some(error) = executed.failure {
         return Err(error);
     }
     reconciled(db, ctx);
@@ -189,7 +191,7 @@ async fn hold(
         run.publish_notes(&decision).await;
         return Ok(None);
     }
-    let (failure, _) = run.execute(&mut decision).await;
+    let failure = run.execute(&mut decision).await.failure;
     let announce = Announce::Ready {
         warning: decision.alarm,
         action: "Delete",
@@ -200,6 +202,16 @@ async fn hold(
         return Err(error);
     }
     Ok(Some(requeue(&decision)))
+}
+
+/// What carrying a plan out did.
+struct Executed {
+    /// The action that failed, which stopped the rest.
+    failure: Option<Error>,
+    /// The failover that completed.
+    last_failover: Option<LastFailover>,
+    /// The failovers and switchovers that completed, for `status.history`.
+    history: Vec<HistoryEntry>,
 }
 
 /// One pass's inputs, to carry its plan out.
@@ -220,12 +232,16 @@ impl Run<'_> {
     /// later actions may rely on earlier ones (pods on their Secrets and
     /// PVCs, PVC deletion on the pod's). A refusal that repeating will not
     /// change becomes a blocking verdict, so the pass waits for a change
-    /// instead of retrying forever. Returns the failure and the failover
-    /// that completed, if any.
-    async fn execute(
-        &self,
-        decision: &mut lifecycle::Plan,
-    ) -> (Option<Error>, Option<LastFailover>) {
+    /// instead of retrying forever.
+    ///
+    /// A switchover's write pause runs from asking the primary to hand over
+    /// to the promoted replica accepting writes: both happen in the one
+    /// action (the promotion returns once the new primary accepts writes),
+    /// so a monotonic clock in this pass measures it and nothing needs to
+    /// survive the pass. If the promotion fails after the hand-over, the
+    /// outage is marked as begun at the hand-over, so the failover that
+    /// completes it in a later pass is measured from there.
+    async fn execute(&self, decision: &mut lifecycle::Plan) -> Executed {
         let applier = self.model.map(|model| apply::Applier {
             ctx: self.ctx,
             client: &self.ctx.client,
@@ -237,7 +253,13 @@ impl Run<'_> {
             snapshot: self.snapshot,
         });
         let mut last_failover = None;
+        let mut history = Vec::new();
         for action in &decision.actions {
+            let started = std::time::Instant::now();
+            if let lifecycle::Action::Switchover { .. } = action {
+                self.ctx
+                    .outage(&key_of(self.db), |o| o.observe(None, started));
+            }
             let result = match action {
                 lifecycle::Action::RecordTargetPrimary { .. } => {
                     let early = self.next_status(decision);
@@ -255,8 +277,18 @@ impl Run<'_> {
             };
             match result {
                 Ok(Some(done)) => {
-                    if let lifecycle::Action::Promote { name: to, from, .. } = action {
-                        last_failover = Some(self.failed_over(from, to));
+                    match action {
+                        lifecycle::Action::Promote { name: to, from, .. } => {
+                            let record = self.failed_over(from, to);
+                            history.push(history::failover(&record));
+                            last_failover = Some(record);
+                        }
+                        lifecycle::Action::Switchover { from, to, .. } => {
+                            let pause = started.elapsed();
+                            info!(%from, %to, ?pause, "switched over");
+                            history.push(history::switchover(from, to, pause, Timestamp::now()));
+                        }
+                        _ => {}
                     }
                     self.publish_done(action, done).await;
                 }
@@ -267,11 +299,56 @@ impl Run<'_> {
                         let (reason, message) = refusal(action, &error);
                         decision.add(Verdict::blocked(reason, message));
                     }
-                    return (Some(error), last_failover);
+                    return Executed {
+                        failure: Some(error),
+                        last_failover,
+                        history,
+                    };
                 }
             }
         }
-        (None, last_failover)
+        Executed {
+            failure: None,
+            last_failover,
+            history,
+        }
+    }
+
+    /// What this pass adds to `status.history`: `executed` (failovers and
+    /// switchovers), the Backups that ended, the upgrade that did, and the
+    /// restart that is done.
+    fn history(
+        &self,
+        model: &ValidatedDatabase,
+        next: &plan::NextStatus,
+        mut executed: Vec<HistoryEntry>,
+    ) -> Vec<HistoryEntry> {
+        let previous = self.db.status.clone().unwrap_or_default();
+        let now = self.snapshot.now;
+        executed.extend(history::backups(&previous.history, &self.snapshot.backups));
+        executed.extend(history::upgrade(
+            previous.upgrade.as_ref(),
+            next.upgrade.as_ref(),
+            now,
+        ));
+        if let Some(asked) = model.restarted_at.as_deref() {
+            let carrying = self
+                .snapshot
+                .pods
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter(|p| {
+                    p.annotations().get(history::RESTARTED_AT_ANNOTATION) == Some(&asked.to_owned())
+                })
+                .count();
+            let restart = history::Restart {
+                asked,
+                replaced: carrying >= usize::try_from(model.instances).unwrap_or(usize::MAX),
+                ready: next.phase == DatabasePhase::Ready,
+            };
+            executed.extend(history::restart(&previous.history, restart, now));
+        }
+        executed
     }
 
     /// The status the plan names, with what was observed of the instances.

@@ -40,6 +40,8 @@ pub struct NextStatus {
     pub tls: Option<crate::api::tls::TlsStatus>,
     /// `status.endpoints`; `None` keeps the recorded ones.
     pub endpoints: Option<Vec<crate::api::expose::EndpointStatus>>,
+    /// What this pass adds to `status.history` (see [`super::history`]).
+    pub history: Vec<crate::api::status::HistoryEntry>,
 }
 
 /// Everything the reconciler checks before acting: the spec on its own (as
@@ -93,6 +95,7 @@ pub fn invalid(db: &Database, errors: &[FieldError]) -> NextStatus {
         resources: None,
         tls: None,
         endpoints: None,
+        history: Vec::new(),
     }
 }
 
@@ -113,6 +116,7 @@ pub fn deleting(db: &Database, decision: &lifecycle::Plan) -> NextStatus {
         resources: None,
         tls: None,
         endpoints: None,
+        history: Vec::new(),
     }
 }
 
@@ -136,6 +140,7 @@ pub fn accepted(
         resources: None,
         tls: decision.tls.as_ref().map(|t| t.status.clone()),
         endpoints: decision.endpoints.clone(),
+        history: Vec::new(),
     }
 }
 

@@ -49,7 +49,7 @@ pub fn build(db: &Database, plan: &NextStatus, now: &Time) -> DatabaseStatus {
             .endpoints
             .clone()
             .unwrap_or_else(|| previous.endpoints.clone()),
-        history: previous.history.clone(),
+        history: super::history::append(&previous.history, &plan.history),
     }
 }
 
