@@ -11,6 +11,7 @@ use futures::future::{BoxFuture, join_all};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
@@ -299,6 +300,24 @@ fn run_database(
                     .map(|namespace| ObjectRef::new(&backup.spec.database).within(&namespace))
             },
         );
+    // The `-rw`/`-ro` endpoints moving wakes their Database: Ready waits for
+    // the Services to route, and a switchover's pause ends there. The
+    // EndpointSlice controller copies the Service's labels onto its slices.
+    let controller = controller.watches(
+        same_scope::<EndpointSlice>(&client, &api),
+        watcher::Config::default()
+            .labels(&format!(
+                "{}={}",
+                labels::MANAGED_BY,
+                labels::MANAGED_BY_VALUE
+            ))
+            .any_semantic(),
+        |slice: EndpointSlice| {
+            let namespace = slice.namespace()?;
+            let database = slice.labels().get(labels::DATABASE)?;
+            Some(ObjectRef::new(database).within(&namespace))
+        },
+    );
     // A primary lease that stops changing, or changes hands, wakes its
     // Database at once: the failover clock starts there.
     let controller = controller.reconcile_on(

@@ -1,8 +1,9 @@
 //! `status.history` (pure): which entries a pass adds, and the list kept.
 //!
 //! Every entry is decided from what the pass already holds, so recording
-//! costs no API call: a failover or a switchover when its action completes
-//! (with the figures the pass measured), a Backup once it is Completed or
+//! costs no API call: a failover when its action completes (with the
+//! figures the pass measured), a switchover when a pass sees `-rw` route to
+//! the new primary (see [`super::outage`]), a Backup once it is Completed or
 //! Failed, a major upgrade when its step becomes final, a restart
 //! (`tusk.dev/restartedAt`) once every instance pod carries the value and
 //! the Database is Ready. The list is kept in time order and trimmed to
@@ -20,6 +21,8 @@ use crate::api::status::{
     UpgradeStep,
 };
 use crate::api::v1::Backup;
+
+use super::outage::Switched;
 
 pub use crate::api::model::RESTARTED_AT_ANNOTATION;
 
@@ -73,13 +76,22 @@ pub fn failover(record: &LastFailover) -> HistoryEntry {
     }
 }
 
-/// A switchover from `from` to `to` that completed at `now`; `pause`: from
-/// asking `from` to hand over to `to` accepting writes.
-pub fn switchover(from: &str, to: &str, pause: Duration, now: Timestamp) -> HistoryEntry {
+/// A switchover that completed at `now`: its pause runs from asking the old
+/// primary to hand over to the `-rw` Service routing to the new one, as
+/// clients see it; when that routing was not seen, to the promotion, and the
+/// entry says so.
+pub fn switchover(switched: &Switched, now: Timestamp) -> HistoryEntry {
     HistoryEntry {
-        from: Some(from.to_owned()),
-        to: Some(to.to_owned()),
-        duration_milliseconds: Some(millis(pause)),
+        from: Some(switched.from.clone()),
+        to: Some(switched.to.clone()),
+        duration_milliseconds: Some(millis(switched.routed.unwrap_or(switched.promoted))),
+        message: switched.routed.is_none().then(|| {
+            format!(
+                "the -rw Service did not route to {} alone within {} s; the pause shown ends at the promotion",
+                switched.to,
+                super::outage::ROUTED_WITHIN.as_secs()
+            )
+        }),
         ..entry(HistoryKind::Switchover, now, true)
     }
 }
@@ -316,16 +328,29 @@ mod tests {
         assert_eq!(failover.to.as_deref(), Some("pg-2"));
         assert_eq!(failover.duration_milliseconds, Some(2500));
         assert_eq!(failover.wal_gap_bytes, Some(0));
-        let switchover = switchover(
-            "pg-2",
-            "pg-1",
-            Duration::from_millis(830),
-            at("2026-11-26T10:05:00Z"),
+        let mut switched = Switched {
+            from: "pg-2".into(),
+            to: "pg-1".into(),
+            routed: Some(Duration::from_millis(1630)),
+            promoted: Duration::from_millis(230),
+        };
+        let switchover_entry = switchover(&switched, at("2026-11-26T10:05:00Z"));
+        assert_eq!(switchover_entry.kind, HistoryKind::Switchover);
+        // The pause clients saw: until -rw routed to the new primary.
+        assert_eq!(switchover_entry.duration_milliseconds, Some(1630));
+        assert_eq!(switchover_entry.to.as_deref(), Some("pg-1"));
+        assert!(switchover_entry.succeeded);
+        assert_eq!(switchover_entry.message, None);
+        switched.routed = None;
+        let unrouted = switchover(&switched, at("2026-11-26T10:05:00Z"));
+        assert_eq!(unrouted.duration_milliseconds, Some(230));
+        assert!(
+            unrouted
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("did not route to pg-1")),
+            "{unrouted:?}"
         );
-        assert_eq!(switchover.kind, HistoryKind::Switchover);
-        assert_eq!(switchover.duration_milliseconds, Some(830));
-        assert_eq!(switchover.to.as_deref(), Some("pg-1"));
-        assert!(switchover.succeeded);
     }
 
     fn upgrade_at(step: UpgradeStep) -> UpgradeStatus {

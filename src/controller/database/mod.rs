@@ -235,12 +235,12 @@ impl Run<'_> {
     /// instead of retrying forever.
     ///
     /// A switchover's write pause runs from asking the primary to hand over
-    /// to the promoted replica accepting writes: both happen in the one
-    /// action (the promotion returns once the new primary accepts writes),
-    /// so a monotonic clock in this pass measures it and nothing needs to
-    /// survive the pass. If the promotion fails after the hand-over, the
-    /// outage is marked as begun at the hand-over, so the failover that
-    /// completes it in a later pass is measured from there.
+    /// to the `-rw` Service routing to the new primary: the hand-over is
+    /// remembered ([`outage::Outage::handed_over`]) and a later pass that
+    /// sees the routing records it (an EndpointSlice change wakes that pass).
+    /// If the promotion fails after the hand-over, the outage is marked as
+    /// begun at the hand-over, so the failover that completes it in a later
+    /// pass is measured from there.
     async fn execute(&self, decision: &mut lifecycle::Plan) -> Executed {
         let applier = self.model.map(|model| apply::Applier {
             ctx: self.ctx,
@@ -284,9 +284,11 @@ impl Run<'_> {
                             last_failover = Some(record);
                         }
                         lifecycle::Action::Switchover { from, to, .. } => {
-                            let pause = started.elapsed();
-                            info!(%from, %to, ?pause, "switched over");
-                            history.push(history::switchover(from, to, pause, Timestamp::now()));
+                            let promoted = started.elapsed();
+                            info!(%from, %to, ?promoted, "switched over");
+                            self.ctx.outage(&key_of(self.db), |o| {
+                                o.handed_over(from, to, started, promoted);
+                            });
                         }
                         _ => {}
                     }
@@ -325,6 +327,13 @@ impl Run<'_> {
     ) -> Vec<HistoryEntry> {
         let previous = self.db.status.clone().unwrap_or_default();
         let now = self.snapshot.now;
+        let switched = self.ctx.outage(&key_of(self.db), |o| {
+            o.routed(&self.observed.routing.rw, std::time::Instant::now())
+        });
+        if let Some(switched) = switched {
+            info!(from = %switched.from, to = %switched.to, routed = ?switched.routed, "switchover routed");
+            executed.push(history::switchover(&switched, now));
+        }
         executed.extend(history::backups(&previous.history, &self.snapshot.backups));
         executed.extend(history::upgrade(
             previous.upgrade.as_ref(),

@@ -6,6 +6,13 @@
 //! from it and what the replicas' WAL receivers last heard from it (they ask
 //! every second, so it is at most about a second old). Pure: the controller
 //! feeds it each pass's observation and the clock.
+//!
+//! A switchover's write pause as clients see it runs from asking the primary
+//! to hand over until the `-rw` Service routes to the new primary: the role
+//! label moves and the endpoints follow a pass or two after the promotion, and
+//! that is most of the pause (0.2 s to the promotion, 1.6 s to a client in
+//! our runs). The hand-over is remembered here until a pass sees `-rw`
+//! route to the new primary alone.
 
 use std::time::{Duration, Instant};
 
@@ -16,6 +23,34 @@ pub struct Outage {
     last_primary: Option<(String, u64)>,
     /// When a pass first found no serving primary.
     down_since: Option<Instant>,
+    /// A switchover handed over and not yet routed to.
+    switchover: Option<Handover>,
+}
+
+/// A switchover between its hand-over and `-rw` routing to the new primary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Handover {
+    from: String,
+    to: String,
+    asked: Instant,
+    /// From asking to the new primary accepting writes.
+    promoted: Duration,
+}
+
+/// How long a hand-over waits for `-rw` to route to the new primary before
+/// it is recorded with only the time to the promotion.
+pub const ROUTED_WITHIN: Duration = Duration::from_secs(60);
+
+/// A switchover's cost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Switched {
+    pub from: String,
+    pub to: String,
+    /// From asking the old primary to hand over to `-rw` routing to the new
+    /// one; `None` when that was not seen within [`ROUTED_WITHIN`].
+    pub routed: Option<Duration>,
+    /// From asking to the new primary accepting writes.
+    pub promoted: Duration,
 }
 
 /// A promotion's cost.
@@ -76,9 +111,83 @@ impl Outage {
     }
 }
 
+impl Outage {
+    /// `from` handed the primary role to `to`, asked at `asked`; `to`
+    /// accepted writes `promoted` later.
+    pub fn handed_over(&mut self, from: &str, to: &str, asked: Instant, promoted: Duration) {
+        self.switchover = Some(Handover {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            asked,
+            promoted,
+        });
+    }
+
+    /// A pass saw `-rw` route to `rw` at `now`: the switchover's cost once it
+    /// routes to the new primary alone, or once it waited too long for that.
+    pub fn routed(&mut self, rw: &[String], now: Instant) -> Option<Switched> {
+        let handover = self.switchover.as_ref()?;
+        let waited = now.saturating_duration_since(handover.asked);
+        let routed = rw.len() == 1 && rw[0] == handover.to;
+        if !routed && waited < ROUTED_WITHIN {
+            return None;
+        }
+        let handover = self.switchover.take()?;
+        Some(Switched {
+            from: handover.from,
+            to: handover.to,
+            routed: routed.then_some(waited),
+            promoted: handover.promoted,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_switchover_costs_until_rw_routes_to_the_new_primary_alone() {
+        let start = Instant::now();
+        let mut outage = Outage::default();
+        let names = |n: &[&str]| n.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(outage.routed(&names(&["pg-1"]), start), None);
+        outage.handed_over("pg-1", "pg-2", start, Duration::from_millis(200));
+        // Still the old primary, then nobody, then both: not yet.
+        for rw in [&["pg-1"][..], &[], &["pg-1", "pg-2"]] {
+            assert_eq!(
+                outage.routed(&names(rw), start + Duration::from_millis(900)),
+                None
+            );
+        }
+        let switched = outage.routed(&names(&["pg-2"]), start + Duration::from_millis(1600));
+        assert_eq!(
+            switched,
+            Some(Switched {
+                from: "pg-1".into(),
+                to: "pg-2".into(),
+                routed: Some(Duration::from_millis(1600)),
+                promoted: Duration::from_millis(200),
+            })
+        );
+        // Recorded once.
+        assert_eq!(
+            outage.routed(&names(&["pg-2"]), start + Duration::from_secs(2)),
+            None
+        );
+    }
+
+    #[test]
+    fn a_switchover_never_routed_to_is_recorded_with_the_promotion_alone() {
+        let start = Instant::now();
+        let mut outage = Outage::default();
+        outage.handed_over("pg-1", "pg-2", start, Duration::from_millis(300));
+        let switched = outage.routed(&[], start + ROUTED_WITHIN);
+        assert_eq!(
+            switched.map(|s| (s.routed, s.promoted)),
+            Some((None, Duration::from_millis(300)))
+        );
+    }
 
     #[test]
     fn the_cost_runs_from_the_first_pass_without_a_primary() {
