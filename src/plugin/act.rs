@@ -13,24 +13,10 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+use super::Error;
 use super::term::Progress;
-use super::{Error, Session};
 use crate::api::status::{DatabaseStatus, InstanceRole, InstanceStatus};
 use crate::api::v1::Database;
-
-/// The Database `name`, or a one-line NotFound.
-pub async fn database(session: &Session, name: &str) -> Result<Database, Error> {
-    let api: Api<Database> = Api::namespaced(session.client.clone(), &session.namespace);
-    api.get_opt(name)
-        .await
-        .map_err(Error::kube(format!("reading Database {name}")))?
-        .ok_or_else(|| {
-            Error::NotFound(format!(
-                "Database {name} not found in namespace {}",
-                session.namespace
-            ))
-        })
-}
 
 /// `--instance`/`--to` as given: a number means `<database>-<number>`.
 pub fn instance_name(database: &str, given: &str) -> String {

@@ -20,7 +20,7 @@ pub async fn run(
     name: Option<&str>,
     wait: Wait,
 ) -> Result<(), Error> {
-    let db = act::database(session, database).await?;
+    let db = session.database(database).await?;
     let name = name.map_or_else(|| default_name(database, Timestamp::now()), str::to_owned);
     let api: Api<Backup> = Api::namespaced(session.client.clone(), &session.namespace);
     api.create(&PostParams::default(), &manifest(&name, database))

@@ -12,7 +12,6 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 
 use super::render;
-use super::status;
 use super::{Error, Session};
 use crate::resources::names;
 
@@ -25,7 +24,7 @@ pub async fn run(
     show_secrets: bool,
     ca_file: Option<&Path>,
 ) -> Result<(), Error> {
-    let db = status::database(session, name).await?;
+    let db = session.database(name).await?;
     let api: Api<Secret> = Api::namespaced(session.client.clone(), &session.namespace);
     let app_name = names::app_secret(name);
     let external_name = format!("{app_name}-external");

@@ -6,12 +6,11 @@
 use serde::Serialize;
 
 use super::render::{self, or_dash};
-use super::status;
 use super::{Error, Output, Session};
 use crate::api::status::{DatabaseStatus, HistoryEntry, HistoryKind};
 
 pub async fn run(session: &Session, name: &str, output: Output) -> Result<(), Error> {
-    let db = status::database(session, name).await?;
+    let db = session.database(name).await?;
     let entries = entries(&db.status.unwrap_or_default());
     let text = match output {
         Output::Text => render(&entries),

@@ -32,7 +32,7 @@ pub async fn run(
     operator: bool,
     since: Option<&str>,
 ) -> Result<(), Error> {
-    super::status::database(session, name).await?;
+    session.database(name).await?;
     let since = since.map(parse_since).transpose()?;
     let mut sources = instance_logs(session, name, since).await?;
     if operator {

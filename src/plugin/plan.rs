@@ -51,17 +51,7 @@ pub async fn run(
     patch: Option<&str>,
     output: Output,
 ) -> Result<(), Error> {
-    let api: Api<Database> = Api::namespaced(session.client.clone(), &session.namespace);
-    let current = api
-        .get_opt(database)
-        .await
-        .map_err(Error::kube(format!("reading Database {database}")))?
-        .ok_or_else(|| {
-            Error::NotFound(format!(
-                "Database {database} not found in namespace {}",
-                session.namespace
-            ))
-        })?;
+    let current = session.database(database).await?;
     let new = match (file, patch) {
         (Some(path), _) => from_file(&current, path)?,
         (None, Some(patch)) => patched(&current, patch)?,

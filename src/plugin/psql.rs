@@ -36,7 +36,7 @@ pub async fn run(
     choice: Choice,
     args: &[String],
 ) -> Result<(), Error> {
-    let db = act::database(session, database).await?;
+    let db = session.database(database).await?;
     let pod = choose(database, &db.status.clone().unwrap_or_default(), &choice)?;
     let kubectl = std::env::var_os("KUBECTL_PLUGINS_CALLER")
         .filter(|k| !k.is_empty())

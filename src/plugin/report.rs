@@ -33,7 +33,7 @@ const SECRET_KEY_WORDS: [&str; 5] = ["password", "token", "key", "uri", "secret"
 const OPERATOR_METRICS_PORT: u16 = 8080;
 
 pub async fn run(session: &Session, name: &str, output: Option<&Path>) -> Result<(), Error> {
-    let db = super::status::database(session, name).await?;
+    let db = session.database(name).await?;
     let mut bundle = Bundle::default();
     bundle.yaml("database.yaml", &db);
     let backups = super::status::backups_of(session, name).await;

@@ -17,7 +17,7 @@ use crate::api::status::HistoryKind;
 use crate::api::v1::Database;
 
 pub async fn run(session: &Session, database: &str, wait: Wait) -> Result<(), Error> {
-    act::database(session, database).await?;
+    session.database(database).await?;
     let asked = asked_at(Timestamp::now());
     let api: Api<Database> = Api::namespaced(session.client.clone(), &session.namespace);
     api.patch(

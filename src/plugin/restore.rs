@@ -41,7 +41,7 @@ pub struct Request<'a> {
 
 pub async fn run(session: &Session, request: Request<'_>) -> Result<(), Error> {
     let target = parse_target(request.time, request.lsn)?;
-    let source = act::database(session, request.source).await?;
+    let source = session.database(request.source).await?;
     let api: Api<Database> = Api::namespaced(session.client.clone(), &session.namespace);
     let existing = api
         .get_opt(request.to)

@@ -2,7 +2,9 @@
 //! `--kubeconfig`, else `KUBECONFIG`, else ~/.kube/config (else the
 //! in-cluster account); `--context`; `-n`, else the context's namespace.
 
-use kube::Client;
+use kube::{Api, Client};
+
+use crate::api::v1::Database;
 use kube::config::{Config, KubeConfigOptions, Kubeconfig};
 
 use super::{Error, Global};
@@ -15,6 +17,21 @@ pub struct Session {
 }
 
 impl Session {
+    /// The Database `name` in this session's namespace, or a one-line
+    /// NotFound.
+    pub async fn database(&self, name: &str) -> Result<Database, Error> {
+        let api: Api<Database> = Api::namespaced(self.client.clone(), &self.namespace);
+        api.get_opt(name)
+            .await
+            .map_err(Error::kube(format!("reading Database {name}")))?
+            .ok_or_else(|| {
+                Error::NotFound(format!(
+                    "Database {name} not found in namespace {}",
+                    self.namespace
+                ))
+            })
+    }
+
     pub async fn connect(global: &Global) -> Result<Session, Error> {
         let options = KubeConfigOptions {
             context: global.context.clone(),

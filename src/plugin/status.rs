@@ -176,23 +176,9 @@ fn print(report: &StatusReport, output: Output) -> Result<(), Error> {
     Ok(())
 }
 
-/// The Database named `name`, or a one-line NotFound.
-pub async fn database(session: &Session, name: &str) -> Result<Database, Error> {
-    let api: Api<Database> = Api::namespaced(session.client.clone(), &session.namespace);
-    api.get_opt(name)
-        .await
-        .map_err(Error::kube(format!("reading Database {name}")))?
-        .ok_or_else(|| {
-            Error::NotFound(format!(
-                "Database {name} not found in namespace {}",
-                session.namespace
-            ))
-        })
-}
-
 /// The Database and what `status` shows with it.
 pub async fn fetch(session: &Session, name: &str) -> Result<Inputs, Error> {
-    let database = database(session, name).await?;
+    let database = session.database(name).await?;
     fetch_around(session, database).await
 }
 

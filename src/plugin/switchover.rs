@@ -20,7 +20,7 @@ pub async fn run(
     to: Option<&str>,
     wait: Wait,
 ) -> Result<(), Error> {
-    let db = act::database(session, database).await?;
+    let db = session.database(database).await?;
     let status = db.status.clone().unwrap_or_default();
     let target = target(database, &status, to)?;
     let from = status.current_primary.clone().unwrap_or_default();
