@@ -32,51 +32,48 @@ const SECRET_KEY_WORDS: [&str; 5] = ["password", "token", "key", "uri", "secret"
 /// The operator's metrics port (the chart's `metrics.port` default).
 const OPERATOR_METRICS_PORT: u16 = 8080;
 
+/// Every `K` in the session's namespace that `params` selects.
+async fn list<K>(session: &Session, params: &ListParams, what: &str) -> Result<Vec<K>, Error>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    Api::<K>::namespaced(session.client.clone(), &session.namespace)
+        .list(params)
+        .await
+        .map(|l| l.items)
+        .map_err(Error::kube(format!("listing {what}")))
+}
+
 pub async fn run(session: &Session, name: &str, output: Option<&Path>) -> Result<(), Error> {
     let db = session.database(name).await?;
     let mut bundle = Bundle::default();
     bundle.yaml("database.yaml", &db);
     let backups = super::status::backups_of(session, name).await;
     bundle.result("backups.yaml", backups);
-    let ns = &session.namespace;
-    let client = &session.client;
     let selector = labels::any_instance_selector(name)
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(",");
     let by_label = ListParams::default().labels(&selector);
-    let events = Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .map_err(Error::kube("listing Events"));
+    let events = list::<Event>(session, &ListParams::default(), "Events").await;
     bundle.result("events.yaml", events);
-    let pods = Api::<Pod>::namespaced(client.clone(), ns)
-        .list(&by_label)
-        .await
-        .map(|l| l.items)
-        .map_err(Error::kube("listing the instance pods"));
+    let pods = list::<Pod>(session, &by_label, "the instance pods").await;
     bundle.result("pods.yaml", pods);
-    let pvcs = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .map_err(Error::kube("listing PVCs"));
+    let pvcs = list::<PersistentVolumeClaim>(session, &ListParams::default(), "PVCs").await;
     bundle.result("pvcs.yaml", pvcs);
-    let services = Api::<Service>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .map_err(Error::kube("listing Services"));
+    let services = list::<Service>(session, &ListParams::default(), "Services").await;
     bundle.result("services.yaml", services);
-    let secrets = Api::<Secret>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .map_err(Error::kube(
-            "listing Secrets (their values are needed to redact them)",
-        ));
+    let secrets = list::<Secret>(
+        session,
+        &ListParams::default(),
+        "Secrets (their values are needed to redact them)",
+    )
+    .await;
     let redactor = match &secrets {
         Ok(secrets) => {
             bundle.yaml(
