@@ -154,6 +154,15 @@ pub(super) fn replace(ctx: &Context, primary: u32, down: bool) -> Option<Topolog
 /// usually beat, the failover the Lease allows a moment later; the first read
 /// comes with the watch's initial list.
 fn lease_unread(ctx: &Context, primary: u32) -> Topology {
+    unavailable(
+        ctx,
+        primary,
+        "not deciding before the primary lease is read",
+    )
+}
+
+/// The primary does not serve and no failover is decided yet: why.
+fn unavailable(ctx: &Context, primary: u32, why: &str) -> Topology {
     Topology::wait(
         if super::alarm::starting(ctx, primary) {
             DatabasePhase::InitializingPrimary
@@ -161,10 +170,7 @@ fn lease_unread(ctx: &Context, primary: u32) -> Topology {
             DatabasePhase::FailingOver
         },
         "PrimaryUnavailable",
-        format!(
-            "primary {} does not serve; not deciding before the primary lease is read",
-            ctx.name(primary)
-        ),
+        format!("primary {} does not serve; {why}", ctx.name(primary)),
     )
     .primary(primary)
 }
@@ -278,7 +284,6 @@ fn not_yet(
     candidates: &[Candidate],
 ) -> Option<Topology> {
     let observed = ctx.observed;
-    let primary_name = ctx.name(primary);
 
     let settled = matches!(
         observed.lease,
@@ -291,18 +296,11 @@ fn not_yet(
         // manager starts PostgreSQL only under the lease.
         return None;
     }
-    Some(
-        Topology::wait(
-            if super::alarm::starting(ctx, primary) {
-                DatabasePhase::InitializingPrimary
-            } else {
-                DatabasePhase::FailingOver
-            },
-            "PrimaryUnavailable",
-            format!("primary {primary_name} does not serve; not failing over yet: {why}"),
-        )
-        .primary(primary),
-    )
+    Some(unavailable(
+        ctx,
+        primary,
+        &format!("not failing over yet: {why}"),
+    ))
 }
 
 /// `spec.primary`: hand the primary role to the named replica.
