@@ -47,6 +47,9 @@ pub const CONTROLLER: &str = "database";
 
 /// How often a status write that only refreshes LSNs and lag may happen.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(30);
+/// How often a switchover's hand-over looks whether `-rw` reaches the new
+/// primary yet (a second or two, once per switchover).
+const ROUTE_POLL: Duration = Duration::from_millis(200);
 
 /// One pass over a Database in a `reconcile` span, the root of the pass's trace
 /// (instance calls and their managers' work are its children), which carries
@@ -149,8 +152,27 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
         observed: &observed,
     };
     let executed = run.execute(&mut decision).await;
+    // A switchover waiting for `-rw` to reach its new primary: ask as a
+    // client would, each pass, until it does.
+    let awaited = ctx.outage(&key, |o| o.awaiting_route().map(str::to_owned));
+    let reached = match &awaited {
+        // A user's server certificate need not name the instance: then the
+        // EndpointSlice is the closest Tusk can tell.
+        Some(to)
+            if matches!(
+                model.tls.source,
+                crate::api::tls::TlsSource::ServerSecret(_)
+            ) =>
+        {
+            observed.routing.rw == [to.clone()]
+        }
+        Some(to) => observe::route::rw_reaches(&model.name, &snapshot, to)
+            .await
+            .unwrap_or_else(|| observed.routing.rw == [to.clone()]),
+        None => false,
+    };
     let mut next = run.next_status(&decision);
-    next.history = run.history(&model, &next, executed.history);
+    next.history = run.history(&model, &next, executed.history, reached);
     next.last_failover = executed.last_failover;
     write_status(db, api, ctx, &next, Announce::Transitions).await?;
     run.publish_notes(&decision).await;
@@ -160,6 +182,10 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     }
     reconciled(db, ctx);
     info!(phase = ?decision.phase, actions = decision.actions.len(), "reconciled");
+    if ctx.outage(&key, |o| o.awaiting_route().is_some()) {
+        // Nothing signals kube-proxy's rules changing: look again soon.
+        return Ok(Action::requeue(ROUTE_POLL));
+    }
     Ok(requeue(&decision))
 }
 
@@ -324,11 +350,12 @@ impl Run<'_> {
         model: &ValidatedDatabase,
         next: &plan::NextStatus,
         mut executed: Vec<HistoryEntry>,
+        reached: bool,
     ) -> Vec<HistoryEntry> {
         let previous = self.db.status.clone().unwrap_or_default();
         let now = self.snapshot.now;
         let switched = self.ctx.outage(&key_of(self.db), |o| {
-            o.routed(&self.observed.routing.rw, std::time::Instant::now())
+            o.routed(reached, std::time::Instant::now())
         });
         if let Some(switched) = switched {
             info!(from = %switched.from, to = %switched.to, routed = ?switched.routed, "switchover routed");

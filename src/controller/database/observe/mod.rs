@@ -450,6 +450,7 @@ mod cpu;
 pub mod endpoints;
 mod exposure;
 mod reduce;
+pub mod route;
 pub mod tls;
 mod views;
 mod volume_usage;
