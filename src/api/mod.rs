@@ -4,6 +4,7 @@
 pub mod autogrow;
 pub mod conversion;
 pub mod crd;
+pub mod drill;
 pub mod expose;
 pub mod field;
 pub mod model;
@@ -24,4 +25,4 @@ pub(crate) mod arbitrary;
 #[cfg(test)]
 mod schema_tests;
 
-pub use v1::{Backup, Database};
+pub use v1::{Backup, Database, Drill};

@@ -14,6 +14,10 @@ use k8s_openapi::api::core::v1::{EnvVar, NodeAffinity, Toleration, TopologySprea
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+pub use super::drill::{
+    Drill, DrillEvent, DrillExpectations, DrillFigures, DrillGuards, DrillPhase, DrillRun,
+    DrillSpec, DrillStatus, InjectedFault, Scenario,
+};
 pub use super::expose::{EndpointStatus, ExposeSpec, ExposeTarget, ExposeType, TrafficPolicy};
 pub use super::resources::{ComputeResources, ResourcesSpec};
 pub use super::status::{

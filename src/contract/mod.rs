@@ -9,6 +9,7 @@
 //! [`API_VERSION`]; the operator refuses to drive a manager that speaks
 //! another version and says so in a condition.
 
+pub mod drill;
 pub mod env;
 mod lsn;
 pub mod tls;
