@@ -26,6 +26,7 @@ mod job;
 pub mod labels;
 mod migration;
 pub mod names;
+mod network_policy;
 mod pdb;
 mod placement;
 mod pod;
@@ -69,6 +70,7 @@ pub use migration::{
     MIGRATION_UID, MIGRATION_VERSION_ANNOTATION, migration_job, migration_job_name,
     migration_labels, migration_selector,
 };
+pub use network_policy::{DrillPolicy, canary_policy, drill_policy_name, partition_policy};
 pub use pdb::pod_disruption_budgets;
 pub use pod::{
     BOOTSTRAP_ANNOTATION, PlannedInstance, SPEC_HASH_ANNOTATION, instance_pod, instance_spec_hash,
