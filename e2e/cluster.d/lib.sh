@@ -16,8 +16,7 @@ ETCD_PEER_PORT=12380
 COREDNS_VERSION=${COREDNS_VERSION:-v1.12.4}
 LOCALPATH_VERSION=${LOCALPATH_VERSION:-v0.0.30}
 METALLB_VERSION=${METALLB_VERSION:-v0.15.2}
-NETPOL_VERSION=${NETPOL_VERSION:-v0.8.0}
-export COREDNS_VERSION LOCALPATH_VERSION METALLB_VERSION NETPOL_VERSION
+export COREDNS_VERSION LOCALPATH_VERSION METALLB_VERSION
 # The "outside" network on the bridge: clients outside Kubernetes (this host,
 # network namespaces of e2e/src/outside.rs) and MetalLB's L2 pool. TEST-NET-2:
 # TEST-NET-1 (192.0.2.0/24) is this machine's uplink. e2e/src/outside.rs
@@ -290,9 +289,6 @@ net_down() {
   # rules and chains of kube-proxy, the kubelet and CNI portmap (KUBE-*, CNI-*)
   purge_chains iptables
   purge_chains ip6tables
-  # kube-network-policies removes its table when stopped; not when killed,
-  # and a stale queue rule would drop the traffic of reused pod addresses.
-  nft delete table inet kube-network-policies 2>/dev/null || true
   ip link del "$BRIDGE" 2>/dev/null || true
 }
 
@@ -653,33 +649,11 @@ lb_status() {
   ip netns list 2>/dev/null | awk -v p="$OUTSIDE_NETNS_PREFIX" 'index($1, p) == 1 {print "  e2e client network namespace " $1}'
 }
 
-# NetworkPolicy enforcement: kube-network-policies (built by build-extras,
-# its image by build-images) as a DaemonSet on the node's network. Needed by
-# the Drill scenario partition-primary (Tusk refuses it where policies are not
-# enforced). Callable alone on a running cluster (`e2e/cluster np-up`).
-netpol_ready() {
-  [[ $(kc -n kube-system get ds kube-network-policies -o 'jsonpath={.status.numberReady}' 2>/dev/null) == 1 ]]
-}
-
-netpol_up() {
-  local t
-  [[ $(id -u) == 0 ]] || die "must run as root"
-  comp_pid kubelet >/dev/null || die "kubelet does not run; start the cluster with: e2e/cluster up"
-  "$D/build-extras" >/dev/null
-  for t in $("$D/build-images"); do
-    case $t in */kube-network-policies-*) import_image "$t" ;; esac
-  done
-  log "starting kube-network-policies $NETPOL_VERSION (NetworkPolicy enforcement)"
-  sed -e "s|@NETPOL_VERSION@|$NETPOL_VERSION|g" "$D/network-policies.yaml" |
-    kc apply --server-side --force-conflicts -f - >/dev/null
-  wait_for "kube-network-policies rollout" 120 kc -n kube-system rollout status ds/kube-network-policies --timeout=5s
-}
-
 # --- verbs -------------------------------------------------------------------------------
 all_running() {
   local c
   for c in "${COMPONENTS[@]}" "${CSI_COMPONENTS[@]}"; do comp_pid "$c" >/dev/null || return 1; done
-  node_ready && lb_ready && netpol_ready
+  node_ready && lb_ready
 }
 
 print_export() { echo "export KUBECONFIG=$KUBECONFIG_ADMIN"; }
@@ -723,7 +697,6 @@ cluster_up() {
   wait_for "local-path-provisioner rollout" 120 kc -n local-path-storage rollout status deploy/local-path-provisioner --timeout=5s
   csi_up
   lb_up
-  netpol_up
 
   log "up in $((SECONDS - t0))s: Kubernetes $K8S_VERSION, node $NODE_NAME, containerd $SOCK"
   print_export
@@ -799,12 +772,6 @@ cluster_status() {
   done
   if comp_pid kube-apiserver >/dev/null; then
     lb_parts_status || rc=1
-    if netpol_ready; then
-      printf '%-24s running (DaemonSet kube-system/kube-network-policies)\n' kube-network-policies
-    else
-      printf '%-24s not ready\n' kube-network-policies
-      rc=1
-    fi
     kc get nodes -o wide || rc=1
     kc get storageclass || rc=1
     echo "csi-loop volumes in $CSI_VOLUMES, loop devices:"
