@@ -234,10 +234,24 @@ impl<'a> Pass<'a> {
         }
     }
 
+    /// A fault that holds, on record and not undone.
+    fn outstanding(&self) -> bool {
+        self.spec.scenario.holds_a_fault()
+            && self
+                .status
+                .fault
+                .as_ref()
+                .is_some_and(|f| f.undone_at.is_none())
+    }
+
     /// Not running: a final phase, or waiting to start.
     fn idle(&mut self, observed: &Observed) {
-        // An abort or failure written before its undo happened.
+        // An abort or failure written before its undo happened: no new run
+        // (which would forget the fault) until it is undone.
         self.close_fault();
+        if self.outstanding() {
+            return;
+        }
         let final_phase = self.status.phase.is_some_and(DrillPhase::is_final);
         if final_phase && self.status.probe.is_some() && observed.probe.exists {
             self.actions.push(Action::DeleteProbe);
