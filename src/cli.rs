@@ -24,6 +24,9 @@ pub enum Error {
     #[error("upgrade: {0}")]
     Upgrade(#[from] crate::upgrade::Error),
 
+    #[error("drill probe: {0}")]
+    Probe(#[from] crate::probe::Error),
+
     #[error("cannot merge the CRD versions: {0}")]
     Crd(#[source] kube::core::crd::MergeError),
 
@@ -62,6 +65,10 @@ pub enum Command {
     /// volume (each writes its outcome as JSON to the termination log).
     #[command(subcommand)]
     Upgrade(crate::upgrade::Step),
+    /// The drill probe: write through a Database's `-rw` Service like an
+    /// application, one connection per row, and serve what was acknowledged
+    /// (the pod of a Drill runs it).
+    Probe(crate::probe::ProbeConfig),
     /// Copy this executable to a path with mode 0755 (for the init container that
     /// brings tusk into a stock Postgres image, which has no shell).
     CopyBinary { destination: PathBuf },
@@ -185,6 +192,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             termination_log,
         } => Ok(crate::instance::verify_backup(*config, &termination_log).await?),
         Command::Upgrade(step) => Ok(crate::upgrade::run(step).await?),
+        Command::Probe(config) => Ok(crate::probe::run(config).await?),
         Command::CopyBinary { destination } => Ok(crate::instance::copy_binary(&destination)?),
         Command::Crd {
             webhook_namespace,

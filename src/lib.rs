@@ -14,6 +14,7 @@ pub mod objectstore;
 pub mod operator;
 pub mod plugin;
 pub mod postgres;
+pub mod probe;
 pub mod resources;
 pub mod schedule;
 pub mod telemetry;

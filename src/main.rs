@@ -39,6 +39,7 @@ fn start_telemetry(command: &Command) -> Option<Telemetry> {
     let service = match command {
         Command::Operator(_) => telemetry::OPERATOR_SERVICE,
         Command::Instance(_) => telemetry::INSTANCE_SERVICE,
+        Command::Probe(_) => telemetry::PROBE_SERVICE,
         _ => return None,
     };
     match telemetry::init(service) {

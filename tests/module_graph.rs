@@ -172,6 +172,24 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "plugin",
         ],
     ),
+    // The drill probe runs in its own pod: a client of PostgreSQL, nothing
+    // of the operator's.
+    (
+        "probe",
+        &[
+            "api",
+            "backup",
+            "controller",
+            "operator",
+            "webhook",
+            "instance",
+            "lifecycle",
+            "resources",
+            "telemetry",
+            "cli",
+            "plugin",
+        ],
+    ),
     // The TLS core serves the operator, the manager and the webhooks alike.
     (
         "tls",

@@ -29,6 +29,7 @@ pub mod names;
 mod pdb;
 mod placement;
 mod pod;
+mod probe;
 mod probe_scheme;
 mod pvc;
 mod restore;
@@ -73,6 +74,7 @@ pub use pod::{
     BOOTSTRAP_ANNOTATION, PlannedInstance, SPEC_HASH_ANNOTATION, instance_pod, instance_spec_hash,
     postgres_image, serves_tls, spec_hash,
 };
+pub use probe::{DRILL_LABEL, probe_pod, probe_pod_name};
 pub use pvc::{grown as grown_pvc, instance_pvcs, pvc, wal_pvc};
 pub use restore::{RestoreSource, with_restore};
 pub use secret::{

@@ -26,6 +26,8 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 pub const OPERATOR_SERVICE: &str = "tusk-operator";
 /// `service.name` of the instance managers' spans unless `OTEL_SERVICE_NAME` says otherwise.
 pub const INSTANCE_SERVICE: &str = "tusk-instance";
+/// The drill probe's service name.
+pub const PROBE_SERVICE: &str = "tusk-drill-probe";
 
 /// Held by `main` while the process runs; [`Telemetry::shutdown`] sends the
 /// spans still waiting in the batch.

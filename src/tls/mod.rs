@@ -17,6 +17,7 @@ mod error;
 pub mod inspect;
 pub mod names;
 mod pem;
+pub mod postgres;
 pub mod probe;
 pub mod renewal;
 pub mod rustls_config;

@@ -17,10 +17,9 @@
 //!
 //! [`upstream`] decides how this instance reaches its primary (with the
 //! replication certificate and `verify-full`, or the old password way when
-//! the primary's pod has no TLS) and [`connector`] carries the manager's own
-//! SQL connections over TLS.
+//! the primary's pod has no TLS); [`crate::tls::postgres`] carries the
+//! manager's own SQL connections over TLS.
 
-mod connector;
 mod material;
 mod private;
 pub mod upstream;
@@ -36,7 +35,7 @@ use crate::tls::CertInfo;
 
 use super::{Error, InstanceConfig, Shared, is_set, sql};
 
-pub use connector::MakeRustls;
+pub use crate::tls::postgres::MakeRustls;
 pub use material::Material;
 
 /// How often the mount is read.

@@ -1,4 +1,5 @@
-//! tokio-postgres over rustls, for the manager's connections to its primary,
+//! tokio-postgres over rustls, for the manager's connections to its primary
+//! and the drill probe's to `-rw`,
 //! with a configuration from [`crate::tls::rustls_config::client_config`]:
 //! the server's chain is verified against the CA bundle and its name against
 //! the one the caller meant (the verify-full of libpq, also when the
