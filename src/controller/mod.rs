@@ -12,6 +12,7 @@ pub mod backup;
 pub mod conditions;
 pub mod credentials;
 pub mod database;
+pub mod drill;
 mod error;
 pub mod guarded;
 pub mod leases;

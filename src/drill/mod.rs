@@ -152,7 +152,7 @@ pub struct ProbeView {
 
 /// The name of the probe pod of `drill`.
 pub fn probe_name(drill: &str) -> String {
-    format!("{drill}-probe")
+    crate::resources::probe_pod_name(drill)
 }
 
 /// The name the API spells for `phase`.
