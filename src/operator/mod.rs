@@ -457,7 +457,6 @@ async fn start_webhooks(
         crds: vec![
             "databases.tusk.dev".to_owned(),
             "backups.tusk.dev".to_owned(),
-            "drills.tusk.dev".to_owned(),
         ],
         validating_webhook: config.validating_webhook.clone(),
         interval: std::time::Duration::from_secs(config.cert_check_seconds.max(1)),
