@@ -66,6 +66,7 @@ pub async fn status(shared: &Shared) -> Result<Status, ApiError> {
         }),
         ha: shared.ha.status(),
         tls: shared.tls_report(),
+        faults: None,
     })
 }
 
