@@ -68,6 +68,7 @@ pub async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> 
         }
         written?;
         let pid = start(&shared)?;
+        shared.postmaster.store(pid.as_raw(), Ordering::SeqCst);
         shared.running.store(true, Ordering::SeqCst);
         let started = Instant::now();
         tracing::info!(pid = pid.as_raw(), "started postgres");
