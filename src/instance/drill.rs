@@ -428,7 +428,7 @@ mod tests {
     #[test]
     fn a_stopped_child_is_not_reported_as_exited() {
         use nix::sys::wait::{WaitStatus, waitpid};
-        let child = std::process::Command::new("sleep")
+        let mut child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
             .expect("sleep");
@@ -448,5 +448,7 @@ mod tests {
             waitpid(pid, None).expect("waitpid"),
             WaitStatus::Signaled(_, Signal::SIGKILL, _)
         ));
+        // Already collected above: this only satisfies the handle.
+        let _ = child.wait();
     }
 }
