@@ -621,6 +621,7 @@ async fn manage(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Result<
         tokio::spawn(ha::lease_loop(shared.clone(), stop.clone()));
         tokio::spawn(ha::fence_loop(shared.clone(), stop.clone()));
         tokio::spawn(ha::peer_loop(shared.clone(), stop.clone()));
+        tokio::spawn(ha::hang_loop(shared.clone(), stop.clone()));
     }
     process::supervise(shared, stop).await
 }
