@@ -106,9 +106,9 @@ fn operation_under_way(db: &DatabaseView) -> Option<String> {
         return Some(operation.to_owned());
     }
     match (&db.current_primary, &db.target_primary) {
-        (Some(current), Some(target)) if current != target => Some(format!(
-            "the primary is moving from {current} to {target}"
-        )),
+        (Some(current), Some(target)) if current != target => {
+            Some(format!("the primary is moving from {current} to {target}"))
+        }
         _ => None,
     }
 }
@@ -116,10 +116,7 @@ fn operation_under_way(db: &DatabaseView) -> Option<String> {
 /// Every replica streaming (ready) with its lag within `guards.maxLagBytes`,
 /// and every instance of the spec present.
 fn replicas(spec: &DrillSpec, db: &DatabaseView) -> Vec<String> {
-    let max_lag = spec
-        .guards
-        .max_lag_bytes
-        .unwrap_or(defaults::MAX_LAG_BYTES);
+    let max_lag = spec.guards.max_lag_bytes.unwrap_or(defaults::MAX_LAG_BYTES);
     let mut refused = Vec::new();
     let present = i32::try_from(db.members.len()).unwrap_or(i32::MAX);
     if present < db.instances {
@@ -136,7 +133,10 @@ fn replicas(spec: &DrillSpec, db: &DatabaseView) -> Vec<String> {
             continue;
         }
         if !member.ready {
-            refused.push(format!("replica {} is not streaming (not ready)", member.name));
+            refused.push(format!(
+                "replica {} is not streaming (not ready)",
+                member.name
+            ));
             continue;
         }
         match member.lag_bytes {

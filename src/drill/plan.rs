@@ -16,9 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::ticks::{self, Tick};
 use super::verdict::{judge, summary};
-use super::{
-    Action, DatabaseView, Observed, Step, guards, is_running, phase_name, probe_name,
-};
+use super::{Action, DatabaseView, Observed, Step, guards, is_running, phase_name, probe_name};
 use crate::api::drill::{
     DrillEvent, DrillFigures, DrillPhase, DrillRun, DrillSpec, DrillStatus, InjectedFault,
     Scenario, defaults,
@@ -85,7 +83,10 @@ pub fn settle(
             let fault = pass.status.fault.as_mut()?;
             fault.undone_at = Some(Time(now));
             if pass.status.phase == Some(DrillPhase::Undoing) {
-                pass.enter(DrillPhase::Recovering, "the fault is undone; waiting for the Database to be Ready again".to_owned());
+                pass.enter(
+                    DrillPhase::Recovering,
+                    "the fault is undone; waiting for the Database to be Ready again".to_owned(),
+                );
                 pass.requeue = Some(POLL);
             }
         }
@@ -96,7 +97,10 @@ pub fn settle(
             }
             pass.finish(
                 DrillPhase::Failed,
-                format!("injecting {} into {target} failed: {error}", scenario.as_str()),
+                format!(
+                    "injecting {} into {target} failed: {error}",
+                    scenario.as_str()
+                ),
             );
         }
         (Action::Inject { scenario, target }, Outcome::Unknown(error)) => pass.finish(
@@ -109,7 +113,10 @@ pub fn settle(
         (Action::CreateProbe, Outcome::Refused(error) | Outcome::Unknown(error)) => {
             pass.finish(
                 DrillPhase::Failed,
-                format!("the probe {} could not be created: {error}", probe_name(name)),
+                format!(
+                    "the probe {} could not be created: {error}",
+                    probe_name(name)
+                ),
             );
         }
         _ => return None,
@@ -337,7 +344,10 @@ impl<'a> Pass<'a> {
                 None => {
                     self.new_run();
                     self.enter(DrillPhase::CheckingGuards, "checking the guards".to_owned());
-                    self.finish(DrillPhase::Refused, format!("the guards do not hold: {why}"));
+                    self.finish(
+                        DrillPhase::Refused,
+                        format!("the guards do not hold: {why}"),
+                    );
                 }
                 Some(end) => {
                     let waiting = format!("waiting until {end} for the guards: {why}");
@@ -428,7 +438,10 @@ impl<'a> Pass<'a> {
     fn probing(&mut self, observed: &Observed) {
         if let Some(why) = &observed.probe.ended {
             let probe = probe_name(self.name);
-            return self.finish(DrillPhase::Failed, format!("the probe {probe} ended: {why}"));
+            return self.finish(
+                DrillPhase::Failed,
+                format!("the probe {probe} ended: {why}"),
+            );
         }
         self.wake_in(POLL);
         if !observed.probe.exists {
@@ -490,14 +503,21 @@ impl<'a> Pass<'a> {
 
     fn observing(&mut self) {
         let Some(fault) = self.status.fault.clone() else {
-            return self.finish(DrillPhase::Failed, "no fault on record while observing".to_owned());
+            return self.finish(
+                DrillPhase::Failed,
+                "no fault on record while observing".to_owned(),
+            );
         };
         if self.spec.scenario.holds_a_fault() {
             let undo_by = fault.undo_by.map_or(self.now, |t| t.0);
             if self.now >= undo_by {
                 self.enter(
                     DrillPhase::Undoing,
-                    format!("undoing {} on {}", self.spec.scenario.as_str(), fault.target),
+                    format!(
+                        "undoing {} on {}",
+                        self.spec.scenario.as_str(),
+                        fault.target
+                    ),
                 );
                 self.undoing();
             } else {
@@ -585,7 +605,10 @@ impl<'a> Pass<'a> {
         let (phase, verdict) = match &report.error {
             Some(error) => (
                 DrillPhase::Failed,
-                format!("the probe could not check its writes: {error}; {}", summary(&figures)),
+                format!(
+                    "the probe could not check its writes: {error}; {}",
+                    summary(&figures)
+                ),
             ),
             None => judge(self.spec, sync, &figures),
         };
@@ -607,9 +630,7 @@ impl<'a> Pass<'a> {
             .and_then(|db| db.last_failover.as_ref())
             .filter(|f| started.is_some_and(|s| f.time >= s))
         {
-            figures.failover_seconds = failover
-                .duration_milliseconds
-                .map(|ms| ms as f64 / 1000.0);
+            figures.failover_seconds = failover.duration_milliseconds.map(|ms| ms as f64 / 1000.0);
             figures.wal_gap_bytes = failover.wal_gap_bytes;
         }
         figures
@@ -656,7 +677,9 @@ fn recovered(
         .iter()
         .map(|(_, at)| *at)
         .filter(|at| *at > unix(injected))
-        .fold(None, |first: Option<f64>, at| Some(first.map_or(at, |f| f.min(at))))?;
+        .fold(None, |first: Option<f64>, at| {
+            Some(first.map_or(at, |f| f.min(at)))
+        })?;
     let first_write = Timestamp::from_millisecond((first_write * 1000.0) as i64).ok()?;
     let ready_since = db.ready_since.filter(|at| *at > injected);
     Some(ready_since.map_or(first_write, |r| r.max(first_write)))

@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 
-use super::tests::{at, healthy, observed, probe, spec, NAME};
+use super::tests::{NAME, at, healthy, observed, probe, spec};
 use super::*;
 use crate::api::drill::{DrillSpec, DrillStatus, InjectedFault};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -73,29 +73,47 @@ fn database() -> impl Strategy<Value = Option<DatabaseView>> {
 }
 
 fn drill_spec() -> impl Strategy<Value = DrillSpec> {
-    (scenario(), any::<bool>(), any::<bool>(), 30u32..200, 1u32..30).prop_map(
-        |(scenario, dry_run, scheduled, abort_after, duration)| {
+    (
+        scenario(),
+        any::<bool>(),
+        any::<bool>(),
+        30u32..200,
+        1u32..30,
+    )
+        .prop_map(|(scenario, dry_run, scheduled, abort_after, duration)| {
             let mut s = spec(scenario);
             s.dry_run = dry_run;
             s.schedule = scheduled.then(|| "* * * * *".to_owned());
             s.abort_after_seconds = Some(abort_after);
             s.duration_seconds = Some(duration);
             s
-        },
-    )
+        })
 }
 
 /// Any status a drill may be found in, a fault on record or not.
 fn drill_status() -> impl Strategy<Value = DrillStatus> {
-    (phase(), any::<bool>(), any::<bool>(), 0i64..400, any::<bool>()).prop_map(
-        |(phase, faulted, undone, started, next)| DrillStatus {
+    (
+        phase(),
+        any::<bool>(),
+        any::<bool>(),
+        0i64..400,
+        any::<bool>(),
+    )
+        .prop_map(|(phase, faulted, undone, started, next)| DrillStatus {
             phase: Some(phase),
             started_at: Some(Time(at(started))),
             probe: Some(probe_name(NAME)),
             // A run records its fault when it injects: from Injecting on,
             // or in a final phase it reached after that.
-            fault: (faulted && !matches!(phase, DrillPhase::Pending | DrillPhase::Scheduled
-                | DrillPhase::CheckingGuards | DrillPhase::Probing)).then(|| InjectedFault {
+            fault: (faulted
+                && !matches!(
+                    phase,
+                    DrillPhase::Pending
+                        | DrillPhase::Scheduled
+                        | DrillPhase::CheckingGuards
+                        | DrillPhase::Probing
+                ))
+            .then(|| InjectedFault {
                 target: "orders-1".into(),
                 injected_at: Time(at(started + 5)),
                 undo_by: Some(Time(at(started + 15))),
@@ -104,8 +122,7 @@ fn drill_status() -> impl Strategy<Value = DrillStatus> {
             }),
             next_run_at: next.then(|| Time(at(60))),
             ..DrillStatus::default()
-        },
-    )
+        })
 }
 
 /// Whether `step` starts or continues toward a fault.
@@ -157,7 +174,15 @@ impl World {
 type Luck = (bool, bool, bool, u8);
 
 fn luck() -> impl Strategy<Value = Vec<Luck>> {
-    prop::collection::vec((prop::bool::weighted(0.2), prop::bool::weighted(0.6), any::<bool>(), 0u8..4), 200)
+    prop::collection::vec(
+        (
+            prop::bool::weighted(0.2),
+            prop::bool::weighted(0.6),
+            any::<bool>(),
+            0u8..4,
+        ),
+        200,
+    )
 }
 
 /// Runs `spec` from `status` for every pass of `passes`, then fairly (no
@@ -194,7 +219,10 @@ fn simulate(spec: &DrillSpec, mut status: DrillStatus, passes: &[Luck]) -> (Dril
                     "an injection not on record first: {:?}",
                     step.status
                 );
-                assert!(!status.phase.is_some_and(DrillPhase::is_final), "a final phase injects");
+                assert!(
+                    !status.phase.is_some_and(DrillPhase::is_final),
+                    "a final phase injects"
+                );
             }
         }
         status = step.status.clone();

@@ -22,7 +22,9 @@ pub fn judge(spec: &DrillSpec, sync: bool, figures: &DrillFigures) -> (DrillPhas
     );
     let mut missed = Vec::new();
     match figures.write_outage_seconds {
-        None => missed.push("no write outage measured (no write acknowledged on one side of the fault)".to_owned()),
+        None => missed.push(
+            "no write outage measured (no write acknowledged on one side of the fault)".to_owned(),
+        ),
         Some(outage) if outage > max_outage => missed.push(format!(
             "write outage {outage:.1} s exceeds expect.maxWriteOutageSeconds ({max_outage})"
         )),

@@ -29,13 +29,13 @@ use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 use tracing::{Instrument, Span, field, info_span};
 
+use crate::contract::drill::{self, FaultRequest, FaultResponse};
 use crate::contract::{
     BackupRequest, BackupState, Backups, DropSlotRequest, DropSlotResponse, ErrorBody, Members,
     PORT, PasswordRequest, PasswordResponse, PromoteRequest, ReloadRequest, ReloadResponse,
     RestartResponse, RestoreProgress, RetentionReport, RetentionRequest, Status, SwitchoverRequest,
     SwitchoverResponse, SyncResponse, SyncSettings, Volumes, WalSwitchResponse, path,
 };
-use crate::contract::drill::{self, FaultRequest, FaultResponse};
 use crate::error::Category;
 use crate::telemetry;
 

@@ -29,8 +29,8 @@ use crate::controller::database::instances::{Call, CallError, Target};
 use crate::controller::database::observe::tls::client_tls;
 use crate::controller::{Context, Error};
 use crate::drill::{Action, Outcome, guards, phase_name};
-use crate::resources::{probe_pod, probe_pod_name};
 use crate::resources::{self, names};
+use crate::resources::{probe_pod, probe_pod_name};
 use crate::telemetry::drill_metrics::FinishedRun;
 
 /// Field manager of the Database's `LastDrill` condition: the Database
@@ -62,7 +62,10 @@ impl Act<'_> {
                 },
                 None => Outcome::Unknown("the probe has no IP".to_owned()),
             },
-            Action::DeleteProbe => self.delete_pod(&probe_pod_name(&self.drill.name_any())).await,
+            Action::DeleteProbe => {
+                self.delete_pod(&probe_pod_name(&self.drill.name_any()))
+                    .await
+            }
             Action::ApplyLastDrill {
                 succeeded,
                 reason,
@@ -193,7 +196,10 @@ impl Act<'_> {
     /// for an injection (nothing was deleted) and done for a cleanup.
     async fn delete_pod(&self, name: &str) -> Outcome {
         let pods: Api<Pod> = Api::namespaced(self.ctx.client.clone(), self.namespace);
-        match pods.delete(name, &DeleteParams::default().grace_period(0)).await {
+        match pods
+            .delete(name, &DeleteParams::default().grace_period(0))
+            .await
+        {
             Ok(_) => Outcome::Done,
             Err(kube::Error::Api(e)) if e.code == 404 => {
                 if name == probe_pod_name(&self.drill.name_any()) {
@@ -279,4 +285,3 @@ fn kube_outcome(error: kube::Error) -> Outcome {
         _ => Outcome::Unknown(error.to_string()),
     }
 }
-

@@ -115,7 +115,10 @@ async fn step(
     while let Some(action) = queue.pop_front() {
         done += 1;
         if done > MAX_ACTIONS {
-            warn!(?action, "too many actions in one pass; the next pass goes on");
+            warn!(
+                ?action,
+                "too many actions in one pass; the next pass goes on"
+            );
             break;
         }
         let mut outcome = act.run(&action).await?;

@@ -68,10 +68,7 @@ pub async fn observe(ctx: &Context, drill: &Drill, namespace: &str) -> Result<Se
 /// The Database as the state machine sees it.
 fn database_view(db: &Database, newest_verified_backup: Option<Timestamp>) -> DatabaseView {
     let status = db.status.clone().unwrap_or_default();
-    let ready = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == READY);
+    let ready = status.conditions.iter().find(|c| c.type_ == READY);
     let generation = db.metadata.generation;
     DatabaseView {
         name: db.name_any(),
@@ -145,10 +142,7 @@ async fn probe(
     let ended = match status.phase.as_deref() {
         Some(phase @ ("Failed" | "Succeeded")) => Some(format!(
             "pod phase {phase}{}",
-            status
-                .message
-                .map(|m| format!(": {m}"))
-                .unwrap_or_default()
+            status.message.map(|m| format!(": {m}")).unwrap_or_default()
         )),
         _ => None,
     };
