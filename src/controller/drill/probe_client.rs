@@ -18,8 +18,9 @@ use crate::contract::drill::{PROBE_PORT, ProbeReport, probe_path};
 /// A report is read every pass: a probe that cannot answer this fast is
 /// treated as not answering this time.
 const TIMEOUT: Duration = Duration::from_secs(3);
-/// Finishing reads every acknowledged id back through `-rw`.
-const FINISH_TIMEOUT: Duration = Duration::from_secs(30);
+/// Finishing reads every acknowledged id back through `-rw`, retrying for
+/// up to 30 s while the Database settles.
+const FINISH_TIMEOUT: Duration = Duration::from_secs(40);
 
 /// Why the probe did not answer.
 #[derive(Debug, thiserror::Error)]
