@@ -174,7 +174,7 @@ impl World {
 type Luck = (bool, bool, bool, u8);
 
 fn luck() -> impl Strategy<Value = Vec<Luck>> {
-    prop::collection::vec(
+    let passes = prop::collection::vec(
         (
             prop::bool::weighted(0.2),
             prop::bool::weighted(0.6),
@@ -182,7 +182,15 @@ fn luck() -> impl Strategy<Value = Vec<Luck>> {
             0u8..4,
         ),
         200,
-    )
+    );
+    // A stretch of passes in which the manager is unreachable: undos fail
+    // for as long as a scheduled drill needs to reach its next tick.
+    (passes, 0usize..200, 0usize..120).prop_map(|(mut passes, from, length)| {
+        for pass in passes.iter_mut().skip(from).take(length) {
+            pass.1 = false;
+        }
+        passes
+    })
 }
 
 /// Runs `spec` from `status` for every pass of `passes`, then fairly (no
