@@ -39,6 +39,8 @@ pub const OBSERVE_AT_LEAST: SignedDuration = SignedDuration::from_secs(5);
 /// Acknowledged writes the probe must show after the Database is Ready
 /// again before it is finished, in seconds.
 pub const WRITES_AFTER_RECOVERY: f64 = 3.0;
+/// Writes flow when one was acknowledged this recently, in seconds.
+pub const WRITES_FLOWING: f64 = 2.0;
 /// How many earlier runs `status.runs` keeps.
 pub const MAX_RUNS: usize = 10;
 
@@ -619,7 +621,17 @@ impl<'a> Pass<'a> {
     fn measure(&self, report: &ProbeReport, db: Option<&DatabaseView>) -> DrillFigures {
         let mut figures = self.status.figures.clone().unwrap_or_default();
         let injected = self.status.fault.as_ref().map(|f| f.injected_at.0);
-        figures.write_outage_seconds = injected.and_then(|at| report.outage_around(unix(at)));
+        // Up to the moment the Database was Ready again with writes flowing.
+        let ready = self
+            .status
+            .timeline
+            .iter()
+            .rev()
+            .find(|e| e.phase == DrillPhase::Verifying)
+            .map_or(self.now, |e| e.at.0);
+        figures.write_outage_seconds = injected
+            .and_then(|at| longest_gap(report, unix(at), unix(ready)))
+            .map(|(start, end)| end - start);
         figures.acknowledged_writes = i64::try_from(report.acknowledged.len()).ok();
         figures.lost_writes = report
             .error
@@ -669,20 +681,40 @@ fn recovered(
     if !(db.ready && everyone && moved) {
         return None;
     }
-    let first_write = observed
-        .probe
-        .report
-        .as_ref()?
+    let report = observed.probe.report.as_ref()?;
+    let now = unix(observed.now);
+    // Writes flow again: one acknowledged in the last moments.
+    let last = report
         .acknowledged
         .iter()
         .map(|(_, at)| *at)
-        .filter(|at| *at > unix(injected))
-        .fold(None, |first: Option<f64>, at| {
-            Some(first.map_or(at, |f| f.min(at)))
-        })?;
-    let first_write = Timestamp::from_millisecond((first_write * 1000.0) as i64).ok()?;
+        .fold(f64::MIN, f64::max);
+    if last < now - WRITES_FLOWING {
+        return None;
+    }
+    let resumed = longest_gap(report, unix(injected), now).map_or(unix(injected), |(_, end)| end);
+    let resumed = Timestamp::from_millisecond((resumed * 1000.0) as i64).ok()?;
     let ready_since = db.ready_since.filter(|at| *at > injected);
-    Some(ready_since.map_or(first_write, |r| r.max(first_write)))
+    Some(ready_since.map_or(resumed, |r| r.max(resumed)))
+}
+
+/// The longest pause between two consecutive acknowledged writes that ends
+/// after `from` and starts before `to`, as (start, end) in Unix seconds.
+///
+/// The fault's recorded time is whole seconds (`metav1.Time`) and the fault
+/// takes effect a moment after it (the call, the kubelet killing a
+/// container), so a write may still be acknowledged after the recorded time:
+/// the outage is the pause around it, not the gap at one instant
+/// (`ProbeReport::outage_around` would measure the moment before the fault
+/// took hold).
+pub fn longest_gap(report: &ProbeReport, from: f64, to: f64) -> Option<(f64, f64)> {
+    let mut times: Vec<f64> = report.acknowledged.iter().map(|(_, at)| *at).collect();
+    times.sort_by(f64::total_cmp);
+    times
+        .windows(2)
+        .map(|pair| (pair[0], pair[1]))
+        .filter(|(start, end)| *end > from && *start < to)
+        .max_by(|a, b| (a.1 - a.0).total_cmp(&(b.1 - b.0)))
 }
 
 fn probe_gone(observed: &Observed) -> Option<String> {

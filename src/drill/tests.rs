@@ -443,7 +443,7 @@ fn a_one_shot_fault_is_watched_then_recovery_is_measured() {
         NAME,
         &delete,
         &over.status,
-        &observed(17, Some(back), probe(&[9, 14])),
+        &observed(17, Some(back), probe(&[9, 14, 16])),
     );
     assert_eq!(ready.status.phase, Some(DrillPhase::Verifying));
     let figures = ready.status.figures.clone().unwrap_or_default();
@@ -465,7 +465,7 @@ fn a_switchover_recovers_only_on_its_new_primary() {
         NAME,
         &switchover,
         &status,
-        &observed(20, Some(healthy()), probe(&[9, 12])),
+        &observed(20, Some(healthy()), probe(&[9, 12, 19])),
     );
     assert_eq!(old.status.phase, Some(DrillPhase::Recovering));
     let mut moved = healthy();
@@ -474,7 +474,7 @@ fn a_switchover_recovers_only_on_its_new_primary() {
         NAME,
         &switchover,
         &status,
-        &observed(20, Some(moved), probe(&[9, 12])),
+        &observed(20, Some(moved), probe(&[9, 12, 19])),
     );
     assert_eq!(new.status.phase, Some(DrillPhase::Verifying));
 }
@@ -504,7 +504,7 @@ fn verifying_finishes_the_probe_after_writes_then_judges() {
     assert!(has(&enough, |a| *a == Action::FinishProbe));
     assert_eq!(enough.status.phase, Some(DrillPhase::Verifying));
 
-    let mut finished = probe(&[9, 12, 23]);
+    let mut finished = probe(&[9, 12, 13, 14, 15, 16, 17, 18, 19, 20, 23]);
     let mut db = healthy();
     db.last_failover = Some(Failover {
         time: at(11),
@@ -529,7 +529,7 @@ fn verifying_finishes_the_probe_after_writes_then_judges() {
     let figures = done.status.figures.clone().unwrap_or_default();
     assert_eq!(figures.write_outage_seconds, Some(3.0));
     assert_eq!(figures.lost_writes, Some(0));
-    assert_eq!(figures.acknowledged_writes, Some(3));
+    assert_eq!(figures.acknowledged_writes, Some(11));
     assert_eq!(figures.failover_seconds, Some(2.5));
     assert_eq!(figures.wal_gap_bytes, Some(0));
     assert_eq!(done.status.finished_at, Some(Time(at(24))));
