@@ -139,10 +139,19 @@ async fn probe(
         return Ok((ProbeView::default(), None));
     }
     let status = pod.status.clone().unwrap_or_default();
+    let terminated = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .find_map(|c| c.state.as_ref()?.terminated.clone());
     let ended = match status.phase.as_deref() {
         Some(phase @ ("Failed" | "Succeeded")) => Some(format!(
             "pod phase {phase}{}",
-            status.message.map(|m| format!(": {m}")).unwrap_or_default()
+            terminated
+                .and_then(|t| t.message.or(t.reason))
+                .or(status.message.clone())
+                .map(|m| format!(": {}", m.trim()))
+                .unwrap_or_default()
         )),
         _ => None,
     };
