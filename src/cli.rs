@@ -148,10 +148,11 @@ impl WalArgs {
                 ))?;
             (configured, source)
         } else {
-            (
-                Configured::from_env(|name| std::env::var(name).ok())?,
-                self.database,
-            )
+            let mut configured = Configured::from_env(|name| std::env::var(name).ok())?;
+            // A drill's store outage: the real client meets an unreachable store.
+            configured.store =
+                crate::wal::outage::apply(&pgdata, configured.store, std::time::SystemTime::now());
+            (configured, self.database)
         };
         let system = crate::wal::system_identifier(&pgdata)?;
         Ok(crate::wal::Archive {

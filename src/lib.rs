@@ -5,6 +5,7 @@ pub mod backup;
 pub mod cli;
 pub mod contract;
 pub mod controller;
+pub mod drill;
 pub mod error;
 pub mod failover;
 pub mod instance;

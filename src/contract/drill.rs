@@ -42,6 +42,36 @@ pub struct FaultResponse {
     pub pids: Vec<u32>,
 }
 
+/// The faults in effect on an instance, in its `GET /status` (`faults`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ActiveFaults {
+    /// PostgreSQL's processes are stopped ([`path::FREEZE`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freeze: Option<ActiveFault>,
+    /// WAL archiving goes to an unreachable store ([`path::STORE_OUTAGE`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_outage: Option<ActiveFault>,
+}
+
+impl ActiveFaults {
+    /// No fault is in effect.
+    pub fn is_empty(&self) -> bool {
+        self.freeze.is_none() && self.store_outage.is_none()
+    }
+}
+
+/// One fault in effect.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ActiveFault {
+    /// When the manager undoes it by itself (RFC 3339).
+    pub until: String,
+    /// The processes it holds stopped, for a freeze.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pids: Vec<u32>,
+}
+
 /// The probe pod's HTTP port.
 pub const PROBE_PORT: u16 = 8001;
 

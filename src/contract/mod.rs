@@ -275,6 +275,10 @@ pub struct Status {
     /// The TLS material in effect; absent when the manager runs without TLS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<tls::TlsReport>,
+    /// Drill faults in effect on this instance ([`drill`]); absent when none
+    /// is (and from managers older than drills).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faults: Option<drill::ActiveFaults>,
 }
 
 /// Which of an instance's volumes a [`VolumeUsage`] is about.
@@ -764,6 +768,7 @@ mod tests {
             sync: None,
             ha: None,
             tls: None,
+            faults: None,
         }
     }
 

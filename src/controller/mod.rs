@@ -1,9 +1,10 @@
-//! The controllers (Database, Backup, backup verification, and the copies
-//! of the default store's credentials in [`store_credentials`]): thin shells
-//! around pure planning. Each pass observes, asks a pure planner what to do
-//! (`crate::lifecycle` for a Database, `backup::decide` and
-//! `verification::decide` for the others), carries it out and writes the
-//! status once. The [`Context`] they share holds the clients, the Event
+//! The controllers (Database, Backup, backup verification, Drill, and the
+//! copies of the default store's credentials in [`store_credentials`]):
+//! thin shells around pure planning. Each pass observes, asks a pure planner
+//! what to do (`crate::lifecycle` for a Database, `backup::decide` and
+//! `verification::decide` for Backups, `crate::drill` for a Drill), carries
+//! it out and writes the status once (a Drill's status is written before its
+//! actions, and again when an action's outcome changes it). The [`Context`] they share holds the clients, the Event
 //! recorder, the metrics, and the little a pass remembers between passes
 //! (the last primary seen, when the status last changed, the last retention
 //! pass), which the planners receive as observations.
@@ -12,6 +13,7 @@ pub mod backup;
 pub mod conditions;
 pub mod credentials;
 pub mod database;
+pub mod drill;
 mod error;
 pub mod guarded;
 pub mod leases;

@@ -19,12 +19,15 @@
 //! advanced eligible replica ([`candidate`]), which takes the lease (again
 //! with the resourceVersion precondition) before it promotes. A primary that
 //! finds the lease released takes it back only if it released it itself
-//! ([`claim`]).
+//! ([`claim`]). A primary whose PostgreSQL stopped answering for a lease
+//! duration while its manager still renews ([`pulse`]: a hang, not a crash)
+//! kills it and releases the lease, so the failover is the ordinary one.
 
 pub mod candidate;
 pub mod claim;
 pub mod fencing;
 pub mod lease;
+pub mod pulse;
 pub mod quorum;
 
 use std::time::Duration;

@@ -9,7 +9,8 @@
 //! replica), keeps PostgreSQL's TLS material in effect without a restart
 //! ([`tls`]: a private copy of the mounted Secret, reloaded when the Secret
 //! changes; standbys reach a TLS primary with `verify-full` and the
-//! replication certificate), takes base backups ([`backup`]) and serves an
+//! replication certificate), takes base backups ([`backup`]), injects the
+//! faults of a drill with their deadlines ([`drill`]) and serves an
 //! HTTP API the operator and the other instances call ([`api`]: status,
 //! metrics, reload, promotion, switchover, backups and the rest of the
 //! contract in [`crate::contract`]).
@@ -20,6 +21,7 @@
 mod api;
 mod backup;
 mod bootstrap;
+mod drill;
 mod files;
 mod ha;
 mod lockfile;
@@ -39,7 +41,7 @@ pub use verify::{TERMINATION_LOG, verify_backup};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -350,6 +352,10 @@ pub(crate) struct Shared {
     pub restart: tokio::sync::Notify,
     /// Set once the data directory exists and the postmaster has been started.
     pub running: AtomicBool,
+    /// The postmaster's pid while it runs (0 before the first start).
+    pub postmaster: AtomicI32,
+    /// Drill faults in effect, with their deadlines.
+    pub drill: drill::Faults,
     /// Set once the primary's roles, passwords and database are in place.
     pub setup_done: AtomicBool,
     /// The data directory was upgraded to a new major and its server has
@@ -386,6 +392,8 @@ impl Shared {
             passwords: Mutex::new(BTreeMap::new()),
             restart: tokio::sync::Notify::new(),
             running: AtomicBool::new(false),
+            postmaster: AtomicI32::new(0),
+            drill: drill::Faults::default(),
             setup_done: AtomicBool::new(false),
             upgrade_pending: AtomicBool::new(false),
             config_lock: tokio::sync::Mutex::new(()),
@@ -613,6 +621,7 @@ async fn manage(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Result<
         tokio::spawn(ha::lease_loop(shared.clone(), stop.clone()));
         tokio::spawn(ha::fence_loop(shared.clone(), stop.clone()));
         tokio::spawn(ha::peer_loop(shared.clone(), stop.clone()));
+        tokio::spawn(ha::hang_loop(shared.clone(), stop.clone()));
     }
     process::supervise(shared, stop).await
 }

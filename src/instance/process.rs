@@ -2,7 +2,8 @@
 //! lease), restarts with backoff when it dies (a full volume included: it
 //! PANICs on the WAL write that fails, and keeps failing crash recovery
 //! until the volume grows), stops for a fence, a rejoin
-//! or a switchover, and stops cleanly on shutdown. It is started with
+//! or a switchover, is killed with every child when it hangs (then the
+//! lease is yielded, see [`super::ha`]), and stops cleanly on shutdown. It is started with
 //! `std::process`, its exit collected by the [`super::reaper`].
 
 use std::sync::Arc;
@@ -68,6 +69,7 @@ pub async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> 
         }
         written?;
         let pid = start(&shared)?;
+        shared.postmaster.store(pid.as_raw(), Ordering::SeqCst);
         shared.running.store(true, Ordering::SeqCst);
         let started = Instant::now();
         tracing::info!(pid = pid.as_raw(), "started postgres");
@@ -93,13 +95,13 @@ pub async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> 
             }
             _ = duty.wait_for(|d| *d != Duty::Serve) => {
                 shared.running.store(false, Ordering::SeqCst);
-                let wanted = shared.ha.duty();
-                if matches!(wanted, Duty::Handover { .. }) {
-                    shutdown(pid, &mut exits).await;
-                } else {
+                match shared.ha.duty() {
+                    Duty::Handover { .. } => shutdown(pid, &mut exits).await,
+                    // Hung: it would handle no other signal.
+                    Duty::Yield => kill_all(pid, &mut exits).await,
                     // A fence must be quick: no checkpoint, no waiting for
                     // walsenders that may never get through.
-                    immediate_shutdown(pid, &mut exits).await;
+                    _ => immediate_shutdown(pid, &mut exits).await,
                 }
                 continue;
             }
@@ -150,6 +152,12 @@ async fn gate(
                             _ = stop.wait_for(|stop| *stop) => return Ok(false),
                         }
                     }
+                }
+                continue;
+            }
+            Duty::Yield => {
+                if !ha::yield_lease(shared, stop).await {
+                    return Ok(false);
                 }
                 continue;
             }
@@ -256,7 +264,8 @@ fn start(shared: &Shared) -> Result<Pid, Error> {
 
 /// SIGINT is PostgreSQL's fast shutdown: roll back open transactions, checkpoint,
 /// exit. If it takes too long, SIGQUIT (immediate shutdown, crash recovery on the
-/// next start) rather than leaving the kubelet to SIGKILL everything.
+/// next start, and SIGKILL if even that is not acted on) rather than leaving
+/// the kubelet to SIGKILL everything.
 async fn shutdown(pid: Pid, exits: &mut mpsc::UnboundedReceiver<WaitStatus>) {
     tracing::info!(pid = pid.as_raw(), "fast shutdown of postgres");
     if let Err(err) = kill(pid, Signal::SIGINT) {
@@ -266,19 +275,38 @@ async fn shutdown(pid: Pid, exits: &mut mpsc::UnboundedReceiver<WaitStatus>) {
         Ok(status) => tracing::info!(?status, "postgres stopped"),
         Err(_) => {
             tracing::warn!("fast shutdown timed out; immediate shutdown");
-            let _ = kill(pid, Signal::SIGQUIT);
-            let status = wait_for(exits, pid).await;
-            tracing::info!(?status, "postgres stopped");
+            immediate_shutdown(pid, exits).await;
         }
     }
 }
 
 /// SIGQUIT: PostgreSQL's immediate shutdown. Backends exit at once, nothing
-/// more is acknowledged; the next start runs crash recovery.
+/// more is acknowledged; the next start runs crash recovery. A postmaster
+/// that does not act on it (stopped, or stuck) is killed after
+/// [`IMMEDIATE_SHUTDOWN_TIMEOUT`].
 async fn immediate_shutdown(pid: Pid, exits: &mut mpsc::UnboundedReceiver<WaitStatus>) {
     tracing::warn!(pid = pid.as_raw(), "immediate shutdown of postgres");
     if let Err(err) = kill(pid, Signal::SIGQUIT) {
         tracing::warn!(error = %err, "cannot signal postgres");
+    }
+    match tokio::time::timeout(IMMEDIATE_SHUTDOWN_TIMEOUT, wait_for(exits, pid)).await {
+        Ok(status) => tracing::info!(?status, "postgres stopped"),
+        Err(_) => kill_all(pid, exits).await,
+    }
+}
+
+/// How long an immediate shutdown may take before everything is killed.
+const IMMEDIATE_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// SIGKILL to the postmaster and every PostgreSQL process of the container
+/// (a killed postmaster leaves its backends behind, and a stopped backend
+/// would otherwise wake up later): the only signal a stopped or stuck
+/// process cannot ignore, and one that ends it before it runs another
+/// instruction, so nothing more is acknowledged once it is sent.
+async fn kill_all(pid: Pid, exits: &mut mpsc::UnboundedReceiver<WaitStatus>) {
+    match super::drill::signal_postgres(Some(pid), Signal::SIGKILL) {
+        Ok(pids) => tracing::warn!(?pids, "killed PostgreSQL (SIGKILL)"),
+        Err(error) => tracing::warn!(%error, "cannot kill PostgreSQL"),
     }
     let status = wait_for(exits, pid).await;
     tracing::info!(?status, "postgres stopped");

@@ -88,10 +88,15 @@ pub fn start() -> Result<mpsc::UnboundedReceiver<WaitStatus>, Error> {
     Ok(exits)
 }
 
+/// What the reaper asks `waitpid` for: exits only, never stops
+/// (`WUNTRACED`), so a postmaster a drill froze with SIGSTOP is not taken
+/// for a dead one.
+pub const REAP_FLAGS: WaitPidFlag = WaitPidFlag::WNOHANG;
+
 /// Collect every exited child; false once the channel is gone.
 fn reap(exits: &mpsc::UnboundedSender<WaitStatus>) -> bool {
     loop {
-        match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+        match waitpid(None::<Pid>, Some(REAP_FLAGS)) {
             Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return true,
             Ok(status) => {
                 if exits.send(status).is_err() {

@@ -24,8 +24,8 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::api::expose::NodePortRange;
-use crate::api::v1::{Backup, Database, ObjectStore};
-use crate::controller::{self, Context, backup, database, guarded, store_credentials};
+use crate::api::v1::{Backup, Database, Drill, ObjectStore};
+use crate::controller::{self, Context, backup, database, drill, guarded, store_credentials};
 use crate::resources::{BuildConfig, labels};
 use crate::telemetry::{self, metrics::Metrics};
 use crate::webhook::rotation::{self, RotationConfig};
@@ -395,6 +395,54 @@ fn run_backup(
     (cache, run.boxed())
 }
 
+/// The Drill controller of one scope. A drill's state is only its status;
+/// its probe pod (owned, labelled with the Drill) wakes it as it starts and
+/// ends, and a change of its Database wakes the Drills on that Database (a
+/// run waits for Ready again; a waiting scheduled run for its guards).
+fn run_drill(
+    drills: Api<Drill>,
+    pods: Api<Pod>,
+    databases: Api<DeserializeGuard<Database>>,
+    ctx: Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+) -> BoxFuture<'static, ()> {
+    let controller = Controller::new(drills, watcher::Config::default().any_semantic());
+    let store = controller.store();
+    controller
+        .owns(
+            pods,
+            watcher::Config::default()
+                .labels(crate::resources::DRILL_LABEL)
+                .any_semantic(),
+        )
+        .watches(
+            databases,
+            watcher::Config::default().any_semantic(),
+            move |db: DeserializeGuard<Database>| {
+                let namespace = db.namespace();
+                let name = db.name_any();
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|d| d.namespace() == namespace && d.spec.database == name)
+                    .map(|d| ObjectRef::from_obj(d.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .graceful_shutdown_on(stopped(shutdown))
+        .run(
+            drill::reconcile,
+            |d, error, ctx| controller::error_policy(drill::CONTROLLER, d.as_ref(), error, &ctx),
+            ctx,
+        )
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                warn!(controller = drill::CONTROLLER, %error, "controller event");
+            }
+        })
+        .boxed()
+}
+
 /// Issues or loads the webhook certificate (or reads one issued elsewhere), then
 /// serves the webhooks and keeps the certificate current in the background.
 async fn start_webhooks(
@@ -494,7 +542,12 @@ async fn run_controllers(
     {
         info!(namespace = %source.namespace, secret = %source.name,
             "copying the default store's credentials into the namespaces that use it");
-        let copy_ctx = Context::new(client.clone(), metrics.clone(), reporter, build);
+        let copy_ctx = Context::new(
+            client.clone(),
+            metrics.clone(),
+            reporter.clone(),
+            build.clone(),
+        );
         for (databases, secrets) in apis::<DeserializeGuard<Database>>(&client, namespaces)
             .into_iter()
             .zip(apis::<Secret>(&client, namespaces))
@@ -524,6 +577,25 @@ async fn run_controllers(
         let (store, run) = run_backup(backups, databases, backup_ctx.clone(), shutdown.clone());
         backup_stores.push(store);
         tasks.push(run);
+    }
+    let drill_ctx = Context::new(
+        client.clone(),
+        metrics.clone(),
+        reporter.clone(),
+        build.clone(),
+    );
+    for ((drills, pods), databases) in apis::<Drill>(&client, namespaces)
+        .into_iter()
+        .zip(apis::<Pod>(&client, namespaces))
+        .zip(apis::<DeserializeGuard<Database>>(&client, namespaces))
+    {
+        tasks.push(run_drill(
+            drills,
+            pods,
+            databases,
+            drill_ctx.clone(),
+            shutdown.clone(),
+        ));
     }
     tasks.push(database::sample(db_stores, db_ctx.clone(), shutdown.clone()).boxed());
     tasks.push(backup::sample(backup_stores, backup_ctx.clone(), shutdown.clone()).boxed());

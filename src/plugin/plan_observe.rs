@@ -252,6 +252,7 @@ pub fn manager_of(
         sync: None::<SyncSettings>,
         ha: None,
         tls: None,
+        faults: None,
     })
 }
 

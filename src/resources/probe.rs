@@ -68,6 +68,8 @@ pub fn probe_pod(drill: &Drill, address: Option<IpAddr>, config: &BuildConfig) -
             container_port: i32::from(PROBE_PORT),
             ..ContainerPort::default()
         }]),
+        // Why it ended, in the pod's status: the drill's verdict quotes it.
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
         readiness_probe: Some(Probe {
             http_get: Some(HTTPGetAction {
                 path: Some("/healthz".to_owned()),
@@ -106,6 +108,9 @@ pub fn probe_pod(drill: &Drill, address: Option<IpAddr>, config: &BuildConfig) -
                 run_as_non_root: Some(true),
                 run_as_user: Some(PROBE_UID),
                 run_as_group: Some(PROBE_UID),
+                // The Secret's files are 0400: owned by this group, or the
+                // probe (not root) cannot read its credentials.
+                fs_group: Some(PROBE_UID),
                 seccomp_profile: Some(SeccompProfile {
                     type_: "RuntimeDefault".to_owned(),
                     localhost_profile: None,
@@ -200,6 +205,11 @@ mod tests {
                 .unwrap()
                 .read_only_root_filesystem,
             Some(true)
+        );
+        let pod_security = spec.security_context.as_ref().unwrap();
+        assert_eq!(
+            pod_security.fs_group, pod_security.run_as_user,
+            "the probe reads its 0400 credentials through its group"
         );
     }
 

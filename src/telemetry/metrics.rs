@@ -138,6 +138,8 @@ pub struct Metrics {
     verification_success: DatabaseGauge,
     schedule_period: DatabaseGauge,
     certificates: CertificateGauge,
+    /// `tusk_drill_*`, set by the Drill controller.
+    pub drills: super::drill_metrics::DrillMetrics,
 }
 
 /// `tusk_certificate_not_after_seconds`: per Database, the set of its
@@ -216,6 +218,7 @@ impl Metrics {
             verification_success: DatabaseGauge::default(),
             schedule_period: DatabaseGauge::default(),
             certificates: CertificateGauge::default(),
+            drills: super::drill_metrics::DrillMetrics::default(),
         };
         // Every result exists from the start, so that `increase()` sees the first
         // backup of each kind rather than a series appearing at 1.
@@ -228,6 +231,10 @@ impl Metrics {
                 .inc_by(0);
         }
         let tusk = registry.sub_registry_with_prefix("tusk");
+        let metrics = Self {
+            drills: super::drill_metrics::DrillMetrics::register(tusk),
+            ..metrics
+        };
         tusk.register(
             "reconcile",
             "Reconciliations run, by controller",

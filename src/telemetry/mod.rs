@@ -1,6 +1,7 @@
 //! Logging (JSON lines through `tracing`), OpenTelemetry span export, and
 //! Prometheus metrics.
 
+pub mod drill_metrics;
 pub mod metrics;
 mod otel;
 

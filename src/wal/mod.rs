@@ -12,9 +12,11 @@
 //! parallel, the next ones into a spool, so replay rarely waits on the store.
 //!
 //! [`dir`] keeps a data directory's WAL with it when `pg_wal` lives on its
-//! own volume (`spec.walStorage`).
+//! own volume (`spec.walStorage`); [`outage`] points archiving at an
+//! unreachable store for a drill.
 
 pub mod dir;
+pub mod outage;
 
 use std::io;
 use std::path::{Path, PathBuf};

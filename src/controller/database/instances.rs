@@ -29,6 +29,7 @@ use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 use tracing::{Instrument, Span, field, info_span};
 
+use crate::contract::drill::{self, FaultRequest, FaultResponse};
 use crate::contract::{
     BackupRequest, BackupState, Backups, DropSlotRequest, DropSlotResponse, ErrorBody, Members,
     PORT, PasswordRequest, PasswordResponse, PromoteRequest, ReloadRequest, ReloadResponse,
@@ -148,6 +149,11 @@ pub enum Call {
     Members(Members),
     Promote(PromoteRequest),
     Switchover(SwitchoverRequest),
+    // Drill faults (`controller::drill`), each undone by the manager at its
+    // deadline; `seconds: 0` undoes at once.
+    Freeze(FaultRequest),
+    KillPostgres,
+    StoreOutage(FaultRequest),
 }
 
 impl Call {
@@ -164,6 +170,9 @@ impl Call {
             Call::Members(_) => path::MEMBERS,
             Call::Promote(_) => path::PROMOTE,
             Call::Switchover(_) => path::SWITCHOVER,
+            Call::Freeze(_) => drill::path::FREEZE,
+            Call::KillPostgres => drill::path::KILL_POSTGRES,
+            Call::StoreOutage(_) => drill::path::STORE_OUTAGE,
         }
     }
 
@@ -187,7 +196,8 @@ impl Call {
             Call::Members(request) => serde_json::to_vec(request)?,
             Call::Promote(request) => serde_json::to_vec(request)?,
             Call::Switchover(request) => serde_json::to_vec(request)?,
-            Call::Restart | Call::WalSwitch => b"{}".to_vec(),
+            Call::Freeze(request) | Call::StoreOutage(request) => serde_json::to_vec(request)?,
+            Call::Restart | Call::WalSwitch | Call::KillPostgres => b"{}".to_vec(),
         };
         Ok(Bytes::from(json))
     }
@@ -208,6 +218,8 @@ pub enum Answer {
     /// The role the instance reports after the promotion.
     Promote(crate::contract::Role),
     Switchover(SwitchoverResponse),
+    /// A drill fault's state after the call.
+    Fault(FaultResponse),
 }
 
 /// Why a call to an instance manager failed.
@@ -411,6 +423,9 @@ impl Instances for HttpInstances {
                             Answer::Promote(status.postgres.role)
                         }
                         Call::Switchover(_) => Answer::Switchover(decode(&url, &reply)?),
+                        Call::Freeze(_) | Call::KillPostgres | Call::StoreOutage(_) => {
+                            Answer::Fault(decode(&url, &reply)?)
+                        }
                     })
                 };
                 recorded(answer.await)

@@ -573,7 +573,12 @@ async fn write_status(
 ) -> Result<(), Error> {
     let now = Time(Timestamp::now());
     let next = status::build(db, plan, &now);
-    let before = db.status.clone().unwrap_or_default();
+    let mut before = db.status.clone().unwrap_or_default();
+    // `LastDrill` is the Drill controller's, under its own field manager:
+    // not part of what this pass computes (nor removed by its apply).
+    before
+        .conditions
+        .retain(|c| c.type_ != crate::controller::drill::act::LAST_DRILL);
     if before == next {
         return Ok(());
     }

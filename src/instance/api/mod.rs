@@ -4,6 +4,9 @@
 //! metrics are, the rest needs a client certificate of the operator or of an
 //! instance of the same Database ([`access`]).
 //!
+//! The drill faults (`/drill/*`, [`crate::contract::drill`]) are mutations
+//! like the others: token, and with TLS a member's certificate.
+//!
 //! This file is the routing and the tracing of each operation; the handlers
 //! only take what the request holds through the [`extract`]ors, call the
 //! operation in [`ops`] and answer its result, or its [`ApiError`], whose
@@ -30,6 +33,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{Instrument, Level, Span};
 
+use crate::contract::drill::{FaultRequest, path as drill_path};
 use crate::contract::{
     BackupRequest, DropSlotRequest, Members, PEER_HEADER, PasswordRequest, PeerStatus,
     PromoteRequest, ReloadRequest, RetentionRequest, SwitchoverRequest, SyncSettings, path,
@@ -92,6 +96,9 @@ fn router(shared: AppState) -> Router {
         .route(path::MEMBERS, post(members))
         .route(path::SWITCHOVER, post(switchover))
         .route(path::VOLUMES, get(volumes))
+        .route(drill_path::FREEZE, post(drill_freeze))
+        .route(drill_path::KILL_POSTGRES, post(drill_kill_postgres))
+        .route(drill_path::STORE_OUTAGE, post(drill_store_outage))
         .with_state(shared)
 }
 
@@ -315,6 +322,47 @@ async fn retention(
     .await
 }
 
+async fn drill_freeze(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    auth: Auth,
+    body: JsonBody<FaultRequest>,
+) -> Response {
+    let span = operation_span!(Level::WARN, "instance.drill_freeze");
+    traced(span, &headers, async {
+        auth?;
+        ops::drill_freeze(&shared, body.decode()?).map(Json)
+    })
+    .await
+}
+
+async fn drill_kill_postgres(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    auth: Auth,
+) -> Response {
+    let span = operation_span!(Level::WARN, "instance.drill_kill_postgres");
+    traced(span, &headers, async {
+        auth?;
+        ops::drill_kill_postgres(&shared).map(Json)
+    })
+    .await
+}
+
+async fn drill_store_outage(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    auth: Auth,
+    body: JsonBody<FaultRequest>,
+) -> Response {
+    let span = operation_span!(Level::WARN, "instance.drill_store_outage");
+    traced(span, &headers, async {
+        auth?;
+        ops::drill_store_outage(&shared, body.decode()?).map(Json)
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -356,11 +404,17 @@ mod tests {
         token: Option<&str>,
         material: Option<MaterialRx>,
     ) -> watch::Sender<bool> {
+        serve_shared(listener, shared("/nonexistent/pgdata", token), material)
+    }
+
+    /// The state of instance `pg-1` of Database `pg` on `pgdata`.
+    fn shared(pgdata: &str, token: Option<&str>) -> AppState {
+        let pgdata = format!("--pgdata={pgdata}");
         let mut args = vec![
             "tusk",
             "--instance=pg-1",
             "--database=pg",
-            "--pgdata=/nonexistent/pgdata",
+            &pgdata,
             "--bootstrap=initdb",
             "--superuser-password=s",
             "--replication-password=r",
@@ -368,11 +422,18 @@ mod tests {
         let token = token.map(|t| format!("--token={t}"));
         args.extend(token.as_deref());
         let config = Args::try_parse_from(args).expect("arguments").config;
-        let shared = Arc::new(Shared::new(
+        Arc::new(Shared::new(
             config,
             PathBuf::from("/nonexistent/bin"),
             Default::default(),
-        ));
+        ))
+    }
+
+    fn serve_shared(
+        listener: TcpListener,
+        shared: AppState,
+        material: Option<MaterialRx>,
+    ) -> watch::Sender<bool> {
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(serve(listener, shared, material, stopped));
         stop
@@ -480,5 +541,140 @@ mod tests {
             body.starts_with(r#"{"error":"PostgreSQL is not available: "#),
             "{body}"
         );
+    }
+
+    /// The state letter of `/proc/<pid>/stat` (`T`: stopped).
+    fn proc_state(pid: u32) -> String {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+        crate::instance::drill::Process::parse(&stat)
+            .expect("parses")
+            .state
+    }
+
+    /// Polls `what` every 50 ms for up to 20 s.
+    async fn eventually(what: impl Fn() -> bool) -> bool {
+        for _ in 0..400 {
+            if what() {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn drill_faults_are_mutations_and_need_a_running_postgres() {
+        let (url, _stop) = api(Some("t0ken")).await;
+        for path in [
+            crate::contract::drill::path::FREEZE,
+            crate::contract::drill::path::KILL_POSTGRES,
+        ] {
+            let at = format!("{url}{path}");
+            let (status, _, _) = call("POST", &at, None, r#"{"seconds":5}"#).await;
+            assert_eq!(status, 401, "{path}");
+            assert_eq!(
+                call("POST", &at, Some("t0ken"), r#"{"seconds":5}"#).await,
+                (
+                    409,
+                    None,
+                    r#"{"error":"PostgreSQL is not running"}"#.to_owned()
+                ),
+                "{path}"
+            );
+        }
+        let (status, _, body) = call(
+            "POST",
+            &format!("{url}{}", crate::contract::drill::path::FREEZE),
+            Some("t0ken"),
+            "{}",
+        )
+        .await;
+        assert_eq!(status, 400, "{body}");
+    }
+
+    /// A freeze stops the postmaster (here a `sleep` standing in for it)
+    /// until its deadline, and the manager continues it by itself; a store
+    /// outage holds until its deadline and ends early on `seconds: 0`.
+    #[tokio::test]
+    async fn faults_are_undone_at_their_deadline_or_on_request() {
+        let dir = std::env::temp_dir().join(format!("tusk-drill-api-{}", std::process::id()));
+        let pgdata = dir.join("pgdata");
+        std::fs::create_dir_all(&pgdata).expect("mkdir");
+        let state = shared(pgdata.to_str().expect("utf-8"), Some("t0ken"));
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id();
+        state.postmaster.store(
+            i32::try_from(pid).expect("pid"),
+            std::sync::atomic::Ordering::SeqCst,
+        );
+        state
+            .running
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let (listener, url) = loopback("127.0.0.1").await;
+        let _stop = serve_shared(listener, state.clone(), None);
+        let freeze = format!("{url}{}", crate::contract::drill::path::FREEZE);
+
+        let (status, _, body) = call("POST", &freeze, Some("t0ken"), r#"{"seconds":1}"#).await;
+        assert_eq!(status, 200, "{body}");
+        let answer: crate::contract::drill::FaultResponse =
+            serde_json::from_str(&body).expect("a FaultResponse");
+        assert!(answer.active && answer.until.is_some(), "{answer:?}");
+        assert_eq!(answer.pids, vec![pid]);
+        assert_eq!(proc_state(pid), "T", "stopped by the freeze");
+        let report = state.drill.report(&pgdata, std::time::SystemTime::now());
+        assert_eq!(
+            report.and_then(|r| r.freeze).map(|f| f.pids),
+            Some(vec![pid])
+        );
+        assert!(
+            eventually(|| proc_state(pid) != "T").await,
+            "the manager continues it at the deadline by itself"
+        );
+        assert_eq!(
+            state.drill.report(&pgdata, std::time::SystemTime::now()),
+            None
+        );
+
+        // Undone on request before its deadline.
+        let (status, _, body) = call("POST", &freeze, Some("t0ken"), r#"{"seconds":600}"#).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(proc_state(pid), "T");
+        let (status, _, body) = call("POST", &freeze, Some("t0ken"), r#"{"seconds":0}"#).await;
+        assert_eq!((status, body.as_str()), (200, r#"{"active":false}"#));
+        assert_ne!(proc_state(pid), "T", "continued at once");
+
+        let outage = format!("{url}{}", crate::contract::drill::path::STORE_OUTAGE);
+        let (status, _, body) = call("POST", &outage, Some("t0ken"), r#"{"seconds":1}"#).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(crate::wal::outage::active(&pgdata, std::time::SystemTime::now()).is_some());
+        assert!(
+            state
+                .drill
+                .report(&pgdata, std::time::SystemTime::now())
+                .is_some_and(|r| r.store_outage.is_some())
+        );
+        assert!(
+            eventually(|| !crate::wal::outage::file(&pgdata).exists()).await,
+            "the outage file is removed at the deadline"
+        );
+        let (status, _, _) = call("POST", &outage, Some("t0ken"), r#"{"seconds":600}"#).await;
+        assert_eq!(status, 200);
+        let (status, _, body) = call("POST", &outage, Some("t0ken"), r#"{"seconds":0}"#).await;
+        assert_eq!((status, body.as_str()), (200, r#"{"active":false}"#));
+        assert!(!crate::wal::outage::file(&pgdata).exists());
+
+        let kill = format!("{url}{}", crate::contract::drill::path::KILL_POSTGRES);
+        let (status, _, body) = call("POST", &kill, Some("t0ken"), "").await;
+        assert_eq!(status, 200, "{body}");
+        let exit = child.wait().expect("wait");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&exit),
+            Some(9),
+            "SIGKILL"
+        );
+        std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 }

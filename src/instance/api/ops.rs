@@ -15,7 +15,9 @@ use crate::contract::{
 use crate::postgres::config::{self, SyncReplication};
 use crate::postgres::params;
 
-use super::super::{Secret, Shared, backup, files, ha, is_set, sql};
+use crate::contract::drill::{FaultRequest, FaultResponse};
+
+use super::super::{Secret, Shared, backup, drill, files, ha, is_set, sql};
 use super::error::{ApiError, Category};
 
 /// `GET /readyz`: `Err` says why the instance is not ready.
@@ -66,6 +68,9 @@ pub async fn status(shared: &Shared) -> Result<Status, ApiError> {
         }),
         ha: shared.ha.status(),
         tls: shared.tls_report(),
+        faults: shared
+            .drill
+            .report(&shared.config.pgdata, std::time::SystemTime::now()),
     })
 }
 
@@ -373,5 +378,34 @@ pub async fn retention(
         }
         Err(backup::Refused::Failed(message)) => Err(ApiError::new(Category::Unavailable, message)),
         Err(refused) => Err(ApiError::conflict(refused.to_string())),
+    }
+}
+
+/// `POST /drill/freeze`: stop PostgreSQL's processes until the deadline.
+pub fn drill_freeze(
+    shared: &Arc<Shared>,
+    request: FaultRequest,
+) -> Result<FaultResponse, ApiError> {
+    drill::freeze(shared, &request).map_err(fault_error)
+}
+
+/// `POST /drill/kill-postgres`: SIGKILL the postmaster.
+pub fn drill_kill_postgres(shared: &Shared) -> Result<FaultResponse, ApiError> {
+    drill::kill_postgres(shared).map_err(fault_error)
+}
+
+/// `POST /drill/store-outage`: archive to an unreachable store until the
+/// deadline.
+pub fn drill_store_outage(
+    shared: &Arc<Shared>,
+    request: FaultRequest,
+) -> Result<FaultResponse, ApiError> {
+    drill::store_outage(shared, &request).map_err(fault_error)
+}
+
+fn fault_error(error: drill::FaultError) -> ApiError {
+    match error {
+        drill::FaultError::NotRunning => ApiError::conflict(error.to_string()),
+        _ => ApiError::internal(error),
     }
 }

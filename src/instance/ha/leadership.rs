@@ -93,6 +93,12 @@ impl Ha {
         }
     }
 
+    /// What the claim rule says of the lease now, without writing it.
+    pub async fn standing(&self) -> Result<Claim, LeaseError> {
+        let lease = self.read_existing().await?;
+        Ok(claim::claim(&lease::view_of(&lease), &self.me, &Rules::ALL))
+    }
+
     /// Take the lease for a promotion the operator ordered: only when this
     /// manager's own observation allows it (released, expired, or already
     /// ours), waiting out what remains of a live lease up to its duration.

@@ -13,6 +13,10 @@
 //! - Every manager calls its peers' `GET /peer` every period and answers
 //!   theirs, recording when it last heard from each; `/status` reports it so
 //!   that the operator can tell a dead primary from a partitioned operator.
+//! - A primary probes its own PostgreSQL every period ([`hang`]): when it
+//!   has not answered for a lease duration (it hangs, while this manager
+//!   keeps renewing), it is killed and the lease released, so that a
+//!   replica takes over; the old primary then rejoins as its replica.
 //! - A replica watches the lease too (the operator's promotion asks it to
 //!   take it) and, when the holder changes, restarts its WAL receiver so that
 //!   it finds the new primary at once instead of after a TCP timeout.
@@ -20,8 +24,10 @@
 //! The parts: [`state`] (what the manager knows, behind one lock),
 //! [`lease`] (the Kubernetes Lease client and its typed errors),
 //! [`leadership`] (claiming, taking, handing over and releasing the lease),
-//! [`peers`] (calling the other instances) and [`loops`] (the periodic tasks).
+//! [`peers`] (calling the other instances), [`loops`] (the periodic tasks)
+//! and [`hang`] (the hang fence).
 
+mod hang;
 mod leadership;
 mod lease;
 mod loops;
@@ -41,6 +47,7 @@ use crate::failover::{Moment, Timing};
 
 use super::{Shared, files};
 
+pub use hang::{hang_loop, yield_lease};
 pub use leadership::ClaimOutcome;
 pub use lease::LeaseError;
 pub use loops::{fence_loop, lease_loop, peer_loop};
@@ -57,6 +64,9 @@ pub enum Duty {
     /// Stop cleanly, wait until `target` has every WAL record, hand it the
     /// lease and start as a replica (a switchover).
     Handover { target: String },
+    /// PostgreSQL hangs ([`hang`]): kill it, release the lease, and rejoin
+    /// the replica that takes it (or start again if none does).
+    Yield,
 }
 
 /// The outcome of a handover, for the waiting `POST /switchover`.

@@ -186,6 +186,7 @@ mod tests {
             sync: None,
             ha: None,
             tls: None,
+            faults: None,
         }
     }
 

@@ -1,0 +1,376 @@
+//! Drills on the cluster (issue #30): `Drill` objects against real
+//! Databases, judged by Tusk's own probe writing through `-rw`.
+//!
+//! - On a 3-instance sync Database: a dry run reports its guards only; a
+//!   `delete-primary-pod`, a `switchover` and a `kill-replica` drill each
+//!   succeed with no acknowledged write lost, their probe pods removed and
+//!   the Database's `LastDrill` condition set.
+//! - A drill on a Database that is not Ready yet is Refused, naming why; a
+//!   scheduled drill (`* * * * *`) on it, once Ready, runs by itself.
+//! - The operator killed while a `freeze-primary` drill observes its fault:
+//!   the next leader ends the run with the fault undone.
+//!
+//! The figures each drill measured (write outage, lost writes, time to
+//! Ready) are printed, never asserted beyond the drill's own verdict:
+//! `bench/drills` is where the figures come from.
+//!   e2e-run drills  (or: cargo test --manifest-path e2e/Cargo.toml --test drills -- --nocapture)
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, PatchParams, PostParams};
+use kube::{Client, CustomResourceExt};
+use serde_json::{Value, json};
+use tusk::api::drill::{Drill, DrillPhase};
+use tusk::api::v1::Database;
+use tusk_e2e::{
+    ClusterAccess, OPERATOR_NAMESPACE, Result, apply_value, database, in_namespace,
+    install_operator, lock_cluster, wait_for, wait_ready,
+};
+
+const DB: &str = "pg";
+
+/// The Drill CRD and the operator's permissions on Drills, for an install
+/// whose chart does not carry them yet (the chart's own CRD and rules take
+/// over at the next `helm upgrade`: the CRD is created with Helm's ownership
+/// marks so that Helm adopts it).
+async fn ensure_drill_api(client: &Client) {
+    let _cluster = lock_cluster(ClusterAccess::Exclusive).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    if crds
+        .get_opt("drills.tusk.dev")
+        .await
+        .expect("read the Drill CRD")
+        .is_none()
+    {
+        let mut crd = Drill::crd();
+        crd.metadata.labels = Some(
+            [("app.kubernetes.io/managed-by".to_owned(), "Helm".to_owned())].into(),
+        );
+        crd.metadata.annotations = Some(
+            [
+                ("meta.helm.sh/release-name".to_owned(), "tusk".to_owned()),
+                (
+                    "meta.helm.sh/release-namespace".to_owned(),
+                    OPERATOR_NAMESPACE.to_owned(),
+                ),
+            ]
+            .into(),
+        );
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .expect("create the Drill CRD");
+        wait_for(&crds, "drills.tusk.dev", Duration::from_secs(60), |crd| {
+            crd.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                })
+        })
+        .await
+        .expect("the Drill CRD established");
+    }
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let role = roles
+        .get("tusk-operator")
+        .await
+        .expect("the operator's ClusterRole");
+    let has_drills = role.rules.iter().flatten().any(|rule| {
+        rule.resources
+            .iter()
+            .flatten()
+            .any(|r| r == "drills/status")
+    });
+    if !has_drills {
+        let rule = |resources: &[&str], verbs: &[&str]| PolicyRule {
+            api_groups: Some(vec!["tusk.dev".to_owned()]),
+            resources: Some(resources.iter().map(|r| (*r).to_owned()).collect()),
+            verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+            ..PolicyRule::default()
+        };
+        let mut role = role;
+        role.rules.get_or_insert_with(Vec::new).extend([
+            rule(&["drills"], &["get", "list", "watch", "patch", "update"]),
+            rule(&["drills/status"], &["get", "patch", "update"]),
+            rule(&["drills/finalizers"], &["update"]),
+        ]);
+        roles
+            .replace("tusk-operator", &PostParams::default(), &role)
+            .await
+            .expect("grant the operator Drills");
+    }
+}
+
+/// A 3-instance sync Database `pg`, Ready.
+async fn sync_database(client: &Client, ns: &str, instances: i32) -> Result<()> {
+    let spec = json!({
+        "version": "17", "instances": instances,
+        "storage": {"size": "1Gi"},
+        "replication": {"mode": "sync", "minSyncReplicas": 1}
+    });
+    apply_value(
+        client,
+        Some(ns),
+        database(DB, spec),
+        &PatchParams::apply(tusk_e2e::MANAGER),
+    )
+    .await?;
+    wait_ready(client, ns, DB, instances).await?;
+    Ok(())
+}
+
+/// Creates Drill `name` with `spec` (the Database is `pg`).
+async fn drill(client: &Client, ns: &str, name: &str, mut spec: Value) -> Result<()> {
+    spec["database"] = json!(DB);
+    apply_value(
+        client,
+        Some(ns),
+        json!({"apiVersion": "tusk.dev/v1", "kind": "Drill", "metadata": {"name": name}, "spec": spec}),
+        &PatchParams::apply(tusk_e2e::MANAGER),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Waits until Drill `name` satisfies `done`, failing with its status.
+async fn drill_until(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    timeout: Duration,
+    done: impl Fn(&Drill) -> bool,
+) -> Result<Drill> {
+    let drills: Api<Drill> = Api::namespaced(client.clone(), ns);
+    wait_for(&drills, name, timeout, done).await
+}
+
+fn phase(drill: &Drill) -> Option<DrillPhase> {
+    drill.status.as_ref().and_then(|s| s.phase)
+}
+
+fn finished(drill: &Drill) -> bool {
+    phase(drill).is_some_and(DrillPhase::is_final)
+}
+
+/// Prints what a finished drill measured and returns it.
+fn report(what: &str, drill: &Drill) -> String {
+    let status = drill.status.clone().unwrap_or_default();
+    let figures = status.figures.unwrap_or_default();
+    let line = format!(
+        "{what}: {:?} in {:.0} s; write outage {:?} s, lost {:?} of {:?} acknowledged, Ready again after {:?} s, failover {:?} s; verdict: {}",
+        status.phase,
+        status
+            .finished_at
+            .zip(status.started_at)
+            .map_or(0.0, |(end, start)| end.0.duration_since(start.0).as_secs_f64()),
+        figures.write_outage_seconds,
+        figures.lost_writes,
+        figures.acknowledged_writes,
+        figures.seconds_to_ready,
+        figures.failover_seconds,
+        status.verdict.unwrap_or_default()
+    );
+    println!("{line}");
+    line
+}
+
+/// Runs Drill `name` on `pg` to its end and checks it succeeded with no
+/// acknowledged write lost, its probe pod gone and `LastDrill` set.
+async fn succeeds(client: &Client, ns: &str, name: &str, spec: Value) -> Result<Drill> {
+    drill(client, ns, name, spec).await?;
+    let done = drill_until(client, ns, name, Duration::from_secs(400), finished).await?;
+    let line = report(name, &done);
+    if phase(&done) != Some(DrillPhase::Succeeded) {
+        return Err(format!("drill {name} did not succeed: {line}").into());
+    }
+    let figures = done
+        .status
+        .as_ref()
+        .and_then(|s| s.figures.clone())
+        .unwrap_or_default();
+    if figures.lost_writes != Some(0) || figures.write_outage_seconds.is_none() {
+        return Err(format!("drill {name}: want 0 lost writes and an outage: {line}").into());
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let probe = format!("{name}-probe");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pods.get_opt(&probe).await?.is_some() {
+        if Instant::now() > deadline {
+            return Err(format!("the probe pod {probe} is still there after the drill").into());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let dbs: Api<Database> = Api::namespaced(client.clone(), ns);
+    let db = dbs.get(DB).await?;
+    let last = db
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "LastDrill"))
+        .ok_or("the Database has no LastDrill condition")?;
+    if last.status != "True" || last.reason != "Succeeded" || !last.message.contains(name) {
+        return Err(format!("LastDrill does not name {name}'s success: {last:?}").into());
+    }
+    // The next drill starts on a Ready Database with every instance back.
+    wait_ready(client, ns, DB, 3).await?;
+    Ok(done)
+}
+
+#[tokio::test]
+async fn drills_on_a_healthy_sync_database_succeed_and_lose_nothing() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    ensure_drill_api(&client).await;
+    in_namespace(
+        "e2e-drills",
+        Duration::from_secs(1800),
+        |client, ns| async move {
+            sync_database(&client, &ns, 3).await?;
+            // A dry run: the guards only, no probe.
+            drill(&client, &ns, "dry", json!({"scenario": "delete-primary-pod", "dryRun": true})).await?;
+            let dry = drill_until(&client, &ns, "dry", Duration::from_secs(120), finished).await?;
+            let line = report("dry run", &dry);
+            let status = dry.status.clone().unwrap_or_default();
+            if status.phase != Some(DrillPhase::Succeeded)
+                || !status.verdict.unwrap_or_default().contains("dry run: every guard holds")
+                || status.probe.is_some()
+                || status.fault.is_some()
+            {
+                return Err(format!("the dry run did more than check the guards: {line}").into());
+            }
+            let dbs: Api<Database> = Api::namespaced(client.clone(), &ns);
+            let before = dbs.get(DB).await?.status.unwrap_or_default();
+            let primary = before.current_primary.clone().unwrap_or_default();
+
+            let deleted = succeeds(&client, &ns, "delete-primary", json!({"scenario": "delete-primary-pod"})).await?;
+            let target = deleted.status.as_ref().and_then(|s| s.fault.as_ref()).map(|f| f.target.clone());
+            if target.as_deref() != Some(primary.as_str()) {
+                return Err(format!("the drill targeted {target:?}, the primary was {primary}").into());
+            }
+
+            let switched = succeeds(&client, &ns, "switchover", json!({"scenario": "switchover"})).await?;
+            let new = switched.status.as_ref().and_then(|s| s.fault.as_ref()).map(|f| f.target.clone());
+            let now = dbs.get(DB).await?.status.unwrap_or_default().current_primary;
+            if new.is_none() || now != new {
+                return Err(format!("after the switchover drill the primary is {now:?}, not {new:?}").into());
+            }
+
+            succeeds(&client, &ns, "kill-replica", json!({"scenario": "kill-replica"})).await?;
+            Ok(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_drill_on_an_unready_database_is_refused_and_a_scheduled_one_runs_by_itself() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    ensure_drill_api(&client).await;
+    in_namespace(
+        "e2e-drills-refused",
+        Duration::from_secs(900),
+        |client, ns| async move {
+            // Asynchronous: killing the one replica does not stall commits.
+            let spec = json!({"version": "17", "instances": 2, "storage": {"size": "1Gi"}});
+            apply_value(&client, Some(&ns), database(DB, spec), &PatchParams::apply(tusk_e2e::MANAGER)).await?;
+            drill(&client, &ns, "too-early", json!({"scenario": "kill-replica"})).await?;
+            let refused = drill_until(&client, &ns, "too-early", Duration::from_secs(120), finished).await?;
+            let line = report("too early", &refused);
+            let verdict = refused.status.as_ref().and_then(|s| s.verdict.clone()).unwrap_or_default();
+            if phase(&refused) != Some(DrillPhase::Refused) || !verdict.contains("is not Ready at its generation") {
+                return Err(format!("want Refused naming the unready Database: {line}").into());
+            }
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+            if pods.get_opt("too-early-probe").await?.is_some() {
+                return Err("a refused drill started a probe".into());
+            }
+
+            wait_ready(&client, &ns, DB, 2).await?;
+            drill(&client, &ns, "every-minute", json!({"scenario": "kill-replica", "schedule": "* * * * *"})).await?;
+            let ran = drill_until(&client, &ns, "every-minute", Duration::from_secs(400), |d| {
+                d.status.as_ref().is_some_and(|s| !s.runs.is_empty())
+            })
+            .await?;
+            let line = report("scheduled", &ran);
+            let status = ran.status.clone().unwrap_or_default();
+            let run = status.runs.first().ok_or("no run")?;
+            if run.phase != DrillPhase::Succeeded || status.next_run_at.is_none() {
+                return Err(format!("the scheduled run did not succeed or has no next tick: {line}; {run:?}").into());
+            }
+            // Stop the schedule before the namespace goes.
+            let drills: Api<Drill> = Api::namespaced(client.clone(), &ns);
+            drills.delete("every-minute", &DeleteParams::default()).await?;
+            Ok(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_operator_killed_mid_drill_still_undoes_the_fault() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    ensure_drill_api(&client).await;
+    in_namespace(
+        "e2e-drills-operator",
+        Duration::from_secs(900),
+        |client, ns| async move {
+            sync_database(&client, &ns, 3).await?;
+            drill(
+                &client,
+                &ns,
+                "freeze",
+                json!({"scenario": "freeze-primary", "durationSeconds": 30, "expect": {"maxWriteOutageSeconds": 120}}),
+            )
+            .await?;
+            let observing = drill_until(&client, &ns, "freeze", Duration::from_secs(300), |d| {
+                phase(d) == Some(DrillPhase::Observing)
+            })
+            .await?;
+            let target = observing
+                .status
+                .as_ref()
+                .and_then(|s| s.fault.as_ref())
+                .map(|f| f.target.clone())
+                .ok_or("no fault on record while observing")?;
+            let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+                Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+            let leader = leases
+                .get("tusk-operator")
+                .await?
+                .spec
+                .and_then(|s| s.holder_identity)
+                .ok_or("no operator leader")?;
+            let operators: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+            operators
+                .delete(&leader, &DeleteParams::default().grace_period(0))
+                .await?;
+            println!("freeze of {target}: operator {leader} killed while the drill observed");
+            let done = drill_until(&client, &ns, "freeze", Duration::from_secs(400), finished).await?;
+            let line = report("freeze, operator killed", &done);
+            let fault = done
+                .status
+                .as_ref()
+                .and_then(|s| s.fault.clone())
+                .ok_or("the finished drill lost its fault record")?;
+            if fault.undone_at.is_none() {
+                return Err(format!("the fault is not undone: {line}").into());
+            }
+            if !matches!(phase(&done), Some(DrillPhase::Succeeded | DrillPhase::Failed)) {
+                return Err(format!("the run did not reach a verdict: {line}").into());
+            }
+            // Undone for real: the Database serves again with every instance.
+            wait_ready(&client, &ns, DB, 3).await?;
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+            if pods.get_opt("freeze-probe").await?.is_some() {
+                return Err("the probe pod outlived the drill".into());
+            }
+            Ok(())
+        },
+    )
+    .await;
+}
