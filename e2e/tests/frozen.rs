@@ -52,11 +52,11 @@ fn instance(serial: u32) -> String {
 /// new); a second pass catches what it forked meanwhile. Prints the pids.
 async fn signal_all(client: &Client, ns: &str, pod: &str, signal: &str) -> Result<String> {
     let script = format!(
-        "pm=$(head -n 1 {PGDATA}/postmaster.pid 2>/dev/null); \
+        "{{ pm=$(head -n 1 {PGDATA}/postmaster.pid 2>/dev/null); \
          [ -n \"$pm\" ] && kill -{signal} \"$pm\" 2>/dev/null && echo \"$pm\"; \
          for pass in 1 2; do for d in /proc/[0-9]*; do \
            [ \"$(cat \"$d/comm\" 2>/dev/null)\" = postgres ] && kill -{signal} \"${{d#/proc/}}\" 2>/dev/null && echo \"${{d#/proc/}}\"; \
-         done; done | sort -un | tr '\\n' ' '"
+         done; done; }} | sort -un | tr '\\n' ' '"
     );
     let out = faults::exec(client, ns, pod, POSTGRES_CONTAINER, &["sh", "-c", &script]).await?;
     if !out.success {
