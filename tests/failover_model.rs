@@ -1,7 +1,7 @@
 //! A model checker run of the failover protocol, over the very functions the
 //! instance manager and the operator call (`tusk::failover`): `Observer`,
 //! `may_take`, `claim`, `Guard::check`, `elect`, with the model's state as
-//! input.
+//! input, and `Pulse`, the hang fence's judgement.
 //!
 //! # The model
 //!
@@ -51,9 +51,14 @@
 //!
 //! Faults: an instance crashes (and may restart with fresh memory; a primary
 //! restarts fenced until it renews), a primary shuts down cleanly (it stops
-//! writing, then releases the lease), the operator restarts (with a fresh
-//! observer), a link between two nodes is cut, or an instance is isolated
-//! from everything at once. A cut link may heal.
+//! writing, then releases the lease), a primary's PostgreSQL hangs (it
+//! commits nothing, while its manager goes on renewing and answering its
+//! peers; each step its probe gets nothing, and once `Pulse` says it hung
+//! for a lease duration the manager kills it and releases the lease, then
+//! follows the claim rule like any primary: it may take its own release
+//! back at once, the earliest the instance manager could), the operator
+//! restarts (with a fresh observer), a link between two nodes is cut, or an
+//! instance is isolated from everything at once. A cut link may heal.
 //!
 //! Commits: `pg-0` has acknowledged LSN 1, which `pg-2` received and `pg-1`
 //! did not. Before the first failover, commits change nothing but the
@@ -78,9 +83,11 @@
 //! - `failover after the primary crashed` (sometimes): with `pg-0` down
 //!   after a crash, another instance is a writable primary;
 //! - `failover keeps acknowledged commits` (sometimes, synchronous mode): a
-//!   primary that took over acknowledged a commit of its own, none lost.
+//!   primary that took over acknowledged a commit of its own, none lost;
+//! - `failover after the primary's PostgreSQL hung` (sometimes): `pg-0`'s
+//!   hang fence killed it and another instance is a writable primary.
 //!
-//! The last two show the first two do not hold vacuously.
+//! The last three show the first two do not hold vacuously.
 //!
 //! With `Rules::ALL` and `Timing::DEFAULT` both safety properties hold and
 //! both failovers are reachable, in synchronous and asynchronous mode. Each
@@ -88,7 +95,9 @@
 //! breaks an inequality of `Timing::is_safe`, the default timing with a fence
 //! judged only once a period, a primary restarting with its old (unfenced) guard,
 //! and, without `releaser_retakes`, a former primary taking back a lease
-//! another instance released. The tests
+//! another instance released. Without `hang_fence` a hung primary is never
+//! replaced (a liveness rule: the failover after a hang is unreachable). The
+//! tests
 //! print each counterexample, one line per tick (`cargo test --test
 //! failover_model -- --nocapture`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: its helpers assert too
@@ -101,6 +110,7 @@ use tusk::failover::candidate::{self, Candidate, Decision, Situation, SyncQuorum
 use tusk::failover::claim::{self, Claim, LeaseView};
 use tusk::failover::fencing::Guard;
 use tusk::failover::lease::{self, Observer, Record};
+use tusk::failover::pulse::{Probe, Pulse};
 use tusk::failover::quorum::Report;
 use tusk::failover::{Moment, Rules, Timing};
 
@@ -119,6 +129,7 @@ const SPLIT_BRAIN: &str = "at most one writable primary";
 const LOST_COMMIT: &str = "no acknowledged commit lost";
 const FAILOVER: &str = "failover after the primary crashed";
 const KEPT_COMMITS: &str = "failover keeps acknowledged commits";
+const HANG_FAILOVER: &str = "failover after the primary's PostgreSQL hung";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Role {
@@ -157,6 +168,10 @@ struct Instance {
     position: Position,
     /// As primary, it already made its one commit.
     committed: bool,
+    /// Its PostgreSQL hangs: it commits nothing while its manager goes on.
+    hung: bool,
+    /// The manager's probes of its PostgreSQL.
+    pulse: Pulse,
 }
 
 impl Instance {
@@ -173,6 +188,8 @@ impl Instance {
             observer: Observer::default(),
             position: Position { timeline: 1, lsn },
             committed: true,
+            hung: false,
+            pulse: Pulse::default(),
         }
     }
 
@@ -230,6 +247,8 @@ struct State {
     heals: u8,
     /// Someone became primary without an acknowledged commit.
     lost: bool,
+    /// The instance whose hung PostgreSQL its manager killed, once one did.
+    hang_fenced: Option<usize>,
 }
 
 impl State {
@@ -301,6 +320,8 @@ enum Action {
     Crash(usize),
     /// A clean stop of a primary: it stops writing, then releases the lease.
     Shutdown(usize),
+    /// A primary's PostgreSQL hangs (frozen, its manager alive).
+    Hang(usize),
     Restart(usize),
     RestartOperator,
     Cut(usize, usize),
@@ -417,6 +438,10 @@ impl FailoverModel {
 
     fn step(&self, state: &mut State, i: usize) {
         let now = state.now;
+        if self.gives_up(state, i) {
+            self.exchange_all(state, i);
+            return;
+        }
         if state.instances[i].role == Role::Primary && state.reaches_control(i) {
             let lease = LeaseView {
                 holder: state.lease.holder.map(|h| NAMES[h]),
@@ -440,12 +465,7 @@ impl FailoverModel {
                 }
             }
         }
-        let peers: Vec<usize> = (0..N)
-            .filter(|j| *j != i && state.instances[*j].alive && state.linked(i, *j))
-            .collect();
-        for j in &peers {
-            self.exchange(state, i, *j);
-        }
+        let peers = self.exchange_all(state, i);
         if state.instances[i].role == Role::Primary {
             self.judge(state, i, now);
             // The answers carry the verdict of this very step.
@@ -454,6 +474,49 @@ impl FailoverModel {
                 state.instances[j].heard_fenced[i] = fenced;
             }
         }
+    }
+
+    /// `i` calls every peer it reaches; the peers called.
+    fn exchange_all(&self, state: &mut State, i: usize) -> Vec<usize> {
+        let peers: Vec<usize> = (0..N)
+            .filter(|j| *j != i && state.instances[*j].alive && state.linked(i, *j))
+            .collect();
+        for j in &peers {
+            self.exchange(state, i, *j);
+        }
+        peers
+    }
+
+    /// The hang fence of a primary whose PostgreSQL hangs: its probe of this
+    /// step got nothing ([`Pulse`]); once that makes a lease duration of
+    /// silence, PostgreSQL is killed (it writes nothing more) and the lease
+    /// released, as after a clean stop, while the manager runs on. Whether
+    /// it gave the role up.
+    fn gives_up(&self, state: &mut State, i: usize) -> bool {
+        let now = state.now;
+        let instance = &mut state.instances[i];
+        if !instance.hung || instance.role != Role::Primary {
+            return false;
+        }
+        instance.pulse.record(now, Probe::Silent);
+        if !instance
+            .pulse
+            .health(now, &self.timing)
+            .gives_up(&self.rules)
+        {
+            return false;
+        }
+        instance.hung = false;
+        instance.pulse = Pulse::default();
+        instance.writable = false;
+        instance.guard.lost();
+        state.hang_fenced = Some(i);
+        if state.reaches_control(i) && state.lease.holder == Some(i) {
+            state.lease.version += 1;
+            state.lease.holder = None;
+            state.lease.released_by = Some(i);
+        }
+        true
     }
 
     /// The operator's decision, and the chosen replica taking the lease.
@@ -538,7 +601,7 @@ impl FailoverModel {
             && standby.role == Role::Replica
             && state.linked(p, via)
             && state.contains(primary.position, standby.position);
-        if !primary.is_writable_primary() || primary.committed || !streams {
+        if !primary.is_writable_primary() || primary.hung || primary.committed || !streams {
             return None;
         }
         let primary = &mut state.instances[p];
@@ -563,6 +626,9 @@ impl FailoverModel {
                 }
                 if instance.role == Role::Primary && state.reaches_control(i) {
                     actions.push(Action::Shutdown(i));
+                }
+                if instance.alive && instance.role == Role::Primary && !instance.hung {
+                    actions.push(Action::Hang(i));
                 }
             }
             actions.push(Action::RestartOperator);
@@ -591,6 +657,9 @@ impl FailoverModel {
         let instance = &mut state.instances[i];
         instance.alive = true;
         instance.crashed = false;
+        // A restarted container runs a new PostgreSQL.
+        instance.hung = false;
+        instance.pulse = Pulse::default();
         instance.started = now;
         instance.contact = [None; N];
         instance.heard_fenced = [false; N];
@@ -635,6 +704,7 @@ impl Model for FailoverModel {
             faults: 0,
             heals: 0,
             lost: false,
+            hang_fenced: None,
         };
         self.observe(&mut state);
         vec![state]
@@ -704,6 +774,15 @@ impl Model for FailoverModel {
                 }
                 state.faults += 1;
             }
+            Action::Hang(i) => {
+                // It answered the probe just before.
+                let now = state.now;
+                let instance = &mut state.instances[i];
+                instance.hung = true;
+                instance.pulse = Pulse::default();
+                instance.pulse.record(now, Probe::Ready);
+                state.faults += 1;
+            }
             Action::Restart(i) => self.restart(&mut state, i),
             Action::RestartOperator => {
                 state.operator = Observer::default();
@@ -741,6 +820,12 @@ impl Model for FailoverModel {
             Property::always(LOST_COMMIT, |_, state: &State| !state.lost),
             Property::sometimes(FAILOVER, |_, state: &State| {
                 state.instances[0].crashed
+                    && state.instances[1..]
+                        .iter()
+                        .any(Instance::is_writable_primary)
+            }),
+            Property::sometimes(HANG_FAILOVER, |_, state: &State| {
+                state.hang_fenced == Some(0)
                     && state.instances[1..]
                         .iter()
                         .any(Instance::is_writable_primary)
@@ -791,6 +876,9 @@ fn describe_step(before: &State, action: &Action, after: &State) -> Option<Strin
             let instance = &after.instances[*i];
             let verdict = match instance.role {
                 _ if !instance.alive => return None,
+                Role::Primary if before.instances[*i].hung && !instance.hung => {
+                    " (PostgreSQL hung a lease duration: killed, lease released)"
+                }
                 Role::Primary
                     if before.lease.holder.is_none() && after.lease.holder == Some(*i) =>
                 {
@@ -812,6 +900,7 @@ fn describe_step(before: &State, action: &Action, after: &State) -> Option<Strin
         }
         Action::Crash(i) => format!("{} crashes", node(*i)),
         Action::Shutdown(i) => format!("{} shuts down, releasing the lease", node(*i)),
+        Action::Hang(i) => format!("{}'s PostgreSQL hangs", node(*i)),
         Action::Restart(i) => format!("{} restarts", node(*i)),
         Action::RestartOperator => "operator restarts".to_owned(),
         Action::Cut(a, b) => format!("{} | {} cut", node(*a), node(*b)),
@@ -917,6 +1006,11 @@ fn assert_safe_and_live(label: &str, model: FailoverModel) {
         .unwrap_or_else(|| panic!("{label}: no failover after a crash is reachable"));
     let steps = describe(checker.model(), FAILOVER, path.into_actions());
     eprintln!("{label}: `{FAILOVER}`, for one:\n  {steps}");
+    let path = checker
+        .discovery(HANG_FAILOVER)
+        .unwrap_or_else(|| panic!("{label}: no failover after a hang is reachable"));
+    let steps = describe(checker.model(), HANG_FAILOVER, path.into_actions());
+    eprintln!("{label}: `{HANG_FAILOVER}`, for one:\n  {steps}");
     if sync {
         assert!(
             checker.discovery(KEPT_COMMITS).is_some(),
@@ -1084,4 +1178,28 @@ fn a_former_primary_taking_a_released_lease_back_loses_commits() {
         })
         .budget(2, 0);
     assert_counterexample("released lease taken back", model, LOST_COMMIT);
+}
+
+/// A primary whose PostgreSQL hangs goes on renewing its lease: without the
+/// hang fence nothing replaces it, ever (the lease never expires, its peers
+/// hear from its manager), and writes stall for as long as the hang lasts.
+#[test]
+fn without_the_hang_fence_a_hung_primary_is_never_replaced() {
+    let rules = Rules {
+        hang_fence: false,
+        ..Rules::ALL
+    };
+    let model = FailoverModel::new(true).without(rules).budget(1, 0);
+    let checker = check("no hang_fence", model, None);
+    assert!(
+        checker.discovery(HANG_FAILOVER).is_none(),
+        "no hang_fence: a hung primary was replaced"
+    );
+    // With the rule, the same budget reaches it.
+    let checker = check(
+        "hang_fence",
+        FailoverModel::new(true).budget(1, 0),
+        Some(HANG_FAILOVER),
+    );
+    assert!(checker.discovery(HANG_FAILOVER).is_some());
 }

@@ -112,6 +112,9 @@ pub struct Rules {
     /// A released lease is retaken only by the instance that released it
     /// ([`claim`]).
     pub releaser_retakes: bool,
+    /// A primary whose PostgreSQL hangs kills it and releases the lease
+    /// ([`pulse`]); without it a hung primary that renews is never replaced.
+    pub hang_fence: bool,
 }
 
 impl Rules {
@@ -123,6 +126,7 @@ impl Rules {
         sticky_fence: true,
         most_advanced: true,
         releaser_retakes: true,
+        hang_fence: true,
     };
 }
 

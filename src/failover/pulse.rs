@@ -28,7 +28,7 @@
 
 use std::time::Duration;
 
-use super::{Moment, Timing};
+use super::{Moment, Rules, Timing};
 
 /// What one probe got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +55,14 @@ pub enum Health {
     Hung { silent_for: Duration },
 }
 
+impl Health {
+    /// Whether the primary gives its role up now: kills PostgreSQL and
+    /// releases the lease ([`Rules::hang_fence`]).
+    pub fn gives_up(self, rules: &Rules) -> bool {
+        rules.hang_fence && matches!(self, Health::Hung { .. })
+    }
+}
+
 /// How long PostgreSQL may send nothing before it counts as hung: a lease
 /// duration. Also the timeout of one probe.
 pub fn hang_after(timing: &Timing) -> Duration {
@@ -62,7 +70,7 @@ pub fn hang_after(timing: &Timing) -> Duration {
 }
 
 /// One postmaster's probe history.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Pulse {
     /// When the last answered probe was sent; `None`: not armed.
     last_answer: Option<Moment>,
@@ -177,6 +185,26 @@ mod tests {
         ];
         for (probes, now, verdict) in rows {
             assert_eq!(judge(&probes, now), verdict, "{probes:?} at {now}");
+        }
+    }
+
+    #[test]
+    fn only_a_hung_server_gives_the_role_up_and_only_with_the_rule() {
+        let hung = Health::Hung {
+            silent_for: T.lease,
+        };
+        assert!(hung.gives_up(&Rules::ALL));
+        let off = Rules {
+            hang_fence: false,
+            ..Rules::ALL
+        };
+        assert!(!hung.gives_up(&off));
+        for alive in [
+            Health::Unarmed,
+            Health::Answering,
+            Health::Silent { for_: ms(4999) },
+        ] {
+            assert!(!alive.gives_up(&Rules::ALL), "{alive:?}");
         }
     }
 

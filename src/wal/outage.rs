@@ -29,10 +29,9 @@ pub fn file(pgdata: &Path) -> PathBuf {
 
 /// Start (or extend) an outage until `until`.
 pub fn begin(pgdata: &Path, until: SystemTime) -> std::io::Result<()> {
-    let seconds = until
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_secs();
+    // Rounded up: an outage may end a moment late, never early.
+    let since_epoch = until.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    let seconds = since_epoch.as_secs() + u64::from(since_epoch.subsec_nanos() > 0);
     let path = file(pgdata);
     let partial = path.with_extension("partial");
     std::fs::write(&partial, format!("{seconds}\n"))?;

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::failover::Rules;
 use crate::failover::claim::Claim;
 use crate::failover::pulse::{self, Health, Probe, Pulse};
 
@@ -62,7 +63,7 @@ pub async fn hang_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         }
         pulse.record(sent, probe);
         match pulse.health(ha.now(), &ha.timing) {
-            Health::Hung { silent_for } => {
+            health @ Health::Hung { silent_for } if health.gives_up(&Rules::ALL) => {
                 tracing::error!(
                     silent_for = ?silent_for,
                     "PostgreSQL has not answered for a lease duration: killing it and releasing the primary lease so that a replica takes over"
@@ -73,7 +74,7 @@ pub async fn hang_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             Health::Silent { for_ } => {
                 tracing::warn!(silent_for = ?for_, "PostgreSQL does not answer");
             }
-            Health::Answering | Health::Unarmed => {}
+            Health::Answering | Health::Unarmed | Health::Hung { .. } => {}
         }
     }
 }
