@@ -267,6 +267,11 @@ fn seconds(value: f64) -> String {
     render::milliseconds((value * 1000.0).round() as i64)
 }
 
+/// A bound as the spec spells it: `30 s`, `12.5 s`.
+fn bound_seconds(value: f64) -> String {
+    format!("<= {value} s")
+}
+
 /// The `drill list` table, oldest first (pure).
 pub fn render_list(drills: &[Drill], now: Timestamp) -> String {
     if drills.is_empty() {
@@ -384,7 +389,7 @@ pub fn render_show(drill: &Drill, now: Timestamp) -> String {
 
 /// Each figure measured, with the bound it was judged against.
 fn figures_table(figures: &DrillFigures, expect: &DrillExpectations) -> String {
-    let bound = |value: Option<String>| value.map_or_else(String::new, |v| format!("<= {v}"));
+    let bound = |value: Option<i64>| value.map_or_else(String::new, |v| format!("<= {v}"));
     let outage_bound = expect
         .max_write_outage_seconds
         .unwrap_or(defaults::MAX_WRITE_OUTAGE_SECONDS);
@@ -400,7 +405,7 @@ fn figures_table(figures: &DrillFigures, expect: &DrillExpectations) -> String {
     row(
         "write outage",
         figures.write_outage_seconds.map(seconds),
-        bound(Some(seconds(outage_bound))),
+        bound_seconds(outage_bound),
     );
     row(
         "writes acknowledged",
@@ -410,12 +415,12 @@ fn figures_table(figures: &DrillFigures, expect: &DrillExpectations) -> String {
     row(
         "writes lost",
         figures.lost_writes.map(|n| n.to_string()),
-        bound(expect.max_lost_writes.map(|n| n.to_string())),
+        bound(expect.max_lost_writes),
     );
     row(
         "time to Ready",
         figures.seconds_to_ready.map(seconds),
-        bound(Some(seconds(f64::from(ready_bound)))),
+        bound_seconds(f64::from(ready_bound)),
     );
     row("failover", figures.failover_seconds.map(seconds), String::new());
     row("WAL gap", figures.wal_gap_bytes.map(render::bytes), String::new());

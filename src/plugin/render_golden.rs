@@ -1,7 +1,8 @@
 //! Golden files for what `status`, `why` and `history` print, on fixed
 //! Databases (healthy, degraded, failing over, upgrading) with their Backups
 //! and Events: `testdata/<case>.yaml` in, `testdata/<case>.<command>.txt`
-//! out, compared exactly. After reviewing a change, regenerate with
+//! out, compared exactly; and for `drill list` and `drill show`, on the
+//! Drills of `testdata/drills.yaml`. After reviewing a change, regenerate with
 //! `TUSK_BLESS_FIXTURES=1 cargo test --lib plugin::`.
 
 use std::path::PathBuf;
@@ -134,7 +135,7 @@ fn drill_list_and_show_print_as_the_golden_files_say() {
     compare("drills-pg", "list", &super::drill::render_list(&pg, cases.now));
     for drill in &cases.drills {
         compare(
-            &drill.name_any(),
+            &format!("drill.{}", drill.name_any()),
             "show",
             &super::drill::render_show(drill, cases.now),
         );
