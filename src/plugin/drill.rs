@@ -51,8 +51,8 @@ pub enum DrillCommand {
     #[command(after_help = "Examples:\n  kubectl tusk drill list\n  kubectl tusk drill list pg")]
     List { database: Option<String> },
     /// One Drill: its timeline, figures, verdict and earlier runs.
-    #[command(after_help = "Examples:\n  kubectl tusk drill show pg-switchover-1764151200\n  \
-                            kubectl tusk drill show pg-switchover-1764151200 -o yaml")]
+    #[command(after_help = "Examples:\n  kubectl tusk drill show pg-switchover-1795687200\n  \
+                            kubectl tusk drill show pg-switchover-1795687200 -o yaml")]
     Show {
         drill: String,
         #[arg(short = 'o', long, value_enum, default_value_t)]
@@ -477,12 +477,12 @@ mod tests {
         let now: Timestamp = "2026-11-26T10:00:00Z".parse().expect("time");
         assert_eq!(
             default_name("pg", Scenario::Switchover, now),
-            "pg-switchover-1764151200"
+            "pg-switchover-1795687200"
         );
         let long = "d".repeat(50);
         let name = default_name(&long, Scenario::DeletePrimaryPod, now);
         assert_eq!(name.len(), rules::MAX_NAME_LEN);
-        assert!(name.ends_with("-delete-primary-pod-1764151200"), "{name}");
+        assert!(name.ends_with("-delete-primary-pod-1795687200"), "{name}");
     }
 
     #[test]

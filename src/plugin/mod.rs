@@ -251,7 +251,7 @@ pub enum Command {
     #[command(
         subcommand,
         after_help = "Examples:\n  kubectl tusk drill run pg switchover --wait\n  \
-                      kubectl tusk drill list pg\n  kubectl tusk drill show pg-switchover-1764151200"
+                      kubectl tusk drill list pg\n  kubectl tusk drill show pg-switchover-1795687200"
     )]
     Drill(drill::DrillCommand),
     /// Print a shell completion script.
