@@ -242,6 +242,28 @@ mod tests {
                 .starts_with("spec.version:")
         );
 
+        // The Drill path is served: without an API server no Database is
+        // found, and the answer names the field.
+        let drill = serde_json::to_value(crate::api::arbitrary::sample_drill()).unwrap();
+        let admission = json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "u3", "operation": "CREATE", "name": "orders-switchover", "namespace": "shop",
+                "kind": {"group": "tusk.dev", "version": "v1", "kind": "Drill"},
+                "resource": {"group": "tusk.dev", "version": "v1", "resource": "drills"},
+                "userInfo": {}, "object": drill, "dryRun": false
+            }
+        });
+        let answer = post(addr, &bundle.ca_cert, "/validate/drill", &admission).await;
+        assert_eq!(answer["response"]["allowed"], false);
+        assert!(
+            answer["response"]["status"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("spec.database: no Database \"orders\""),
+            "{answer}"
+        );
+
         // A renewed certificate under the same CA is served without a restart.
         let renewed =
             certs::renew(&bundle, "tusk-webhook", "tusk-system", Timestamp::now()).unwrap();
