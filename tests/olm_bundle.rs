@@ -138,7 +138,10 @@ fn the_bundle_installs_the_operator_the_chart_installs() {
     .unwrap();
     let kinds: Vec<&str> = examples.iter().filter_map(|e| e["kind"].as_str()).collect();
     for kind in ["Database", "Backup", "Drill"] {
-        assert!(kinds.contains(&kind), "no {kind} in alm-examples: {kinds:?}");
+        assert!(
+            kinds.contains(&kind),
+            "no {kind} in alm-examples: {kinds:?}"
+        );
     }
     for crd in ["databases", "backups", "drills"] {
         let crd = read(&format!("bundle/manifests/tusk.dev_{crd}.yaml"));

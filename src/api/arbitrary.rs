@@ -717,7 +717,10 @@ fn drill_spec() -> impl Strategy<Value = v1::DrillSpec> {
         "[a-z]{1,20}",
         proptest::sample::select(v1::Scenario::ALL.to_vec()),
         option::of(1u32..600),
-        option::of(prop_oneof![Just("@daily".to_owned()), "[0-9] [0-9] \\* \\* \\*"]),
+        option::of(prop_oneof![
+            Just("@daily".to_owned()),
+            "[0-9] [0-9] \\* \\* \\*"
+        ]),
         option::of(1u32..1440),
         any::<bool>(),
         option::of(30u32..3600),
@@ -776,19 +779,29 @@ fn drill_status() -> impl Strategy<Value = v1::DrillStatus> {
                 }
             },
         );
-    let fault = (small_string(), time(), option::of(time()), option::of(time())).prop_map(
-        |(target, injected_at, undo_by, undone_at)| v1::InjectedFault {
-            target,
-            injected_at,
-            undo_by,
-            object: None,
-            undone_at,
-        },
-    );
-    let event = (phase.clone(), time(), option::of(".{0,16}")).prop_map(|(phase, at, message)| {
-        v1::DrillEvent { phase, at, message }
-    });
-    let run = (phase.clone(), time(), option::of(figures.clone()), option::of(".{0,16}"))
+    let fault = (
+        small_string(),
+        time(),
+        option::of(time()),
+        option::of(time()),
+    )
+        .prop_map(
+            |(target, injected_at, undo_by, undone_at)| v1::InjectedFault {
+                target,
+                injected_at,
+                undo_by,
+                object: None,
+                undone_at,
+            },
+        );
+    let event = (phase.clone(), time(), option::of(".{0,16}"))
+        .prop_map(|(phase, at, message)| v1::DrillEvent { phase, at, message });
+    let run = (
+        phase.clone(),
+        time(),
+        option::of(figures.clone()),
+        option::of(".{0,16}"),
+    )
         .prop_map(|(phase, started_at, figures, verdict)| v1::DrillRun {
             started_at,
             phase,
@@ -796,9 +809,17 @@ fn drill_status() -> impl Strategy<Value = v1::DrillStatus> {
             verdict,
         });
     (
-        (option::of(phase), option::of(1i64..9), vec(condition(), 0..2)),
+        (
+            option::of(phase),
+            option::of(1i64..9),
+            vec(condition(), 0..2),
+        ),
         (option::of(time()), option::of(time()), option::of(time())),
-        (option::of(fault), option::of(small_string()), vec(event, 0..4)),
+        (
+            option::of(fault),
+            option::of(small_string()),
+            vec(event, 0..4),
+        ),
         (option::of(figures), option::of(".{0,16}"), vec(run, 0..3)),
     )
         .prop_map(

@@ -152,15 +152,11 @@ mod tests {
     fn the_drill_versions_agree() {
         let crds = all(&WebhookService::default()).unwrap();
         let drill = crds.iter().find(|c| c.spec.names.kind == "Drill").unwrap();
-        assert_eq!(drill.spec.names.short_names.as_deref(), Some(&["tdr".to_owned()][..]));
-        let version = |name: &str| {
-            drill
-                .spec
-                .versions
-                .iter()
-                .find(|v| v.name == name)
-                .unwrap()
-        };
+        assert_eq!(
+            drill.spec.names.short_names.as_deref(),
+            Some(&["tdr".to_owned()][..])
+        );
+        let version = |name: &str| drill.spec.versions.iter().find(|v| v.name == name).unwrap();
         let (v1, alpha) = (version("v1"), version("v1alpha1"));
         let columns = |v: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion| {
             v.additional_printer_columns

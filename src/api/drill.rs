@@ -475,7 +475,8 @@ pub mod rules {
     pub const MAX_NAME_LEN: usize = 63 - "-probe".len();
 
     pub const NAME_FITS: &str = "metadata.name must be at most 57 characters so that the drill's probe Pod, <name>-probe, fits in 63";
-    pub const DATABASE_IMMUTABLE: &str = "spec.database is immutable: a Drill drills one Database (create a new Drill instead)";
+    pub const DATABASE_IMMUTABLE: &str =
+        "spec.database is immutable: a Drill drills one Database (create a new Drill instead)";
     pub const SCENARIO_IMMUTABLE: &str = "spec.scenario is immutable: a Drill's runs and metrics are those of one scenario (create a new Drill instead)";
     pub const ABORT_AFTER_THE_FAULT: &str = "spec.abortAfterSeconds must be longer than spec.durationSeconds (defaults 300 and 20) for a scenario that holds its fault: every run would be aborted before its fault ends";
     pub const OUTAGE_ABOVE_ZERO: &str = "spec.expect.maxWriteOutageSeconds must be above 0: the probe's writes are apart in time, so every fault costs some outage and a bound of 0 can never hold";

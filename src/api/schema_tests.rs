@@ -382,7 +382,11 @@ mod drill {
         let refused = [
             (Scenario::FreezePrimary, Some(60), Some(60)),
             (Scenario::StoreOutage, Some(400), None),
-            (Scenario::PartitionPrimary, None, Some(defaults::DURATION_SECONDS)),
+            (
+                Scenario::PartitionPrimary,
+                None,
+                Some(defaults::DURATION_SECONDS),
+            ),
         ];
         for (scenario, duration, abort) in refused {
             let got = holding(scenario, duration, abort);
@@ -433,14 +437,19 @@ mod drill {
         let crd = super::super::crd::all(&super::super::crd::WebhookService::default()).unwrap();
         let drill = crd.iter().find(|c| c.spec.names.kind == "Drill").unwrap();
         let v1 = drill.spec.versions.iter().find(|v| v.name == "v1").unwrap();
-        let schema =
-            serde_json::to_value(&v1.schema.as_ref().unwrap().open_api_v3_schema).unwrap();
+        let schema = serde_json::to_value(&v1.schema.as_ref().unwrap().open_api_v3_schema).unwrap();
         let spec = &schema["properties"]["spec"]["properties"];
         let bounds = |p: &serde_json::Value| (p["minimum"].clone(), p["maximum"].clone());
         assert_eq!(bounds(&spec["durationSeconds"]), (json!(1.0), json!(600.0)));
         assert_eq!(bounds(&spec["windowMinutes"]), (json!(1.0), json!(1440.0)));
-        assert_eq!(bounds(&spec["abortAfterSeconds"]), (json!(30.0), json!(3600.0)));
-        assert_eq!(spec["expect"]["properties"]["maxLostWrites"]["minimum"], json!(0.0));
+        assert_eq!(
+            bounds(&spec["abortAfterSeconds"]),
+            (json!(30.0), json!(3600.0))
+        );
+        assert_eq!(
+            spec["expect"]["properties"]["maxLostWrites"]["minimum"],
+            json!(0.0)
+        );
         let scenarios: Vec<&str> = Scenario::ALL.iter().map(|s| s.as_str()).collect();
         assert_eq!(spec["scenario"]["enum"], json!(scenarios));
         assert_eq!(

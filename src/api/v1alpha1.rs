@@ -13,8 +13,8 @@
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-pub use super::drill::{DrillExpectations, DrillGuards, DrillStatus, Scenario};
 use super::drill::rules;
+pub use super::drill::{DrillExpectations, DrillGuards, DrillStatus, Scenario};
 pub use super::status::{BackupStatus, DatabaseStatus};
 
 /// A PostgreSQL cluster managed by Tusk (flat v1alpha1 form; prefer v1).

@@ -28,9 +28,11 @@ use crate::api::v1::{Drill, DrillExpectations, DrillFigures, DrillGuards, DrillS
 pub enum DrillCommand {
     /// Run a drill once now: inject the scenario's fault into the Database,
     /// measure the write outage and the writes lost, undo it.
-    #[command(after_help = "Examples:\n  kubectl tusk drill run pg switchover --wait\n  \
+    #[command(
+        after_help = "Examples:\n  kubectl tusk drill run pg switchover --wait\n  \
                             kubectl tusk drill run pg freeze-primary --duration 30 --wait\n  \
-                            kubectl tusk drill run pg kill-postgres --dry-run --wait")]
+                            kubectl tusk drill run pg kill-postgres --dry-run --wait"
+    )]
     Run {
         database: String,
         /// switchover, delete-primary-pod, kill-postgres, freeze-primary,
@@ -51,8 +53,10 @@ pub enum DrillCommand {
     #[command(after_help = "Examples:\n  kubectl tusk drill list\n  kubectl tusk drill list pg")]
     List { database: Option<String> },
     /// One Drill: its timeline, figures, verdict and earlier runs.
-    #[command(after_help = "Examples:\n  kubectl tusk drill show pg-switchover-1795687200\n  \
-                            kubectl tusk drill show pg-switchover-1795687200 -o yaml")]
+    #[command(
+        after_help = "Examples:\n  kubectl tusk drill show pg-switchover-1795687200\n  \
+                            kubectl tusk drill show pg-switchover-1795687200 -o yaml"
+    )]
     Show {
         drill: String,
         #[arg(short = 'o', long, value_enum, default_value_t)]
@@ -130,7 +134,15 @@ async fn run(session: &Session, request: RunRequest<'_>) -> Result<(), Error> {
     }
     let mut progress = Progress::start(Terminal::detect(), None);
     let what = format!("Drill {name}");
-    let done = act::watch_until(&api, &name, request.wait.timeout, &what, &mut progress, judge).await;
+    let done = act::watch_until(
+        &api,
+        &name,
+        request.wait.timeout,
+        &what,
+        &mut progress,
+        judge,
+    )
+    .await;
     progress.finish();
     let drill = done?;
     print!("{}", render_show(&drill, Timestamp::now()));
@@ -278,7 +290,12 @@ pub fn render_list(drills: &[Drill], now: Timestamp) -> String {
         return "No Drills found.\n".to_owned();
     }
     let mut drills: Vec<&Drill> = drills.iter().collect();
-    drills.sort_by_key(|d| (d.metadata.creation_timestamp.as_ref().map(|t| t.0), d.name_any()));
+    drills.sort_by_key(|d| {
+        (
+            d.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            d.name_any(),
+        )
+    });
     let rows: Vec<Vec<String>> = drills
         .iter()
         .map(|d| {
@@ -301,7 +318,9 @@ pub fn render_list(drills: &[Drill], now: Timestamp) -> String {
         })
         .collect();
     render::table(
-        &["NAME", "DATABASE", "SCENARIO", "PHASE", "OUTAGE", "LOST", "AGE"],
+        &[
+            "NAME", "DATABASE", "SCENARIO", "PHASE", "OUTAGE", "LOST", "AGE",
+        ],
         &rows,
     )
 }
@@ -322,10 +341,9 @@ pub fn render_show(drill: &Drill, now: Timestamp) -> String {
     }
     let _ = writeln!(out, "Drill {}: {asked}", drill.name_any());
     if let Some(schedule) = &spec.schedule {
-        let next = status
-            .next_run_at
-            .as_ref()
-            .map_or_else(String::new, |t| format!(", next run {}", render::stamp(t.0)));
+        let next = status.next_run_at.as_ref().map_or_else(String::new, |t| {
+            format!(", next run {}", render::stamp(t.0))
+        });
         let _ = writeln!(out, "Schedule: {schedule} (UTC){next}");
     }
     let _ = writeln!(
@@ -339,10 +357,7 @@ pub fn render_show(drill: &Drill, now: Timestamp) -> String {
     if let Some(started) = &status.started_at {
         let mut line = format!("Started:  {}", render::when(started, now));
         if let Some(finished) = &status.finished_at {
-            line.push_str(&format!(
-                ", took {}",
-                render::span(started.0, finished.0)
-            ));
+            line.push_str(&format!(", took {}", render::span(started.0, finished.0)));
         }
         let _ = writeln!(out, "{line}");
     }
@@ -374,7 +389,10 @@ pub fn render_show(drill: &Drill, now: Timestamp) -> String {
                 ]
             })
             .collect();
-        out.push_str(&indent(&render::table(&["TIME", "PHASE", "MESSAGE"], &rows)));
+        out.push_str(&indent(&render::table(
+            &["TIME", "PHASE", "MESSAGE"],
+            &rows,
+        )));
     }
     if let Some(figures) = &status.figures {
         let _ = writeln!(out, "\nFigures:");
@@ -422,9 +440,21 @@ fn figures_table(figures: &DrillFigures, expect: &DrillExpectations) -> String {
         figures.seconds_to_ready.map(seconds),
         bound_seconds(f64::from(ready_bound)),
     );
-    row("failover", figures.failover_seconds.map(seconds), String::new());
-    row("WAL gap", figures.wal_gap_bytes.map(render::bytes), String::new());
-    row("recovery", figures.recovery_seconds.map(seconds), String::new());
+    row(
+        "failover",
+        figures.failover_seconds.map(seconds),
+        String::new(),
+    );
+    row(
+        "WAL gap",
+        figures.wal_gap_bytes.map(render::bytes),
+        String::new(),
+    );
+    row(
+        "recovery",
+        figures.recovery_seconds.map(seconds),
+        String::new(),
+    );
     row(
         "rows compared",
         figures.rows_compared.map(|n| n.to_string()),
@@ -503,7 +533,10 @@ mod tests {
             assert_eq!(parse_scenario(scenario.as_str()), Ok(scenario));
         }
         let err = parse_scenario("explode").unwrap_err();
-        assert!(err.contains("one of: switchover, delete-primary-pod"), "{err}");
+        assert!(
+            err.contains("one of: switchover, delete-primary-pod"),
+            "{err}"
+        );
     }
 
     fn with_phase(phase: DrillPhase, observed: i64, verdict: &str) -> Drill {

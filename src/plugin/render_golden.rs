@@ -125,14 +125,22 @@ fn drill_cases() -> DrillCases {
 fn drill_list_and_show_print_as_the_golden_files_say() {
     use kube::ResourceExt;
     let cases = drill_cases();
-    compare("drills", "list", &super::drill::render_list(&cases.drills, cases.now));
+    compare(
+        "drills",
+        "list",
+        &super::drill::render_list(&cases.drills, cases.now),
+    );
     let pg: Vec<_> = cases
         .drills
         .iter()
         .filter(|d| d.spec.database == "pg")
         .cloned()
         .collect();
-    compare("drills-pg", "list", &super::drill::render_list(&pg, cases.now));
+    compare(
+        "drills-pg",
+        "list",
+        &super::drill::render_list(&pg, cases.now),
+    );
     for drill in &cases.drills {
         compare(
             &format!("drill.{}", drill.name_any()),

@@ -659,7 +659,11 @@ mod tests {
         );
     }
 
-    fn drill_request(operation: &str, drill: &Drill, old: Option<&Drill>) -> AdmissionRequest<DynamicObject> {
+    fn drill_request(
+        operation: &str,
+        drill: &Drill,
+        old: Option<&Drill>,
+    ) -> AdmissionRequest<DynamicObject> {
         let mut request = review(
             operation,
             serde_json::to_value(drill).unwrap(),
@@ -696,7 +700,10 @@ mod tests {
         );
         let mut ignored = sample_drill();
         ignored.spec.duration_seconds = Some(30);
-        let response = review_drill(&drill_request("CREATE", &ignored, None), Some(&sample_database()));
+        let response = review_drill(
+            &drill_request("CREATE", &ignored, None),
+            Some(&sample_database()),
+        );
         assert!(response.allowed, "{}", response.result.message);
         assert!(
             response
