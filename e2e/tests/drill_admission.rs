@@ -1,13 +1,13 @@
 //! A Drill at admission, against the real API server and the operator's
 //! webhook: each bad input refused naming the field (the schema's enum,
-//! bounds and CEL rules; the webhook's Database, schedule and instance
-//! checks), nothing stored; a valid Drill admitted; an update of what may
-//! not change refused; and a Drill written as v1alpha1 read back as v1 with
-//! the same spec (conversion through the operator's webhook).
+//! bounds and CEL rules; the webhook's Database, schedule, instance and
+//! store checks), nothing stored; and a valid Drill written as v1alpha1,
+//! admitted, read back as v1 with the same spec (conversion through the
+//! operator's webhook), its Database fixed and its schedule not.
 
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use tusk::api::v1::Drill;
@@ -17,8 +17,7 @@ fn drill(name: &str, spec: Value) -> Value {
     json!({"apiVersion": "tusk.dev/v1", "kind": "Drill", "metadata": {"name": name}, "spec": spec})
 }
 
-/// Bad Drills refused naming the field; a valid one admitted; `spec.database`
-/// fixed once created.
+/// Bad Drills refused naming the field, nothing stored.
 #[tokio::test]
 async fn bad_drills_are_refused_naming_the_field() {
     let client = tusk_e2e::client().await;
@@ -81,6 +80,11 @@ async fn bad_drills_are_refused_naming_the_field() {
                     "spec.abortAfterSeconds must be longer than spec.durationSeconds",
                 ),
                 (
+                    "store-outage without an object store",
+                    json!({"database": "single", "scenario": "store-outage"}),
+                    "spec.scenario: store-outage needs a Database with an object store, and single has none",
+                ),
+                (
                     "partition-primary on a single instance",
                     json!({"database": "single", "scenario": "partition-primary"}),
                     "spec.scenario: partition-primary needs a Database with at least 2 instances, and single has 1",
@@ -99,36 +103,16 @@ async fn bad_drills_are_refused_naming_the_field() {
             assert!(wrong.is_empty(), "{wrong:#?}");
             let drills: Api<Drill> = Api::namespaced(client.clone(), &ns);
             assert!(drills.get_opt("bad").await?.is_none(), "a refused Drill was stored");
-
-            // Admitted, and its Database fixed from then on; its schedule may change.
-            let valid = json!({"database": "single", "scenario": "store-outage", "durationSeconds": 30, "dryRun": true});
-            apply_value(&client, Some(&ns), drill("outage", valid.clone()), &apply).await?;
-            let stored = drills.get("outage").await?;
-            assert_eq!(stored.spec.database, "single");
-            let mut moved = valid.clone();
-            moved["database"] = json!("other");
-            let refused = apply_value(&client, Some(&ns), drill("outage", moved), &apply)
-                .await
-                .err()
-                .ok_or("a change of spec.database was admitted")?
-                .to_string();
-            assert!(refused.contains("spec.database is immutable"), "{refused}");
-            let mut rescheduled = valid;
-            rescheduled["schedule"] = json!("0 3 * * 1");
-            apply_value(&client, Some(&ns), drill("outage", rescheduled), &apply).await?;
-            assert_eq!(
-                drills.get("outage").await?.spec.schedule.as_deref(),
-                Some("0 3 * * 1")
-            );
             Ok(())
         },
     )
     .await;
 }
 
-/// A Drill created as v1alpha1 reads back as v1 with the same spec, and as
-/// v1alpha1 as written: the API server converted it both ways through the
-/// operator's webhook.
+/// A valid Drill created as v1alpha1 is admitted and reads back as v1 with
+/// the same spec, and as v1alpha1 as written: the API server converted it
+/// both ways through the operator's webhook. Then its Database cannot
+/// change, its schedule can.
 #[tokio::test]
 async fn a_v1alpha1_drill_reads_back_as_v1_unchanged() {
     let client = tusk_e2e::client().await;
@@ -176,6 +160,22 @@ async fn a_v1alpha1_drill_reads_back_as_v1_unchanged() {
             );
             let back = alpha.get("frozen").await?;
             assert_eq!(back.data["spec"], spec);
+
+            let patch = |spec: Value| Patch::Merge(json!({"spec": spec}));
+            let refused = drills
+                .patch("frozen", &PatchParams::default(), &patch(json!({"database": "other"})))
+                .await
+                .err()
+                .ok_or("a change of spec.database was admitted")?
+                .to_string();
+            assert!(refused.contains("spec.database is immutable"), "{refused}");
+            drills
+                .patch("frozen", &PatchParams::default(), &patch(json!({"schedule": "0 3 * * 1"})))
+                .await?;
+            assert_eq!(
+                drills.get("frozen").await?.spec.schedule.as_deref(),
+                Some("0 3 * * 1")
+            );
             Ok(())
         },
     )

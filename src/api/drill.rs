@@ -200,6 +200,12 @@ impl Scenario {
         )
     }
 
+    /// Whether the scenario acts on the Database's object store (its WAL
+    /// archive, its backups): refused on a Database without one.
+    pub fn needs_a_store(self) -> bool {
+        matches!(self, Scenario::StoreOutage | Scenario::Restore)
+    }
+
     /// The fewest instances a Database needs for this scenario to mean
     /// anything: a primary fault needs a replica to take over, `kill-replica`
     /// a replica to kill. The admission webhook refuses a Drill on a smaller

@@ -50,6 +50,15 @@ pub fn errors(drill: &Drill, database: Option<&Database>) -> Vec<FieldError> {
         .backup
         .as_ref()
         .is_some_and(|b| b.object_store.is_some());
+    if spec.scenario.needs_a_store() && !has_store {
+        errors.push(FieldError::new(
+            "spec.scenario",
+            format!(
+                "{} needs a Database with an object store, and {} has none (spec.backup.objectStore, or the operator's default)",
+                spec.scenario, spec.database
+            ),
+        ));
+    }
     if spec.guards.max_backup_age_hours.is_some() && !has_store {
         errors.push(FieldError::new(
             "spec.guards.maxBackupAgeHours",
@@ -132,7 +141,7 @@ mod tests {
 
     #[test]
     fn scenarios_that_need_a_replica_are_refused_on_one_instance() {
-        let mut single = sample_database();
+        let mut single = with_store();
         single.spec.instances = 1;
         let refused: Vec<Scenario> = Scenario::ALL
             .into_iter()
@@ -168,11 +177,23 @@ mod tests {
     }
 
     #[test]
-    fn a_backup_guard_needs_an_object_store() {
+    fn store_scenarios_need_an_object_store() {
         let mut drill = sample_drill();
-        drill.spec.guards.max_backup_age_hours = Some(24);
-        let got = errors(&drill, Some(&sample_database()));
-        assert_eq!(paths(&got), ["spec.guards.maxBackupAgeHours"]);
+        for scenario in [Scenario::StoreOutage, Scenario::Restore] {
+            drill.spec.scenario = scenario;
+            let got = errors(&drill, Some(&sample_database()));
+            assert_eq!(
+                got.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                [format!(
+                    "spec.scenario: {scenario} needs a Database with an object store, and orders \
+                     has none (spec.backup.objectStore, or the operator's default)"
+                )]
+            );
+            assert_eq!(errors(&drill, Some(&with_store())), []);
+        }
+    }
+
+    fn with_store() -> crate::api::v1::Database {
         let mut stored = sample_database();
         stored.spec.backup = Some(BackupConfig {
             object_store: Some(ObjectStore {
@@ -181,6 +202,16 @@ mod tests {
             }),
             ..Default::default()
         });
+        stored
+    }
+
+    #[test]
+    fn a_backup_guard_needs_an_object_store() {
+        let mut drill = sample_drill();
+        drill.spec.guards.max_backup_age_hours = Some(24);
+        let got = errors(&drill, Some(&sample_database()));
+        assert_eq!(paths(&got), ["spec.guards.maxBackupAgeHours"]);
+        let stored = with_store();
         assert_eq!(errors(&drill, Some(&stored)), []);
     }
 
