@@ -5,7 +5,7 @@
 //! own rules (bounds, what may not change, an abort deadline past the fault,
 //! an outage bound above 0) are in [`super::drill::rules`].
 
-use super::drill::{Drill, defaults};
+use super::drill::Drill;
 use super::field::FieldError;
 use super::v1::Database;
 use super::validate::parse_schedule;
@@ -92,14 +92,6 @@ pub fn warnings(drill: &Drill) -> Vec<String> {
         ));
     }
     warnings
-}
-
-/// `durationSeconds`, or its default.
-pub fn duration_seconds(drill: &Drill) -> u32 {
-    drill
-        .spec
-        .duration_seconds
-        .unwrap_or(defaults::DURATION_SECONDS)
 }
 
 #[cfg(test)]
@@ -230,6 +222,5 @@ mod tests {
         drill.spec.scenario = Scenario::FreezePrimary;
         drill.spec.schedule = Some("@daily".into());
         assert_eq!(warnings(&drill), Vec::<String>::new());
-        assert_eq!(duration_seconds(&drill), 30);
     }
 }
