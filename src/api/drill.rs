@@ -78,11 +78,13 @@ use serde::{Deserialize, Serialize};
 #[x_kube(validation = Rule::new(rules::abort_after_the_fault()).message(rules::ABORT_AFTER_THE_FAULT).field_path(".abortAfterSeconds"))]
 #[serde(rename_all = "camelCase")]
 pub struct DrillSpec {
-    /// Name of the Database, in this namespace, to drill.
+    /// Name of the Database, in this namespace, to drill. Fixed once the
+    /// Drill is created; the other fields may change and apply from the
+    /// next run.
     #[schemars(length(min = 1, max = 63))]
     pub database: String,
 
-    /// The fault to inject.
+    /// The fault to inject. Fixed once the Drill is created.
     pub scenario: Scenario,
 
     /// How long the fault lasts, for the scenarios that hold one
