@@ -164,8 +164,8 @@ fn the_default_render_is_a_complete_restricted_install() {
     assert_eq!(env(deployment, "TUSK_WATCH_NAMESPACES").unwrap(), "");
     assert!(env(deployment, "TUSK_WEBHOOK_CERT_DIR").is_none());
 
-    for crd in ["databases.tusk.dev", "backups.tusk.dev"] {
-        let crd = find(&objects, "CustomResourceDefinition", crd).expect("both CRDs");
+    for crd in tusk::api::crd::NAMES {
+        let crd = find(&objects, "CustomResourceDefinition", crd).expect("every CRD");
         // Uninstalling the chart must never take every Database with it.
         assert_eq!(
             crd["metadata"]["annotations"]["helm.sh/resource-policy"],
@@ -178,6 +178,14 @@ fn the_default_render_is_a_complete_restricted_install() {
     }
     let cluster_role = find(&objects, "ClusterRole", "tusk-operator").unwrap();
     assert!(resources_of(cluster_role).contains(&"databases".to_owned()));
+    // Drills: run and judged, their status written; a partition cut by a
+    // NetworkPolicy.
+    for resource in ["drills", "drills/status", "networkpolicies"] {
+        assert!(
+            resources_of(cluster_role).contains(&resource.to_owned()),
+            "{resource}"
+        );
+    }
     assert!(resources_of(cluster_role).contains(&"customresourcedefinitions".to_owned()));
     let webhook = find(
         &objects,
@@ -190,6 +198,16 @@ fn the_default_render_is_a_complete_restricted_install() {
         "tusk-system"
     );
     assert!(webhook["webhooks"][0].get("namespaceSelector").is_none());
+    let paths: Vec<&str> = webhook["webhooks"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|w| w["clientConfig"]["service"]["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        ["/validate/database", "/validate/backup", "/validate/drill"]
+    );
     for service in ["tusk-metrics", "tusk-webhook"] {
         assert!(find(&objects, "Service", service).is_some(), "{service}");
     }

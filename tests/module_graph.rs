@@ -436,6 +436,7 @@ const PURE: &[&str] = &[
     "controller/database/observe/exposure.rs",
     "controller/database/migration_jobs.rs",
     "api/validate.rs",
+    "api/validate_drill.rs",
     "api/conversion.rs",
     "api/expose.rs",
     "api/expose/",

@@ -81,7 +81,7 @@ fn the_prometheus_rule_passes_promtool_check_rules() {
     let output = promtool_in(&dir.0, &["check", "rules", "rules.yaml"]);
     let printed = promtool_support::printed(&output);
     assert!(output.status.success(), "{printed}");
-    assert!(printed.contains("SUCCESS: 11 rules found"), "{printed}");
+    assert!(printed.contains("SUCCESS: 13 rules found"), "{printed}");
 }
 
 #[test]
@@ -106,6 +106,8 @@ fn the_alerts_pass_their_unit_tests() {
         "TuskReplicationLagHigh",
         "TuskBackupVerificationFailed",
         "TuskBackupVerificationTooOld",
+        "TuskDrillFailed",
+        "TuskDrillOverdue",
     ] {
         assert!(tested.contains(alert), "no unit test for {alert}");
     }
@@ -147,6 +149,8 @@ fn every_alert_has_a_severity_a_summary_and_a_description() {
         "TuskCertificateExpiringSoon",
         "TuskCertificateExpired",
         "TuskFailoverHappened",
+        "TuskDrillFailed",
+        "TuskDrillOverdue",
         "TuskOperatorReconcileErrors",
     ]
     .map(str::to_owned)

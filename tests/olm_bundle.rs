@@ -116,6 +116,7 @@ fn the_bundle_installs_the_operator_the_chart_installs() {
         [
             "ValidatingAdmissionWebhook",
             "ValidatingAdmissionWebhook",
+            "ValidatingAdmissionWebhook",
             "ConversionWebhook"
         ]
     );
@@ -128,7 +129,21 @@ fn the_bundle_installs_the_operator_the_chart_installs() {
         .map(|m| m["type"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(modes, ["AllNamespaces"]);
-    for crd in ["databases", "backups"] {
+    // The console offers an example of every kind, a Drill too.
+    let examples: Vec<serde_json::Value> = serde_json::from_str(
+        csv["metadata"]["annotations"]["alm-examples"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let kinds: Vec<&str> = examples.iter().filter_map(|e| e["kind"].as_str()).collect();
+    for kind in ["Database", "Backup", "Drill"] {
+        assert!(
+            kinds.contains(&kind),
+            "no {kind} in alm-examples: {kinds:?}"
+        );
+    }
+    for crd in ["databases", "backups", "drills"] {
         let crd = read(&format!("bundle/manifests/tusk.dev_{crd}.yaml"));
         assert_eq!(crd["kind"], "CustomResourceDefinition");
     }

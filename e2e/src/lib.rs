@@ -580,7 +580,7 @@ pub async fn install_crds(client: &Client) {
         .await
         .expect("apply the CRDs");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for name in ["databases.tusk.dev", "backups.tusk.dev"] {
+    for name in tusk::api::crd::NAMES {
         wait_for(&crds, name, Duration::from_secs(60), |crd| {
             crd.status
                 .as_ref()

@@ -690,3 +690,188 @@ pub fn sample_database() -> v1::Database {
     db.metadata.uid = Some("0b6c0f1e-5a47-4d38-9b3c-1f2a3b4c5d6e".into());
     db
 }
+
+/// A Drill's spec, every optional field sometimes set.
+fn drill_spec() -> impl Strategy<Value = v1::DrillSpec> {
+    let guards = (option::of(0i64..1 << 30), option::of(1u32..8760)).prop_map(
+        |(max_lag_bytes, max_backup_age_hours)| v1::DrillGuards {
+            max_lag_bytes,
+            max_backup_age_hours,
+        },
+    );
+    let expect = (
+        option::of((1u32..36_000).prop_map(|t| f64::from(t) / 10.0)),
+        option::of(0i64..1000),
+        option::of(1u32..3600),
+    )
+        .prop_map(
+            |(max_write_outage_seconds, max_lost_writes, max_seconds_to_ready)| {
+                v1::DrillExpectations {
+                    max_write_outage_seconds,
+                    max_lost_writes,
+                    max_seconds_to_ready,
+                }
+            },
+        );
+    (
+        "[a-z]{1,20}",
+        proptest::sample::select(v1::Scenario::ALL.to_vec()),
+        option::of(1u32..600),
+        option::of(prop_oneof![
+            Just("@daily".to_owned()),
+            "[0-9] [0-9] \\* \\* \\*"
+        ]),
+        option::of(1u32..1440),
+        any::<bool>(),
+        option::of(30u32..3600),
+        guards,
+        expect,
+    )
+        .prop_map(
+            |(
+                database,
+                scenario,
+                duration_seconds,
+                schedule,
+                window_minutes,
+                dry_run,
+                abort_after_seconds,
+                guards,
+                expect,
+            )| v1::DrillSpec {
+                database,
+                scenario,
+                duration_seconds,
+                schedule,
+                window_minutes,
+                dry_run,
+                abort_after_seconds,
+                guards,
+                expect,
+            },
+        )
+}
+
+/// A Drill's status mid-run or after it, figures and history included.
+fn drill_status() -> impl Strategy<Value = v1::DrillStatus> {
+    let phase = proptest::sample::select(vec![
+        v1::DrillPhase::Pending,
+        v1::DrillPhase::Observing,
+        v1::DrillPhase::Succeeded,
+        v1::DrillPhase::Failed,
+        v1::DrillPhase::Refused,
+    ]);
+    let figures = (
+        option::of((0u32..10_000).prop_map(|t| f64::from(t) / 100.0)),
+        option::of(0i64..100_000),
+        option::of(0i64..10),
+        option::of(0i64..1 << 30),
+    )
+        .prop_map(
+            |(write_outage_seconds, acknowledged_writes, lost_writes, wal_gap_bytes)| {
+                v1::DrillFigures {
+                    write_outage_seconds,
+                    acknowledged_writes,
+                    lost_writes,
+                    seconds_to_ready: write_outage_seconds.map(|s| s + 1.5),
+                    wal_gap_bytes,
+                    ..v1::DrillFigures::default()
+                }
+            },
+        );
+    let fault = (
+        small_string(),
+        time(),
+        option::of(time()),
+        option::of(time()),
+    )
+        .prop_map(
+            |(target, injected_at, undo_by, undone_at)| v1::InjectedFault {
+                target,
+                injected_at,
+                undo_by,
+                object: None,
+                undone_at,
+            },
+        );
+    let event = (phase.clone(), time(), option::of(".{0,16}"))
+        .prop_map(|(phase, at, message)| v1::DrillEvent { phase, at, message });
+    let run = (
+        phase.clone(),
+        time(),
+        option::of(figures.clone()),
+        option::of(".{0,16}"),
+    )
+        .prop_map(|(phase, started_at, figures, verdict)| v1::DrillRun {
+            started_at,
+            phase,
+            figures,
+            verdict,
+        });
+    (
+        (
+            option::of(phase),
+            option::of(1i64..9),
+            vec(condition(), 0..2),
+        ),
+        (option::of(time()), option::of(time()), option::of(time())),
+        (
+            option::of(fault),
+            option::of(small_string()),
+            vec(event, 0..4),
+        ),
+        (option::of(figures), option::of(".{0,16}"), vec(run, 0..3)),
+    )
+        .prop_map(
+            |(
+                (phase, observed_generation, conditions),
+                (started_at, finished_at, next_run_at),
+                (fault, probe, timeline),
+                (figures, verdict, runs),
+            )| v1::DrillStatus {
+                phase,
+                observed_generation,
+                conditions,
+                started_at,
+                finished_at,
+                next_run_at,
+                fault,
+                probe,
+                timeline,
+                figures,
+                verdict,
+                runs,
+            },
+        )
+}
+
+pub fn drill_v1() -> impl Strategy<Value = v1::Drill> {
+    (metadata(), drill_spec(), option::of(drill_status())).prop_map(|(metadata, spec, status)| {
+        v1::Drill {
+            metadata,
+            spec,
+            status,
+        }
+    })
+}
+
+/// A valid Drill of the sample Database, for example-based tests.
+pub fn sample_drill() -> v1::Drill {
+    let mut drill = v1::Drill::new(
+        "orders-switchover",
+        v1::DrillSpec {
+            database: "orders".into(),
+            scenario: v1::Scenario::Switchover,
+            duration_seconds: None,
+            schedule: None,
+            window_minutes: None,
+            dry_run: false,
+            abort_after_seconds: None,
+            guards: v1::DrillGuards::default(),
+            expect: v1::DrillExpectations::default(),
+        },
+    );
+    drill.metadata.namespace = Some("shop".into());
+    drill.metadata.generation = Some(1);
+    drill
+}

@@ -187,6 +187,38 @@ pub fn backup_to_v1(backup: &v1alpha1::Backup) -> Result<v1::Backup, ConversionE
     })
 }
 
+/// A Drill has the same fields in both versions: v1alpha1 takes what it can
+/// hold, and whatever v1 holds beyond it (fields added to v1 later) travels in
+/// the annotation.
+pub fn drill_to_v1alpha1(drill: &v1::Drill) -> Result<v1alpha1::Drill, ConversionError> {
+    let name = name_of(&drill.metadata);
+    let full = to_object(&drill.spec, &name, V1ALPHA1)?;
+    let spec: v1alpha1::DrillSpec = decode(Value::Object(full.clone()), &name, V1ALPHA1)?;
+    let held = to_object(&spec, &name, V1ALPHA1)?;
+    let rest: Map<String, Value> = full
+        .into_iter()
+        .filter(|(key, value)| held.get(key) != Some(value))
+        .collect();
+    Ok(v1alpha1::Drill {
+        metadata: stash(&drill.metadata, &rest),
+        spec,
+        status: drill.status.clone(),
+    })
+}
+
+pub fn drill_to_v1(drill: &v1alpha1::Drill) -> Result<v1::Drill, ConversionError> {
+    let name = name_of(&drill.metadata);
+    let (metadata, mut spec) = unstash(&drill.metadata)?;
+    // v1alpha1's own fields win: they are what a v1alpha1 client edited.
+    spec.extend(to_object(&drill.spec, &name, V1)?);
+    let spec = decode(Value::Object(spec), &name, V1)?;
+    Ok(v1::Drill {
+        metadata,
+        spec,
+        status: drill.status.clone(),
+    })
+}
+
 fn decode<T: serde::de::DeserializeOwned>(
     value: Value,
     name: &str,
@@ -246,6 +278,11 @@ pub fn convert_object(object: Value, desired_api_version: &str) -> Result<Value,
             &backup_to_v1alpha1(&decode(object, "object", V1)?)?,
             V1ALPHA1,
         ),
+        ("Drill", V1) => encode(&drill_to_v1(&decode(object, "object", V1ALPHA1)?)?, V1),
+        ("Drill", _) => encode(
+            &drill_to_v1alpha1(&decode(object, "object", V1)?)?,
+            V1ALPHA1,
+        ),
         _ => Err(unsupported(&api_version)),
     }
 }
@@ -287,6 +324,36 @@ mod tests {
             let mut edited = alpha.clone();
             edited.spec.database = database;
             prop_assert_eq!(backup_to_v1alpha1(&backup_to_v1(&edited).unwrap()).unwrap(), edited);
+        }
+
+        #[test]
+        fn drill_v1_round_trip_is_identity(drill in arbitrary::drill_v1()) {
+            let alpha = drill_to_v1alpha1(&drill).unwrap();
+            prop_assert_eq!(drill_to_v1(&alpha).unwrap(), drill);
+        }
+
+        #[test]
+        fn drill_v1alpha1_round_trip_is_identity(drill in arbitrary::drill_v1(), fresh in arbitrary::drill_v1()) {
+            // Objects Tusk converted, then edited through v1alpha1's fields.
+            let mut alpha = drill_to_v1alpha1(&drill).unwrap();
+            let edit = drill_to_v1alpha1(&fresh).unwrap();
+            alpha.spec = edit.spec.clone();
+            prop_assert_eq!(drill_to_v1alpha1(&drill_to_v1(&alpha).unwrap()).unwrap(), alpha);
+            // Objects written directly as v1alpha1 (no annotation).
+            let mut written = edit;
+            written.metadata.annotations = None;
+            prop_assert_eq!(drill_to_v1alpha1(&drill_to_v1(&written).unwrap()).unwrap(), written);
+        }
+
+        #[test]
+        fn raw_drill_conversion_round_trips(drill in arbitrary::drill_v1()) {
+            let raw = serde_json::to_value(&drill).unwrap();
+            let alpha = convert_object(raw.clone(), V1ALPHA1).unwrap();
+            prop_assert_eq!(alpha.get("apiVersion").and_then(Value::as_str), Some(V1ALPHA1));
+            prop_assert_eq!(alpha.get("kind").and_then(Value::as_str), Some("Drill"));
+            prop_assert_eq!(&alpha["spec"], &raw["spec"]);
+            let back = convert_object(alpha, V1).unwrap();
+            prop_assert_eq!(back, raw);
         }
 
         #[test]

@@ -1,5 +1,5 @@
-//! The CustomResourceDefinitions Tusk installs: both kinds, both versions (v1
-//! stored), converted by the operator's webhook.
+//! The CustomResourceDefinitions Tusk installs: every kind (Backup, Database,
+//! Drill), both versions (v1 stored), converted by the operator's webhook.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinition, ServiceReference, WebhookClientConfig,
@@ -54,13 +54,19 @@ fn with_conversion(
     crd
 }
 
-/// Both CRDs, in a stable order (Backup, then Database).
+/// The names of the CRDs [`all`] returns, in its order: the operator keeps
+/// their conversion webhook's caBundle current.
+pub const NAMES: [&str; 3] = ["backups.tusk.dev", "databases.tusk.dev", "drills.tusk.dev"];
+
+/// Every CRD, in a stable order (Backup, Database, Drill).
 pub fn all(webhook: &WebhookService) -> Result<Vec<CustomResourceDefinition>, MergeError> {
     let database = merge_crds(vec![v1::Database::crd(), v1alpha1::Database::crd()], "v1")?;
     let backup = merge_crds(vec![v1::Backup::crd(), v1alpha1::Backup::crd()], "v1")?;
+    let drill = merge_crds(vec![v1::Drill::crd(), v1alpha1::Drill::crd()], "v1")?;
     Ok(vec![
         with_conversion(backup, webhook),
         with_conversion(database, webhook),
+        with_conversion(drill, webhook),
     ])
 }
 
@@ -87,13 +93,13 @@ mod tests {
     }
 
     #[test]
-    fn both_kinds_serve_both_versions_and_store_v1() {
+    fn every_kind_serves_both_versions_and_stores_v1() {
         let crds = all(&WebhookService::default()).unwrap();
         let names: Vec<_> = crds
             .iter()
             .map(|c| c.metadata.name.clone().unwrap())
             .collect();
-        assert_eq!(names, ["backups.tusk.dev", "databases.tusk.dev"]);
+        assert_eq!(names, NAMES);
         for crd in &crds {
             let mut v = versions(crd);
             v.sort();
@@ -138,6 +144,59 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Both versions of a Drill print the same columns, and v1alpha1's schema
+    /// holds v1's fields with v1's constraints and rules (the shapes agree).
+    #[test]
+    fn the_drill_versions_agree() {
+        let crds = all(&WebhookService::default()).unwrap();
+        let drill = crds.iter().find(|c| c.spec.names.kind == "Drill").unwrap();
+        assert_eq!(
+            drill.spec.names.short_names.as_deref(),
+            Some(&["tdr".to_owned()][..])
+        );
+        let version = |name: &str| drill.spec.versions.iter().find(|v| v.name == name).unwrap();
+        let (v1, alpha) = (version("v1"), version("v1alpha1"));
+        let columns = |v: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion| {
+            v.additional_printer_columns
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .map(|c| (c.name.clone(), c.json_path.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(columns(v1), columns(alpha));
+        assert_eq!(
+            columns(v1).iter().map(|c| c.0.as_str()).collect::<Vec<_>>(),
+            ["Database", "Scenario", "Phase", "Outage", "Lost", "Age"]
+        );
+        let schema = |v: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion| {
+            serde_json::to_value(&v.schema.as_ref().unwrap().open_api_v3_schema).unwrap()
+        };
+        let (v1, alpha) = (schema(v1), schema(alpha));
+        let v1_spec = &v1["properties"]["spec"];
+        let alpha_spec = &alpha["properties"]["spec"];
+        for (field, property) in alpha_spec["properties"].as_object().unwrap() {
+            let mut want = v1_spec["properties"][field].clone();
+            let mut got = property.clone();
+            // Only the words may differ.
+            for p in [&mut want, &mut got] {
+                if let Some(o) = p.as_object_mut() {
+                    o.remove("description");
+                }
+            }
+            assert_eq!(got, want, "spec.{field} differs between the versions");
+        }
+        assert_eq!(
+            alpha_spec["x-kubernetes-validations"],
+            v1_spec["x-kubernetes-validations"]
+        );
+        assert_eq!(
+            alpha["x-kubernetes-validations"],
+            v1["x-kubernetes-validations"]
+        );
+        assert_eq!(alpha["properties"]["status"], v1["properties"]["status"]);
     }
 
     /// `kubectl explain` shows descriptions; every property Tusk defines needs one.

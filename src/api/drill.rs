@@ -7,6 +7,14 @@
 //! whole state (phase, the fault injected and its undo deadline, the
 //! timeline, the figures and the verdict), so an operator that restarts in
 //! the middle of a drill reads from it what it must undo.
+//!
+//! What the schema can say is said here, as OpenAPI bounds and CEL built
+//! from the same constants the operator uses ([`rules`]): the bounds of
+//! every number, `spec.database` and `spec.scenario` fixed once created (the
+//! other fields may change and apply from the next run), an abort deadline
+//! longer than the fault it would cut short, an outage bound above 0. What
+//! needs the Database or a cron parser is [`super::validate_drill`]'s, run by
+//! the webhook (`/validate/drill`) and the drill controller alike.
 
 // Several `printcolumn(...)` share a `type_`; clippy reads them as duplicated attributes.
 #![allow(clippy::duplicated_attributes)]
@@ -62,15 +70,21 @@ use serde::{Deserialize, Serialize};
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
-    )
+    ),
+    validation = Rule::new(rules::name_fits()).message(rules::NAME_FITS)
 )]
+#[x_kube(validation = Rule::new("self.database == oldSelf.database").message(rules::DATABASE_IMMUTABLE).field_path(".database"))]
+#[x_kube(validation = Rule::new("self.scenario == oldSelf.scenario").message(rules::SCENARIO_IMMUTABLE).field_path(".scenario"))]
+#[x_kube(validation = Rule::new(rules::abort_after_the_fault()).message(rules::ABORT_AFTER_THE_FAULT).field_path(".abortAfterSeconds"))]
 #[serde(rename_all = "camelCase")]
 pub struct DrillSpec {
-    /// Name of the Database, in this namespace, to drill.
+    /// Name of the Database, in this namespace, to drill. Fixed once the
+    /// Drill is created; the other fields may change and apply from the
+    /// next run.
     #[schemars(length(min = 1, max = 63))]
     pub database: String,
 
-    /// The fault to inject.
+    /// The fault to inject. Fixed once the Drill is created.
     pub scenario: Scenario,
 
     /// How long the fault lasts, for the scenarios that hold one
@@ -80,9 +94,11 @@ pub struct DrillSpec {
     #[schemars(range(min = 1, max = 600))]
     pub duration_seconds: Option<u32>,
 
-    /// A cron schedule (five fields, UTC): the drill runs at every tick
-    /// instead of once. Without it, the drill runs once, when created.
+    /// A cron schedule (five fields, or `@daily` and the like; UTC): the
+    /// drill runs at every tick instead of once. Without it, the drill runs
+    /// once, when created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
     pub schedule: Option<String>,
 
     /// How long after a scheduled tick a run may still start, in minutes:
@@ -98,7 +114,8 @@ pub struct DrillSpec {
     pub dry_run: bool,
 
     /// Abort a run, undoing its fault, when it has not finished this many
-    /// seconds after it started. Default 300.
+    /// seconds after it started. Default 300; must be longer than
+    /// `durationSeconds` for the scenarios that hold a fault.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 30, max = 3600))]
     pub abort_after_seconds: Option<u32>,
@@ -184,6 +201,29 @@ impl Scenario {
             Scenario::FreezePrimary | Scenario::PartitionPrimary | Scenario::StoreOutage
         )
     }
+
+    /// Whether the scenario acts on the Database's object store (its WAL
+    /// archive, its backups): refused on a Database without one.
+    pub fn needs_a_store(self) -> bool {
+        matches!(self, Scenario::StoreOutage | Scenario::Restore)
+    }
+
+    /// The fewest instances a Database needs for this scenario to mean
+    /// anything: a primary fault needs a replica to take over, `kill-replica`
+    /// a replica to kill. The admission webhook refuses a Drill on a smaller
+    /// Database, and the drill's guards refuse a run on one.
+    pub fn min_instances(self) -> i32 {
+        match self {
+            Scenario::StoreOutage | Scenario::Restore => 1,
+            _ => 2,
+        }
+    }
+}
+
+impl std::fmt::Display for Scenario {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// What must hold before a drill starts and while it runs; a guard that
@@ -203,16 +243,18 @@ pub struct DrillGuards {
 }
 
 impl DrillGuards {
-    fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         *self == Self::default()
     }
 }
 
 /// What a drill must show to succeed.
-#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = Rule::new("!has(self.maxWriteOutageSeconds) || self.maxWriteOutageSeconds > 0.0").message(rules::OUTAGE_ABOVE_ZERO).field_path(".maxWriteOutageSeconds"))]
 #[serde(rename_all = "camelCase")]
 pub struct DrillExpectations {
-    /// The longest write outage allowed, in seconds. Default 30.
+    /// The longest write outage allowed, in seconds: above 0 (every fault
+    /// costs some outage: the probe's writes are apart in time). Default 30.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 3600))]
     pub max_write_outage_seconds: Option<f64>,
@@ -231,7 +273,7 @@ pub struct DrillExpectations {
 }
 
 impl DrillExpectations {
-    fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         *self == Self::default()
     }
 }
@@ -429,6 +471,44 @@ pub struct DrillRun {
     /// Why it ended as it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<String>,
+}
+
+/// The CEL rules of the schema, built from the constants the operator uses
+/// so that the two cannot drift.
+pub mod rules {
+    use super::{Scenario, defaults};
+
+    /// Longest Drill name: its probe Pod is `<name>-probe`, and label values
+    /// (`tusk.dev/drill`) stay within 63 characters.
+    pub const MAX_NAME_LEN: usize = 63 - "-probe".len();
+
+    pub const NAME_FITS: &str = "metadata.name must be at most 57 characters so that the drill's probe Pod, <name>-probe, fits in 63";
+    pub const DATABASE_IMMUTABLE: &str =
+        "spec.database is immutable: a Drill drills one Database (create a new Drill instead)";
+    pub const SCENARIO_IMMUTABLE: &str = "spec.scenario is immutable: a Drill's runs and metrics are those of one scenario (create a new Drill instead)";
+    pub const ABORT_AFTER_THE_FAULT: &str = "spec.abortAfterSeconds must be longer than spec.durationSeconds (defaults 300 and 20) for a scenario that holds its fault: every run would be aborted before its fault ends";
+    pub const OUTAGE_ABOVE_ZERO: &str = "spec.expect.maxWriteOutageSeconds must be above 0: the probe's writes are apart in time, so every fault costs some outage and a bound of 0 can never hold";
+
+    /// `size(self.metadata.name) <= 57`.
+    pub fn name_fits() -> String {
+        format!("size(self.metadata.name) <= {MAX_NAME_LEN}")
+    }
+
+    /// For the scenarios that hold a fault, `abortAfterSeconds` (or its
+    /// default) is longer than `durationSeconds` (or its default).
+    pub fn abort_after_the_fault() -> String {
+        let holding: Vec<String> = Scenario::ALL
+            .iter()
+            .filter(|s| s.holds_a_fault())
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect();
+        format!(
+            "!(self.scenario in [{}]) || (has(self.abortAfterSeconds) ? self.abortAfterSeconds : {}) > (has(self.durationSeconds) ? self.durationSeconds : {})",
+            holding.join(", "),
+            defaults::ABORT_AFTER_SECONDS,
+            defaults::DURATION_SECONDS,
+        )
+    }
 }
 
 /// Defaults the spec leaves out.

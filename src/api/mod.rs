@@ -17,6 +17,7 @@ pub mod tls;
 pub mod v1;
 pub mod v1alpha1;
 pub mod validate;
+pub mod validate_drill;
 pub mod version;
 pub mod wal_storage;
 

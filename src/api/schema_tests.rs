@@ -334,3 +334,127 @@ mod expose {
         assert!(rules.contains("exists_one"), "{rules}");
     }
 }
+
+/// The Drill's rules the schema holds (the rest are
+/// [`crate::api::validate_drill`]'s): its bounds, what may not change, an
+/// abort deadline past the fault, an outage bound above 0.
+mod drill {
+    use super::*;
+    use crate::api::arbitrary::sample_drill;
+    use crate::api::drill::{defaults, rules};
+    use crate::api::v1::Scenario;
+
+    #[test]
+    fn the_sample_passes_every_rule() {
+        assert_eq!(cel_messages(sample_drill().validate_cel()), "");
+    }
+
+    #[test]
+    fn database_and_scenario_are_immutable_the_rest_is_not() {
+        let old = sample_drill();
+        let mut moved = old.clone();
+        moved.spec.database = "payments".into();
+        let got = cel_messages(moved.validate_cel_update(&old));
+        assert!(got.contains(rules::DATABASE_IMMUTABLE), "{got}");
+        let mut other = old.clone();
+        other.spec.scenario = Scenario::KillPostgres;
+        let got = cel_messages(other.validate_cel_update(&old));
+        assert!(got.contains(rules::SCENARIO_IMMUTABLE), "{got}");
+        let mut retimed = old.clone();
+        retimed.spec.schedule = Some("0 3 * * 1".into());
+        retimed.spec.window_minutes = Some(30);
+        retimed.spec.dry_run = true;
+        retimed.spec.expect.max_lost_writes = Some(2);
+        retimed.spec.guards.max_backup_age_hours = Some(24);
+        retimed.spec.abort_after_seconds = Some(600);
+        assert_eq!(cel_messages(retimed.validate_cel_update(&old)), "");
+    }
+
+    #[test]
+    fn an_abort_deadline_inside_the_fault_is_refused_with_the_defaults_too() {
+        let holding = |scenario: Scenario, duration: Option<u32>, abort: Option<u32>| {
+            let mut drill = sample_drill();
+            drill.spec.scenario = scenario;
+            drill.spec.duration_seconds = duration;
+            drill.spec.abort_after_seconds = abort;
+            cel_messages(drill.validate_cel())
+        };
+        let refused = [
+            (Scenario::FreezePrimary, Some(60), Some(60)),
+            (Scenario::StoreOutage, Some(400), None),
+            (
+                Scenario::PartitionPrimary,
+                None,
+                Some(defaults::DURATION_SECONDS),
+            ),
+        ];
+        for (scenario, duration, abort) in refused {
+            let got = holding(scenario, duration, abort);
+            assert!(
+                got.contains(rules::ABORT_AFTER_THE_FAULT),
+                "{scenario} {duration:?} {abort:?}: {got:?}"
+            );
+        }
+        assert_eq!(holding(Scenario::FreezePrimary, Some(60), Some(61)), "");
+        assert_eq!(holding(Scenario::StoreOutage, Some(299), None), "");
+        // A scenario that holds no fault ignores durationSeconds.
+        assert_eq!(holding(Scenario::KillPostgres, Some(400), None), "");
+    }
+
+    #[test]
+    fn an_outage_bound_of_zero_is_refused() {
+        let mut drill = sample_drill();
+        drill.spec.expect.max_write_outage_seconds = Some(0.0);
+        let got = cel_messages(drill.validate_cel());
+        assert!(got.contains(rules::OUTAGE_ABOVE_ZERO), "{got}");
+        drill.spec.expect.max_write_outage_seconds = Some(0.5);
+        assert_eq!(cel_messages(drill.validate_cel()), "");
+    }
+
+    #[test]
+    fn a_long_name_is_refused() {
+        let mut drill = sample_drill();
+        drill.metadata.name = Some("d".repeat(rules::MAX_NAME_LEN + 1));
+        let got = cel_messages(drill.validate_cel());
+        assert!(got.contains(rules::NAME_FITS), "{got}");
+        drill.metadata.name = Some("d".repeat(rules::MAX_NAME_LEN));
+        assert_eq!(cel_messages(drill.validate_cel()), "");
+    }
+
+    /// The messages quote the numbers the rules are built from.
+    #[test]
+    fn the_messages_quote_the_constants() {
+        assert!(rules::NAME_FITS.contains(&format!("at most {} characters", rules::MAX_NAME_LEN)));
+        assert!(rules::ABORT_AFTER_THE_FAULT.contains(&format!(
+            "defaults {} and {}",
+            defaults::ABORT_AFTER_SECONDS,
+            defaults::DURATION_SECONDS
+        )));
+    }
+
+    #[test]
+    fn the_schema_bounds_every_number_and_lists_the_scenarios() {
+        let crd = super::super::crd::all(&super::super::crd::WebhookService::default()).unwrap();
+        let drill = crd.iter().find(|c| c.spec.names.kind == "Drill").unwrap();
+        let v1 = drill.spec.versions.iter().find(|v| v.name == "v1").unwrap();
+        let schema = serde_json::to_value(&v1.schema.as_ref().unwrap().open_api_v3_schema).unwrap();
+        let spec = &schema["properties"]["spec"]["properties"];
+        let bounds = |p: &serde_json::Value| (p["minimum"].clone(), p["maximum"].clone());
+        assert_eq!(bounds(&spec["durationSeconds"]), (json!(1.0), json!(600.0)));
+        assert_eq!(bounds(&spec["windowMinutes"]), (json!(1.0), json!(1440.0)));
+        assert_eq!(
+            bounds(&spec["abortAfterSeconds"]),
+            (json!(30.0), json!(3600.0))
+        );
+        assert_eq!(
+            spec["expect"]["properties"]["maxLostWrites"]["minimum"],
+            json!(0.0)
+        );
+        let scenarios: Vec<&str> = Scenario::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(spec["scenario"]["enum"], json!(scenarios));
+        assert_eq!(
+            schema["properties"]["spec"]["required"],
+            json!(["database", "scenario"])
+        );
+    }
+}

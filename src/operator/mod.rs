@@ -454,10 +454,7 @@ async fn start_webhooks(
         namespace: config.lease_namespace.clone(),
         secret: config.webhook_secret.clone(),
         service: config.webhook_service.clone(),
-        crds: vec![
-            "databases.tusk.dev".to_owned(),
-            "backups.tusk.dev".to_owned(),
-        ],
+        crds: crate::api::crd::NAMES.map(str::to_owned).to_vec(),
         validating_webhook: config.validating_webhook.clone(),
         interval: std::time::Duration::from_secs(config.cert_check_seconds.max(1)),
     };

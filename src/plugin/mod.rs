@@ -17,6 +17,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 pub mod act;
 pub mod backup;
 pub mod connect;
+pub mod drill;
 pub mod error;
 pub mod history;
 pub mod logs;
@@ -246,6 +247,13 @@ pub enum Command {
         #[arg(short = 'o', long, value_enum, default_value_t)]
         output: Output,
     },
+    /// Failure drills: run one now, list them, show one's figures.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  kubectl tusk drill run pg switchover --wait\n  \
+                      kubectl tusk drill list pg\n  kubectl tusk drill show pg-switchover-1795687200"
+    )]
+    Drill(drill::DrillCommand),
     /// Print a shell completion script.
     #[command(
         after_help = "Example:\n  kubectl tusk completion bash > /etc/bash_completion.d/kubectl-tusk"
@@ -367,6 +375,7 @@ async fn dispatch(session: &Session, global: &Global, command: Command) -> Resul
         Command::Switchover { database, to, wait } => {
             switchover::run(session, &database, to.as_deref(), wait).await
         }
+        Command::Drill(command) => drill::dispatch(session, command).await,
         Command::Completion { shell } => completion(shell),
     }
 }

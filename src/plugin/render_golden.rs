@@ -1,7 +1,8 @@
 //! Golden files for what `status`, `why` and `history` print, on fixed
 //! Databases (healthy, degraded, failing over, upgrading) with their Backups
 //! and Events: `testdata/<case>.yaml` in, `testdata/<case>.<command>.txt`
-//! out, compared exactly. After reviewing a change, regenerate with
+//! out, compared exactly; and for `drill list` and `drill show`, on the
+//! Drills of `testdata/drills.yaml`. After reviewing a change, regenerate with
 //! `TUSK_BLESS_FIXTURES=1 cargo test --lib plugin::`.
 
 use std::path::PathBuf;
@@ -103,4 +104,48 @@ fn warnings_are_the_last_hour_s_newest_last_and_few() {
         "an Event older than an hour is shown: {:?}",
         report.warnings
     );
+}
+
+/// `testdata/drills.yaml`: a few Drills and the time they are looked at.
+#[derive(serde::Deserialize)]
+struct DrillCases {
+    now: jiff::Timestamp,
+    drills: Vec<crate::api::v1::Drill>,
+}
+
+fn drill_cases() -> DrillCases {
+    let path = testdata("drills.yaml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_yaml::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not a fixture: {e}", path.display()))
+}
+
+#[test]
+fn drill_list_and_show_print_as_the_golden_files_say() {
+    use kube::ResourceExt;
+    let cases = drill_cases();
+    compare(
+        "drills",
+        "list",
+        &super::drill::render_list(&cases.drills, cases.now),
+    );
+    let pg: Vec<_> = cases
+        .drills
+        .iter()
+        .filter(|d| d.spec.database == "pg")
+        .cloned()
+        .collect();
+    compare(
+        "drills-pg",
+        "list",
+        &super::drill::render_list(&pg, cases.now),
+    );
+    for drill in &cases.drills {
+        compare(
+            &format!("drill.{}", drill.name_any()),
+            "show",
+            &super::drill::render_show(drill, cases.now),
+        );
+    }
 }

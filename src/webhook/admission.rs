@@ -1,5 +1,6 @@
-//! Validating admission for Database and Backup: the same checks the reconciler
-//! runs (`crate::api::validate`; [`validate::validated`] for a new Database), answered as AdmissionReview responses. The
+//! Validating admission for Database, Backup and Drill: the same checks the
+//! reconciler runs (`crate::api::validate`; [`validate::validated`] for a new
+//! Database; `crate::api::validate_drill` for a Drill), answered as AdmissionReview responses. The
 //! webhook is registered for v1 only with `matchPolicy: Equivalent`, so the API
 //! server converts v1alpha1 requests to v1 before they arrive here.
 
@@ -11,8 +12,9 @@ use serde::de::DeserializeOwned;
 use crate::api::expose::{self, NodePortRange};
 use crate::api::model::Defaults;
 use crate::api::store;
-use crate::api::v1::{Backup, Database, ObjectStore};
+use crate::api::v1::{Backup, Database, Drill, ObjectStore};
 use crate::api::validate::{self, FieldError};
+use crate::api::validate_drill;
 
 fn decode<T: DeserializeOwned>(object: Option<&DynamicObject>, what: &str) -> Result<T, String> {
     let object = object.ok_or_else(|| format!("the request carries no {what}"))?;
@@ -195,6 +197,43 @@ pub fn review_backup(
     }
 }
 
+/// The decision for one Drill request, given the Database it names as looked
+/// up in the request's namespace (pure). An update that leaves the spec alone
+/// (status, finalizers, labels) is never checked: a Drill whose Database is
+/// gone can still be finalized and deleted.
+pub fn review_drill(
+    request: &AdmissionRequest<DynamicObject>,
+    database: Option<&Database>,
+) -> AdmissionResponse {
+    let response = AdmissionResponse::from(request);
+    let drill = match request.operation {
+        Operation::Create => decode::<Drill>(request.object.as_ref(), "object"),
+        Operation::Update => {
+            let new = decode::<Drill>(request.object.as_ref(), "object");
+            let old = decode::<Drill>(request.old_object.as_ref(), "old object");
+            match (old, new) {
+                (Ok(old), Ok(new)) if request.sub_resource.is_some() || old.spec == new.spec => {
+                    return response;
+                }
+                (Ok(_), new) => new,
+                (Err(message), _) => Err(message),
+            }
+        }
+        Operation::Delete | Operation::Connect => return response,
+    };
+    match drill {
+        Ok(drill) => {
+            let errors = validate_drill::errors(&drill, database);
+            if errors.is_empty() {
+                with_warnings(response, validate_drill::warnings(&drill))
+            } else {
+                deny(response, &errors)
+            }
+        }
+        Err(message) => response.deny(message),
+    }
+}
+
 /// Unwraps a review into its request; the error is the answer for an unusable review.
 pub fn request_of(
     review: AdmissionReview<DynamicObject>,
@@ -204,7 +243,8 @@ pub fn request_of(
         .map_err(|e| format!("not an AdmissionReview request: {e}"))
 }
 
-/// The name of the Database a Backup request names, to look up before [`review_backup`].
+/// The name of the Database a Backup or Drill request names, to look up
+/// before [`review_backup`] or [`review_drill`].
 pub fn backup_database_name(request: &AdmissionRequest<DynamicObject>) -> Option<String> {
     request
         .object
@@ -617,6 +657,87 @@ mod tests {
                 .message
                 .contains("spec.database: no Database \"orders\"")
         );
+    }
+
+    fn drill_request(
+        operation: &str,
+        drill: &Drill,
+        old: Option<&Drill>,
+    ) -> AdmissionRequest<DynamicObject> {
+        let mut request = review(
+            operation,
+            serde_json::to_value(drill).unwrap(),
+            old.map(|o| serde_json::to_value(o).unwrap()),
+        );
+        request.kind.kind = "Drill".into();
+        request
+    }
+
+    #[test]
+    fn a_drill_is_denied_naming_the_field_and_warned_about_what_it_ignores() {
+        use crate::api::arbitrary::sample_drill;
+        let mut drill = sample_drill();
+        drill.spec.schedule = Some("sometimes".into());
+        let request = drill_request("CREATE", &drill, None);
+        assert_eq!(backup_database_name(&request).as_deref(), Some("orders"));
+        let response = review_drill(&request, Some(&sample_database()));
+        assert!(!response.allowed);
+        assert_eq!(response.result.code, 422);
+        assert!(
+            response.result.message.starts_with("spec.schedule: "),
+            "{}",
+            response.result.message
+        );
+        let response = review_drill(&drill_request("CREATE", &sample_drill(), None), None);
+        assert!(!response.allowed);
+        assert!(
+            response
+                .result
+                .message
+                .starts_with("spec.database: no Database \"orders\""),
+            "{}",
+            response.result.message
+        );
+        let mut ignored = sample_drill();
+        ignored.spec.duration_seconds = Some(30);
+        let response = review_drill(
+            &drill_request("CREATE", &ignored, None),
+            Some(&sample_database()),
+        );
+        assert!(response.allowed, "{}", response.result.message);
+        assert!(
+            response
+                .warnings
+                .unwrap_or_default()
+                .iter()
+                .any(|w| w.starts_with("spec.durationSeconds (30) is ignored")),
+        );
+    }
+
+    #[test]
+    fn a_drill_update_is_checked_only_when_its_spec_changes() {
+        use crate::api::arbitrary::sample_drill;
+        let old = sample_drill();
+        let mut finalized = old.clone();
+        finalized.metadata.finalizers = Some(vec!["tusk.dev/cleanup".into()]);
+        // The Database is gone: a metadata update still passes.
+        assert!(review_drill(&drill_request("UPDATE", &finalized, Some(&old)), None).allowed);
+        let mut rescheduled = old.clone();
+        rescheduled.spec.schedule = Some("0 3 * * *".into());
+        assert!(
+            review_drill(
+                &drill_request("UPDATE", &rescheduled, Some(&old)),
+                Some(&sample_database())
+            )
+            .allowed
+        );
+        rescheduled.spec.schedule = Some("0 25 * * *".into());
+        let response = review_drill(
+            &drill_request("UPDATE", &rescheduled, Some(&old)),
+            Some(&sample_database()),
+        );
+        assert!(!response.allowed);
+        assert!(response.result.message.starts_with("spec.schedule: "));
     }
 
     #[test]

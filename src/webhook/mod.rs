@@ -1,5 +1,5 @@
 //! The operator's HTTPS webhook server: `/convert` (CRD conversion) and
-//! `/validate/database`, `/validate/backup` (admission). Every operator replica
+//! `/validate/database`, `/validate/backup`, `/validate/drill` (admission). Every operator replica
 //! serves it; only the leader reconciles.
 
 pub mod admission;
@@ -30,7 +30,7 @@ pub use error::Error;
 
 #[derive(Clone)]
 pub struct WebhookState {
-    /// Reads the Database a Backup names; `None` in tests without an API server.
+    /// Reads the Database a Backup or Drill names; `None` in tests without an API server.
     pub client: Option<Client>,
     /// The operator's default object store: a schedule or retention without
     /// `objectStore` is valid when there is one.
@@ -44,6 +44,7 @@ pub fn router(state: WebhookState) -> Router {
         .route("/convert", post(convert))
         .route("/validate/database", post(validate_database))
         .route("/validate/backup", post(validate_backup))
+        .route("/validate/drill", post(validate_drill))
         .with_state(state)
 }
 
@@ -72,26 +73,50 @@ async fn validate_backup(
         Ok(request) => request,
         Err(message) => return Json(admission::unusable(message)),
     };
-    let database = match (
-        &state.client,
-        admission::backup_database_name(&request),
-        request.namespace.as_deref(),
-    ) {
-        (Some(client), Some(name), Some(namespace)) => {
-            let api: Api<Database> = Api::namespaced(client.clone(), namespace);
-            match api.get_opt(&name).await {
-                Ok(db) => db.map(|db| store::with_default(&db, state.default_store.as_ref())),
-                Err(e) => {
-                    warn!(error = %e, "cannot read the Database a Backup names");
-                    let response = kube::core::admission::AdmissionResponse::from(&request)
-                        .deny(format!("cannot check spec.database right now: {e}"));
-                    return Json(response.into_review());
-                }
-            }
-        }
-        _ => None,
+    match named_database(&state, &request).await {
+        Ok(database) => Json(admission::review_backup(&request, database.as_ref()).into_review()),
+        Err(answer) => Json(answer),
+    }
+}
+
+async fn validate_drill(
+    State(state): State<WebhookState>,
+    Json(review): Json<AdmissionReview<DynamicObject>>,
+) -> Json<AdmissionReview<DynamicObject>> {
+    let request = match admission::request_of(review) {
+        Ok(request) => request,
+        Err(message) => return Json(admission::unusable(message)),
     };
-    Json(admission::review_backup(&request, database.as_ref()).into_review())
+    match named_database(&state, &request).await {
+        Ok(database) => Json(admission::review_drill(&request, database.as_ref()).into_review()),
+        Err(answer) => Json(answer),
+    }
+}
+
+/// The Database `spec.database` of a Backup or Drill request names, with the
+/// operator's default store folded in; `None` when it does not exist (or
+/// there is no API server, in tests). A failed read is the review's answer.
+async fn named_database(
+    state: &WebhookState,
+    request: &kube::core::admission::AdmissionRequest<DynamicObject>,
+) -> Result<Option<Database>, AdmissionReview<DynamicObject>> {
+    let (Some(client), Some(name), Some(namespace)) = (
+        &state.client,
+        admission::backup_database_name(request),
+        request.namespace.as_deref(),
+    ) else {
+        return Ok(None);
+    };
+    let api: Api<Database> = Api::namespaced(client.clone(), namespace);
+    match api.get_opt(&name).await {
+        Ok(db) => Ok(db.map(|db| store::with_default(&db, state.default_store.as_ref()))),
+        Err(e) => {
+            warn!(error = %e, kind = %request.kind.kind, "cannot read the Database a request names");
+            let response = kube::core::admission::AdmissionResponse::from(request)
+                .deny(format!("cannot check spec.database right now: {e}"));
+            Err(response.into_review())
+        }
+    }
 }
 
 /// Serves HTTPS on `addr` with `tls` (reloaded in place on rotation) until `shutdown`.
@@ -215,6 +240,28 @@ mod tests {
                 .as_str()
                 .unwrap()
                 .starts_with("spec.version:")
+        );
+
+        // The Drill path is served: without an API server no Database is
+        // found, and the answer names the field.
+        let drill = serde_json::to_value(crate::api::arbitrary::sample_drill()).unwrap();
+        let admission = json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "u3", "operation": "CREATE", "name": "orders-switchover", "namespace": "shop",
+                "kind": {"group": "tusk.dev", "version": "v1", "kind": "Drill"},
+                "resource": {"group": "tusk.dev", "version": "v1", "resource": "drills"},
+                "userInfo": {}, "object": drill, "dryRun": false
+            }
+        });
+        let answer = post(addr, &bundle.ca_cert, "/validate/drill", &admission).await;
+        assert_eq!(answer["response"]["allowed"], false);
+        assert!(
+            answer["response"]["status"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("spec.database: no Database \"orders\""),
+            "{answer}"
         );
 
         // A renewed certificate under the same CA is served without a restart.
@@ -485,6 +532,7 @@ mod fuzz {
                 count(&decoded);
             }
             let _ = admission::review_backup(&request, None);
+            let _ = admission::review_drill(&request, None);
             Ok(())
         });
         if let Err(e) = outcome {

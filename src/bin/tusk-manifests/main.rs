@@ -84,6 +84,8 @@ const SAMPLES: &[&str] = &[
     "config/samples/database-v1alpha1.yaml",
     "config/samples/backup.yaml",
     "config/samples/backup-v1alpha1.yaml",
+    "config/samples/drill.yaml",
+    "config/samples/drill-v1alpha1.yaml",
 ];
 
 fn read(root: &Path, path: &str) -> Result<String, Error> {
