@@ -183,6 +183,19 @@ fn operator_exposition() -> String {
     };
     metrics.set_verifications([(orders(), 1_700_000_100.0)], [(orders(), 1.0)]);
     metrics.set_schedule_periods([(orders(), 86_400.0)]);
+    metrics
+        .drills
+        .finished(&tusk::telemetry::drill_metrics::FinishedRun {
+            namespace: "shop",
+            database: "orders",
+            drill: "weekly",
+            scenario: "switchover",
+            verdict: "Succeeded",
+            write_outage_seconds: Some(2.0),
+            lost_writes: Some(0),
+            seconds_to_ready: Some(6.0),
+            finished_at: 1_700_000_000.0,
+        });
     metrics.set_certificates(
         "shop",
         "orders",
