@@ -18,92 +18,17 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, PatchParams, PostParams};
-use kube::{Client, CustomResourceExt};
+use kube::Client;
+use kube::api::{Api, DeleteParams, PatchParams};
 use serde_json::{Value, json};
 use tusk::api::drill::{Drill, DrillPhase};
 use tusk::api::v1::Database;
 use tusk_e2e::{
-    ClusterAccess, OPERATOR_NAMESPACE, Result, apply_value, database, in_namespace,
-    install_operator, lock_cluster, wait_for, wait_ready,
+    OPERATOR_NAMESPACE, Result, apply_value, database, in_namespace, install_operator, wait_for,
+    wait_ready,
 };
 
 const DB: &str = "pg";
-
-/// The Drill CRD and the operator's permissions on Drills, for an install
-/// whose chart does not carry them yet (the chart's own CRD and rules take
-/// over at the next `helm upgrade`: the CRD is created with Helm's ownership
-/// marks so that Helm adopts it).
-async fn ensure_drill_api(client: &Client) {
-    let _cluster = lock_cluster(ClusterAccess::Exclusive).await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    if crds
-        .get_opt("drills.tusk.dev")
-        .await
-        .expect("read the Drill CRD")
-        .is_none()
-    {
-        let mut crd = Drill::crd();
-        crd.metadata.labels = Some(
-            [("app.kubernetes.io/managed-by".to_owned(), "Helm".to_owned())].into(),
-        );
-        crd.metadata.annotations = Some(
-            [
-                ("meta.helm.sh/release-name".to_owned(), "tusk".to_owned()),
-                (
-                    "meta.helm.sh/release-namespace".to_owned(),
-                    OPERATOR_NAMESPACE.to_owned(),
-                ),
-            ]
-            .into(),
-        );
-        crds.create(&PostParams::default(), &crd)
-            .await
-            .expect("create the Drill CRD");
-        wait_for(&crds, "drills.tusk.dev", Duration::from_secs(60), |crd| {
-            crd.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                })
-        })
-        .await
-        .expect("the Drill CRD established");
-    }
-    let roles: Api<ClusterRole> = Api::all(client.clone());
-    let role = roles
-        .get("tusk-operator")
-        .await
-        .expect("the operator's ClusterRole");
-    let has_drills = role.rules.iter().flatten().any(|rule| {
-        rule.resources
-            .iter()
-            .flatten()
-            .any(|r| r == "drills/status")
-    });
-    if !has_drills {
-        let rule = |resources: &[&str], verbs: &[&str]| PolicyRule {
-            api_groups: Some(vec!["tusk.dev".to_owned()]),
-            resources: Some(resources.iter().map(|r| (*r).to_owned()).collect()),
-            verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
-            ..PolicyRule::default()
-        };
-        let mut role = role;
-        role.rules.get_or_insert_with(Vec::new).extend([
-            rule(&["drills"], &["get", "list", "watch", "patch", "update"]),
-            rule(&["drills/status"], &["get", "patch", "update"]),
-            rule(&["drills/finalizers"], &["update"]),
-        ]);
-        roles
-            .replace("tusk-operator", &PostParams::default(), &role)
-            .await
-            .expect("grant the operator Drills");
-    }
-}
 
 /// A 3-instance sync Database `pg`, Ready.
 async fn sync_database(client: &Client, ns: &str, instances: i32) -> Result<()> {
@@ -166,7 +91,10 @@ fn report(what: &str, drill: &Drill) -> String {
         status
             .finished_at
             .zip(status.started_at)
-            .map_or(0.0, |(end, start)| end.0.duration_since(start.0).as_secs_f64()),
+            .map_or(0.0, |(end, start)| end
+                .0
+                .duration_since(start.0)
+                .as_secs_f64()),
         figures.write_outage_seconds,
         figures.lost_writes,
         figures.acknowledged_writes,
@@ -223,19 +151,27 @@ async fn succeeds(client: &Client, ns: &str, name: &str, spec: Value) -> Result<
 async fn drills_on_a_healthy_sync_database_succeed_and_lose_nothing() {
     let client = tusk_e2e::client().await;
     install_operator(&client).await;
-    ensure_drill_api(&client).await;
     in_namespace(
         "e2e-drills",
         Duration::from_secs(1800),
         |client, ns| async move {
             sync_database(&client, &ns, 3).await?;
             // A dry run: the guards only, no probe.
-            drill(&client, &ns, "dry", json!({"scenario": "delete-primary-pod", "dryRun": true})).await?;
+            drill(
+                &client,
+                &ns,
+                "dry",
+                json!({"scenario": "delete-primary-pod", "dryRun": true}),
+            )
+            .await?;
             let dry = drill_until(&client, &ns, "dry", Duration::from_secs(120), finished).await?;
             let line = report("dry run", &dry);
             let status = dry.status.clone().unwrap_or_default();
             if status.phase != Some(DrillPhase::Succeeded)
-                || !status.verdict.unwrap_or_default().contains("dry run: every guard holds")
+                || !status
+                    .verdict
+                    .unwrap_or_default()
+                    .contains("dry run: every guard holds")
                 || status.probe.is_some()
                 || status.fault.is_some()
             {
@@ -245,20 +181,56 @@ async fn drills_on_a_healthy_sync_database_succeed_and_lose_nothing() {
             let before = dbs.get(DB).await?.status.unwrap_or_default();
             let primary = before.current_primary.clone().unwrap_or_default();
 
-            let deleted = succeeds(&client, &ns, "delete-primary", json!({"scenario": "delete-primary-pod"})).await?;
-            let target = deleted.status.as_ref().and_then(|s| s.fault.as_ref()).map(|f| f.target.clone());
+            let deleted = succeeds(
+                &client,
+                &ns,
+                "delete-primary",
+                json!({"scenario": "delete-primary-pod"}),
+            )
+            .await?;
+            let target = deleted
+                .status
+                .as_ref()
+                .and_then(|s| s.fault.as_ref())
+                .map(|f| f.target.clone());
             if target.as_deref() != Some(primary.as_str()) {
-                return Err(format!("the drill targeted {target:?}, the primary was {primary}").into());
+                return Err(
+                    format!("the drill targeted {target:?}, the primary was {primary}").into(),
+                );
             }
 
-            let switched = succeeds(&client, &ns, "switchover", json!({"scenario": "switchover"})).await?;
-            let new = switched.status.as_ref().and_then(|s| s.fault.as_ref()).map(|f| f.target.clone());
-            let now = dbs.get(DB).await?.status.unwrap_or_default().current_primary;
+            let switched = succeeds(
+                &client,
+                &ns,
+                "switchover",
+                json!({"scenario": "switchover"}),
+            )
+            .await?;
+            let new = switched
+                .status
+                .as_ref()
+                .and_then(|s| s.fault.as_ref())
+                .map(|f| f.target.clone());
+            let now = dbs
+                .get(DB)
+                .await?
+                .status
+                .unwrap_or_default()
+                .current_primary;
             if new.is_none() || now != new {
-                return Err(format!("after the switchover drill the primary is {now:?}, not {new:?}").into());
+                return Err(format!(
+                    "after the switchover drill the primary is {now:?}, not {new:?}"
+                )
+                .into());
             }
 
-            succeeds(&client, &ns, "kill-replica", json!({"scenario": "kill-replica"})).await?;
+            succeeds(
+                &client,
+                &ns,
+                "kill-replica",
+                json!({"scenario": "kill-replica"}),
+            )
+            .await?;
             Ok(())
         },
     )
@@ -269,19 +241,43 @@ async fn drills_on_a_healthy_sync_database_succeed_and_lose_nothing() {
 async fn a_drill_on_an_unready_database_is_refused_and_a_scheduled_one_runs_by_itself() {
     let client = tusk_e2e::client().await;
     install_operator(&client).await;
-    ensure_drill_api(&client).await;
     in_namespace(
         "e2e-drills-refused",
         Duration::from_secs(900),
         |client, ns| async move {
             // Asynchronous: killing the one replica does not stall commits.
             let spec = json!({"version": "17", "instances": 2, "storage": {"size": "1Gi"}});
-            apply_value(&client, Some(&ns), database(DB, spec), &PatchParams::apply(tusk_e2e::MANAGER)).await?;
-            drill(&client, &ns, "too-early", json!({"scenario": "kill-replica"})).await?;
-            let refused = drill_until(&client, &ns, "too-early", Duration::from_secs(120), finished).await?;
+            apply_value(
+                &client,
+                Some(&ns),
+                database(DB, spec),
+                &PatchParams::apply(tusk_e2e::MANAGER),
+            )
+            .await?;
+            drill(
+                &client,
+                &ns,
+                "too-early",
+                json!({"scenario": "kill-replica"}),
+            )
+            .await?;
+            let refused = drill_until(
+                &client,
+                &ns,
+                "too-early",
+                Duration::from_secs(120),
+                finished,
+            )
+            .await?;
             let line = report("too early", &refused);
-            let verdict = refused.status.as_ref().and_then(|s| s.verdict.clone()).unwrap_or_default();
-            if phase(&refused) != Some(DrillPhase::Refused) || !verdict.contains("is not Ready at its generation") {
+            let verdict = refused
+                .status
+                .as_ref()
+                .and_then(|s| s.verdict.clone())
+                .unwrap_or_default();
+            if phase(&refused) != Some(DrillPhase::Refused)
+                || !verdict.contains("is not Ready at its generation")
+            {
                 return Err(format!("want Refused naming the unready Database: {line}").into());
             }
             let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
@@ -290,20 +286,35 @@ async fn a_drill_on_an_unready_database_is_refused_and_a_scheduled_one_runs_by_i
             }
 
             wait_ready(&client, &ns, DB, 2).await?;
-            drill(&client, &ns, "every-minute", json!({"scenario": "kill-replica", "schedule": "* * * * *"})).await?;
-            let ran = drill_until(&client, &ns, "every-minute", Duration::from_secs(400), |d| {
-                d.status.as_ref().is_some_and(|s| !s.runs.is_empty())
-            })
+            drill(
+                &client,
+                &ns,
+                "every-minute",
+                json!({"scenario": "kill-replica", "schedule": "* * * * *"}),
+            )
+            .await?;
+            let ran = drill_until(
+                &client,
+                &ns,
+                "every-minute",
+                Duration::from_secs(400),
+                |d| d.status.as_ref().is_some_and(|s| !s.runs.is_empty()),
+            )
             .await?;
             let line = report("scheduled", &ran);
             let status = ran.status.clone().unwrap_or_default();
             let run = status.runs.first().ok_or("no run")?;
             if run.phase != DrillPhase::Succeeded || status.next_run_at.is_none() {
-                return Err(format!("the scheduled run did not succeed or has no next tick: {line}; {run:?}").into());
+                return Err(format!(
+                    "the scheduled run did not succeed or has no next tick: {line}; {run:?}"
+                )
+                .into());
             }
             // Stop the schedule before the namespace goes.
             let drills: Api<Drill> = Api::namespaced(client.clone(), &ns);
-            drills.delete("every-minute", &DeleteParams::default()).await?;
+            drills
+                .delete("every-minute", &DeleteParams::default())
+                .await?;
             Ok(())
         },
     )
@@ -314,7 +325,6 @@ async fn a_drill_on_an_unready_database_is_refused_and_a_scheduled_one_runs_by_i
 async fn an_operator_killed_mid_drill_still_undoes_the_fault() {
     let client = tusk_e2e::client().await;
     install_operator(&client).await;
-    ensure_drill_api(&client).await;
     in_namespace(
         "e2e-drills-operator",
         Duration::from_secs(900),
