@@ -6,7 +6,7 @@
 use crate::api::drill::{DrillSpec, Scenario, defaults};
 use crate::api::status::{DatabasePhase, InstanceRole};
 
-use super::{DatabaseView, Observed, needs_a_replica, supported};
+use super::{DatabaseView, Observed, supported};
 
 /// Why a drill may not start now; empty when every guard holds.
 pub fn refusals(spec: &DrillSpec, observed: &Observed) -> Vec<String> {
@@ -22,9 +22,11 @@ pub fn refusals(spec: &DrillSpec, observed: &Observed) -> Vec<String> {
         ));
         return refused;
     };
-    if needs_a_replica(spec.scenario) && db.instances < 2 {
+    // The admission rule's own bound, so the webhook and the run agree.
+    let needed = spec.scenario.min_instances();
+    if db.instances < needed {
         refused.push(format!(
-            "spec.scenario: {} needs at least 2 instances; Database {} has {}",
+            "spec.scenario: {} needs at least {needed} instances; Database {} has {}",
             spec.scenario.as_str(),
             db.name,
             db.instances

@@ -194,9 +194,3 @@ pub fn is_running(phase: Option<DrillPhase>) -> bool {
 pub fn supported(scenario: Scenario) -> bool {
     !matches!(scenario, Scenario::PartitionPrimary | Scenario::Restore)
 }
-
-/// Whether `scenario` needs a replica: one to take the primary role over
-/// (the primary faults) or one to break (`kill-replica`).
-pub fn needs_a_replica(scenario: Scenario) -> bool {
-    !matches!(scenario, Scenario::StoreOutage)
-}
