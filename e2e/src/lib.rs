@@ -27,7 +27,7 @@ use std::fmt::Write as _;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -376,7 +376,8 @@ pub async fn apply_yaml(
     Ok(applied)
 }
 
-/// Server-side applies one object given as JSON, with `params` (for example strict validation).
+/// Server-side applies one object given as JSON, with `params` (for example
+/// strict validation), retrying for a while when a webhook cannot be reached.
 pub async fn apply_value(
     client: &Client,
     namespace: Option<&str>,
@@ -401,8 +402,26 @@ pub async fn apply_value(
             Api::namespaced_with(client.clone(), &ns, &resource)
         }
     };
-    Ok(api.patch(&name, params, &Patch::Apply(&object)).await?)
+    // A webhook that cannot be reached (the operator's pod being replaced:
+    // its Service still routes to the old one for a moment) is a transient
+    // failure a real client retries; a webhook's refusal is not retried.
+    let deadline = Instant::now() + WEBHOOK_UNREACHABLE_FOR;
+    loop {
+        match api.patch(&name, params, &Patch::Apply(&object)).await {
+            Err(kube::Error::Api(status))
+                if status.message.contains("failed calling webhook")
+                    && Instant::now() < deadline =>
+            {
+                eprintln!("applying {name}: {} (retrying)", status.message);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            result => return Ok(result?),
+        }
+    }
 }
+
+/// How long [`apply_value`] retries while a webhook cannot be reached.
+const WEBHOOK_UNREACHABLE_FOR: Duration = Duration::from_secs(60);
 
 /// Polls `name` until `ready` holds, or fails after `timeout` with the last state seen.
 pub async fn wait_for<K>(
