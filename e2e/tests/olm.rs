@@ -56,7 +56,7 @@ use tusk_e2e::{
 };
 
 const CSV: &str = "tusk.v0.1.0";
-const CRDS: [&str; 2] = ["databases.tusk.dev", "backups.tusk.dev"];
+const CRDS: [&str; 3] = tusk::api::crd::NAMES;
 /// The operator an earlier install runs (Helm's, or `config/`'s).
 const OPERATOR: &str = "tusk-operator";
 /// Its validating webhooks.
@@ -1047,8 +1047,14 @@ async fn run(
         .map(ResourceExt::name_any)
         .collect();
     eprintln!("[olm] OLM's validating webhook configurations: {olm_webhooks:?}");
-    if olm_webhooks.len() != 2 {
-        return Err(format!("expected OLM's 2 validating webhook configurations (database, backup), found {olm_webhooks:?}").into());
+    // One per kind the bundle validates: generateName `<kind>.tusk.dev`.
+    let mut kinds: Vec<&str> = olm_webhooks
+        .iter()
+        .filter_map(|name| name.split_once(".tusk.dev-").map(|(kind, _)| kind))
+        .collect();
+    kinds.sort_unstable();
+    if kinds != ["backup", "database", "drill"] || olm_webhooks.len() != 3 {
+        return Err(format!("expected OLM's 3 validating webhook configurations (backup, database, drill), found {olm_webhooks:?}").into());
     }
 
     // Admission through OLM's webhook: a valid dry run passes (once the Service
