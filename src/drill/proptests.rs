@@ -218,7 +218,10 @@ fn simulate(spec: &DrillSpec, mut status: DrillStatus, passes: &[Luck]) -> (Dril
     let tail = std::iter::repeat_n(&fair, 1000);
     for (i, &(dies, undo_reaches, ready, elapse)) in passes.iter().chain(tail).enumerate() {
         let in_tail = i >= passes.len();
-        if in_tail && !is_running(status.phase) && !world.held {
+        // The fair tail runs until the run is over and its fault closed on
+        // record too: a final phase keeps undoing an open fault.
+        let open = status.fault.as_ref().is_some_and(|f| f.undone_at.is_none());
+        if in_tail && !is_running(status.phase) && !world.held && !open {
             break;
         }
         assert!(i < passes.len() + 999, "the run never ended: {status:?}");
