@@ -314,6 +314,25 @@ pub enum DrillPhase {
 }
 
 impl DrillPhase {
+    /// The name the API spells.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DrillPhase::Pending => "Pending",
+            DrillPhase::Scheduled => "Scheduled",
+            DrillPhase::CheckingGuards => "CheckingGuards",
+            DrillPhase::Probing => "Probing",
+            DrillPhase::Injecting => "Injecting",
+            DrillPhase::Observing => "Observing",
+            DrillPhase::Undoing => "Undoing",
+            DrillPhase::Recovering => "Recovering",
+            DrillPhase::Verifying => "Verifying",
+            DrillPhase::Succeeded => "Succeeded",
+            DrillPhase::Failed => "Failed",
+            DrillPhase::Aborted => "Aborted",
+            DrillPhase::Refused => "Refused",
+        }
+    }
+
     /// Whether a run in this phase is over.
     pub fn is_final(self) -> bool {
         matches!(

@@ -155,25 +155,6 @@ pub fn probe_name(drill: &str) -> String {
     crate::resources::probe_pod_name(drill)
 }
 
-/// The name the API spells for `phase`.
-pub fn phase_name(phase: DrillPhase) -> &'static str {
-    match phase {
-        DrillPhase::Pending => "Pending",
-        DrillPhase::Scheduled => "Scheduled",
-        DrillPhase::CheckingGuards => "CheckingGuards",
-        DrillPhase::Probing => "Probing",
-        DrillPhase::Injecting => "Injecting",
-        DrillPhase::Observing => "Observing",
-        DrillPhase::Undoing => "Undoing",
-        DrillPhase::Recovering => "Recovering",
-        DrillPhase::Verifying => "Verifying",
-        DrillPhase::Succeeded => "Succeeded",
-        DrillPhase::Failed => "Failed",
-        DrillPhase::Aborted => "Aborted",
-        DrillPhase::Refused => "Refused",
-    }
-}
-
 /// Whether a run in `phase` is under way (a probe may write, a fault may be
 /// in effect).
 pub fn is_running(phase: Option<DrillPhase>) -> bool {

@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::ticks::{self, Tick};
 use super::verdict::{judge, summary};
-use super::{Action, DatabaseView, Observed, Step, guards, is_running, phase_name, probe_name};
+use super::{Action, DatabaseView, Observed, Step, guards, is_running, probe_name};
 use crate::api::drill::{
     DrillEvent, DrillFigures, DrillPhase, DrillRun, DrillSpec, DrillStatus, InjectedFault,
     Scenario, defaults,
@@ -173,7 +173,7 @@ impl<'a> Pass<'a> {
                 phase,
                 DrillPhase::Failed | DrillPhase::Aborted | DrillPhase::Refused
             ),
-            reason: phase_name(phase).to_owned(),
+            reason: phase.as_str().to_owned(),
             message,
         });
     }
@@ -192,12 +192,12 @@ impl<'a> Pass<'a> {
         if !self.spec.dry_run {
             self.actions.push(Action::ApplyLastDrill {
                 succeeded: phase == DrillPhase::Succeeded,
-                reason: phase_name(phase).to_owned(),
+                reason: phase.as_str().to_owned(),
                 message: format!(
                     "drill {} ({}) {} at {}: {verdict}",
                     self.name,
                     self.spec.scenario.as_str(),
-                    phase_name(phase),
+                    phase.as_str(),
                     self.now
                 ),
             });
@@ -408,7 +408,7 @@ impl<'a> Pass<'a> {
             .unwrap_or(defaults::ABORT_AFTER_SECONDS);
         let started = self.status.started_at.as_ref().map_or(self.now, |t| t.0);
         if self.now.duration_since(started) > SignedDuration::from_secs(i64::from(abort_after)) {
-            let phase = self.status.phase.map_or("?", phase_name);
+            let phase = self.status.phase.map_or("?", DrillPhase::as_str);
             return self.finish(
                 DrillPhase::Aborted,
                 format!("abortAfterSeconds ({abort_after}) passed in phase {phase}"),

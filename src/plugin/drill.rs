@@ -232,7 +232,7 @@ pub fn judge(drill: &Drill) -> Step<Drill> {
             let mut line = format!(
                 "Drill {}: {}",
                 drill.name_any(),
-                phase.map_or("Pending", phase_name)
+                phase.map_or("Pending", DrillPhase::as_str)
             );
             if let Some(message) = status.timeline.last().and_then(|e| e.message.as_deref()) {
                 line.push_str(&format!(" ({message})"));
@@ -251,27 +251,9 @@ pub fn outcome(drill: &Drill) -> Result<(), Error> {
         phase => Err(Error::Failed(format!(
             "Drill {} {}: {}",
             drill.name_any(),
-            phase.map_or("Pending", phase_name),
+            phase.map_or("Pending", DrillPhase::as_str),
             status.verdict.as_deref().unwrap_or("no verdict recorded")
         ))),
-    }
-}
-
-fn phase_name(phase: DrillPhase) -> &'static str {
-    match phase {
-        DrillPhase::Pending => "Pending",
-        DrillPhase::Scheduled => "Scheduled",
-        DrillPhase::CheckingGuards => "CheckingGuards",
-        DrillPhase::Probing => "Probing",
-        DrillPhase::Injecting => "Injecting",
-        DrillPhase::Observing => "Observing",
-        DrillPhase::Undoing => "Undoing",
-        DrillPhase::Recovering => "Recovering",
-        DrillPhase::Verifying => "Verifying",
-        DrillPhase::Succeeded => "Succeeded",
-        DrillPhase::Failed => "Failed",
-        DrillPhase::Aborted => "Aborted",
-        DrillPhase::Refused => "Refused",
     }
 }
 
@@ -305,7 +287,10 @@ pub fn render_list(drills: &[Drill], now: Timestamp) -> String {
                 d.name_any(),
                 d.spec.database.clone(),
                 d.spec.scenario.as_str().to_owned(),
-                status.phase.map_or("Pending", phase_name).to_owned(),
+                status
+                    .phase
+                    .map_or("Pending", DrillPhase::as_str)
+                    .to_owned(),
                 or_dash(figures.write_outage_seconds.map(seconds)),
                 or_dash(figures.lost_writes.map(|l| l.to_string())),
                 or_dash(
@@ -349,7 +334,7 @@ pub fn render_show(drill: &Drill, now: Timestamp) -> String {
     let _ = writeln!(
         out,
         "Phase:    {}",
-        status.phase.map_or("Pending", phase_name)
+        status.phase.map_or("Pending", DrillPhase::as_str)
     );
     if let Some(verdict) = &status.verdict {
         let _ = writeln!(out, "Verdict:  {verdict}");
@@ -384,7 +369,7 @@ pub fn render_show(drill: &Drill, now: Timestamp) -> String {
             .map(|e| {
                 vec![
                     render::clock(e.at.0),
-                    phase_name(e.phase).to_owned(),
+                    e.phase.as_str().to_owned(),
                     e.message.clone().unwrap_or_default(),
                 ]
             })
@@ -471,7 +456,7 @@ fn runs_table(status: &DrillStatus) -> String {
             let figures = run.figures.clone().unwrap_or_default();
             vec![
                 render::stamp(run.started_at.0),
-                phase_name(run.phase).to_owned(),
+                run.phase.as_str().to_owned(),
                 or_dash(figures.write_outage_seconds.map(seconds)),
                 or_dash(figures.lost_writes.map(|n| n.to_string())),
                 run.verdict.clone().unwrap_or_default(),

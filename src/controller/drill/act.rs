@@ -28,7 +28,7 @@ use crate::controller::credentials::instance_token;
 use crate::controller::database::instances::{Call, CallError, Target};
 use crate::controller::database::observe::tls::client_tls;
 use crate::controller::{Context, Error};
-use crate::drill::{Action, Outcome, guards, phase_name};
+use crate::drill::{Action, Outcome, guards};
 use crate::resources::{self, names};
 use crate::resources::{probe_pod, probe_pod_name};
 use crate::telemetry::drill_metrics::FinishedRun;
@@ -99,7 +99,7 @@ impl Act<'_> {
                     database: &self.drill.spec.database,
                     drill: &self.drill.name_any(),
                     scenario: self.drill.spec.scenario.as_str(),
-                    verdict: phase_name(*phase),
+                    verdict: phase.as_str(),
                     write_outage_seconds: figures.write_outage_seconds,
                     lost_writes: figures.lost_writes,
                     seconds_to_ready: figures.seconds_to_ready,
