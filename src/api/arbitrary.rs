@@ -794,6 +794,14 @@ fn drill_status() -> impl Strategy<Value = v1::DrillStatus> {
                 undone_at,
             },
         );
+    let policy_check = (small_string(), time(), option::of(time()), option::of(time())).prop_map(
+        |(policy, applied_at, enforced_at, removed_at)| v1::PolicyCheck {
+            policy,
+            applied_at,
+            enforced_at,
+            removed_at,
+        },
+    );
     let event = (phase.clone(), time(), option::of(".{0,16}"))
         .prop_map(|(phase, at, message)| v1::DrillEvent { phase, at, message });
     let run = (
@@ -818,6 +826,7 @@ fn drill_status() -> impl Strategy<Value = v1::DrillStatus> {
         (
             option::of(fault),
             option::of(small_string()),
+            option::of(policy_check),
             vec(event, 0..4),
         ),
         (option::of(figures), option::of(".{0,16}"), vec(run, 0..3)),
@@ -826,7 +835,7 @@ fn drill_status() -> impl Strategy<Value = v1::DrillStatus> {
             |(
                 (phase, observed_generation, conditions),
                 (started_at, finished_at, next_run_at),
-                (fault, probe, timeline),
+                (fault, probe, policy_check, timeline),
                 (figures, verdict, runs),
             )| v1::DrillStatus {
                 phase,
@@ -837,6 +846,7 @@ fn drill_status() -> impl Strategy<Value = v1::DrillStatus> {
                 next_run_at,
                 fault,
                 probe,
+                policy_check,
                 timeline,
                 figures,
                 verdict,

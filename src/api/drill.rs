@@ -202,6 +202,19 @@ impl Scenario {
         )
     }
 
+    /// Whether the fault's instance manager undoes it by itself at its
+    /// deadline (a manager-held fault); the others (a NetworkPolicy) stay
+    /// until Tusk removes them.
+    pub fn undone_by_the_instance(self) -> bool {
+        matches!(self, Scenario::FreezePrimary | Scenario::StoreOutage)
+    }
+
+    /// Whether the scenario only means something where NetworkPolicy is
+    /// enforced: checked with a canary before the fault.
+    pub fn needs_network_policy(self) -> bool {
+        self == Scenario::PartitionPrimary
+    }
+
     /// Whether the scenario acts on the Database's object store (its WAL
     /// archive, its backups): refused on a Database without one.
     pub fn needs_a_store(self) -> bool {
@@ -381,6 +394,12 @@ pub struct DrillStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<String>,
 
+    /// For `partition-primary`: the check, before the fault, that the
+    /// cluster enforces NetworkPolicy (a cluster without an implementation
+    /// accepts policies and ignores them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_check: Option<PolicyCheck>,
+
     /// The phases of the current (or last) run, with their times.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<DrillEvent>,
@@ -421,6 +440,29 @@ pub struct InjectedFault {
     /// When the fault was undone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undone_at: Option<Time>,
+}
+
+/// The canary of a `partition-primary` run: a NetworkPolicy denying all
+/// ingress to the drill's probe pod. Where policies are enforced the
+/// operator stops reaching the probe; where they are not, the run is
+/// refused before any fault.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyCheck {
+    /// The canary NetworkPolicy.
+    pub policy: String,
+
+    /// When it was applied (on record before it was).
+    pub applied_at: Time,
+
+    /// When the operator found the probe unreachable behind it: the
+    /// cluster enforces NetworkPolicy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforced_at: Option<Time>,
+
+    /// When the canary was removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed_at: Option<Time>,
 }
 
 /// One step of a drill's run.

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub use super::drill::{
     Drill, DrillEvent, DrillExpectations, DrillFigures, DrillGuards, DrillPhase, DrillRun,
-    DrillSpec, DrillStatus, InjectedFault, Scenario,
+    DrillSpec, DrillStatus, InjectedFault, PolicyCheck, Scenario,
 };
 pub use super::expose::{EndpointStatus, ExposeSpec, ExposeTarget, ExposeType, TrafficPolicy};
 pub use super::resources::{ComputeResources, ResourcesSpec};

@@ -13,10 +13,12 @@
 //! (`fault.undoneAt`) only after it happened.
 //!
 //! Parts: [`guards`] (whether a run may start, each refusal naming what
-//! failed), [`verdict`] (the figures judged against `spec.expect`),
+//! failed), [`canary`] (whether the cluster enforces NetworkPolicy, before a
+//! partition), [`verdict`] (the figures judged against `spec.expect`),
 //! [`ticks`] (when a scheduled drill runs), [`plan`](mod@plan) (the phases).
 //! Pure: no clock, no I/O; the shell passes the time in [`Observed`].
 
+pub mod canary;
 pub mod guards;
 pub mod plan;
 pub mod ticks;
@@ -57,6 +59,11 @@ pub enum Action {
     Inject { scenario: Scenario, target: String },
     /// Undo the fault `scenario` holds on `target` (`seconds: 0`).
     Undo { scenario: Scenario, target: String },
+    /// Apply the canary NetworkPolicy (`status.policyCheck`): no ingress to
+    /// the probe.
+    ApplyCanary,
+    /// Remove the canary (deleting a policy that is gone is done).
+    RemoveCanary,
     /// `POST /finish` on the probe: stop writing and check every
     /// acknowledged write.
     FinishProbe,
@@ -173,5 +180,5 @@ pub fn is_running(phase: Option<DrillPhase>) -> bool {
 
 /// Whether this operator version can run `scenario`.
 pub fn supported(scenario: Scenario) -> bool {
-    !matches!(scenario, Scenario::PartitionPrimary | Scenario::Restore)
+    scenario != Scenario::Restore
 }

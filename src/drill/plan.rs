@@ -14,15 +14,17 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use super::canary::{self, Check};
 use super::ticks::{self, Tick};
 use super::verdict::{judge, summary};
 use super::{Action, DatabaseView, Observed, Step, guards, is_running, probe_name};
 use crate::api::drill::{
     DrillEvent, DrillFigures, DrillPhase, DrillRun, DrillSpec, DrillStatus, InjectedFault,
-    Scenario, defaults,
+    PolicyCheck, Scenario, defaults,
 };
 use crate::api::status::InstanceRole;
 use crate::contract::drill::ProbeReport;
+use crate::resources::{DrillPolicy, drill_policy_name};
 
 /// How often a run under way is looked at.
 pub const POLL: Duration = Duration::from_secs(1);
@@ -112,6 +114,21 @@ pub fn settle(
                 scenario.as_str()
             ),
         ),
+        (Action::RemoveCanary, Outcome::Done) => {
+            let check = pass.status.policy_check.as_mut()?;
+            check.removed_at = Some(Time(now));
+        }
+        (Action::ApplyCanary, Outcome::Refused(error) | Outcome::Unknown(error)) => {
+            if let (Some(check), Outcome::Refused(_)) = (pass.status.policy_check.as_mut(), outcome)
+            {
+                // Refused: never in effect, nothing to remove.
+                check.removed_at = Some(Time(now));
+            }
+            pass.finish(
+                DrillPhase::Failed,
+                format!("the canary NetworkPolicy could not be applied: {error}"),
+            );
+        }
         (Action::CreateProbe, Outcome::Refused(error) | Outcome::Unknown(error)) => {
             pass.finish(
                 DrillPhase::Failed,
@@ -182,6 +199,7 @@ impl<'a> Pass<'a> {
     /// undo), the probe deleted, the verdict published.
     fn finish(&mut self, phase: DrillPhase, verdict: String) {
         self.close_fault();
+        self.close_canary();
         self.enter(phase, verdict.clone());
         self.status.verdict = Some(verdict.clone());
         self.status.finished_at = Some(Time(self.now));
@@ -243,6 +261,15 @@ impl<'a> Pass<'a> {
         }
     }
 
+    /// A canary on record and not removed is removed (again: deleting a
+    /// policy that is gone is done).
+    fn close_canary(&mut self) {
+        if canary::outstanding(self.status.policy_check.as_ref()) {
+            self.actions.push(Action::RemoveCanary);
+            self.wake_in(POLL);
+        }
+    }
+
     /// A fault that holds, on record and not undone.
     fn outstanding(&self) -> bool {
         self.spec.scenario.holds_a_fault()
@@ -258,7 +285,8 @@ impl<'a> Pass<'a> {
         // An abort or failure written before its undo happened: no new run
         // (which would forget the fault) until it is undone.
         self.close_fault();
-        if self.outstanding() {
+        self.close_canary();
+        if self.outstanding() || canary::outstanding(self.status.policy_check.as_ref()) {
             return;
         }
         let final_phase = self.status.phase.is_some_and(DrillPhase::is_final);
@@ -392,6 +420,7 @@ impl<'a> Pass<'a> {
         self.status.finished_at = None;
         self.status.fault = None;
         self.status.probe = None;
+        self.status.policy_check = None;
         self.status.figures = None;
         self.status.verdict = None;
         self.status.timeline.clear();
@@ -450,6 +479,11 @@ impl<'a> Pass<'a> {
             self.actions.push(Action::CreateProbe);
             return;
         }
+        // Behind the canary the probe does not answer: the check reads that
+        // before the baseline would wait for an answer.
+        if self.status.policy_check.is_some() && !self.canary(observed) {
+            return;
+        }
         let acknowledged = observed
             .probe
             .report
@@ -464,6 +498,9 @@ impl<'a> Pass<'a> {
                 DrillPhase::Aborted,
                 format!("a guard broke before the fault: {}", refused.join("; ")),
             );
+        }
+        if self.spec.scenario.needs_network_policy() && self.status.policy_check.is_none() {
+            return self.apply_canary();
         }
         let Some(target) = observed
             .database
@@ -490,7 +527,8 @@ impl<'a> Pass<'a> {
             target: target.clone(),
             injected_at: Time(self.now),
             undo_by,
-            object: None,
+            object: (self.spec.scenario == Scenario::PartitionPrimary)
+                .then(|| drill_policy_name(self.name, DrillPolicy::Partition)),
             undone_at: None,
         });
         self.enter(
@@ -501,6 +539,66 @@ impl<'a> Pass<'a> {
             scenario: self.spec.scenario,
             target,
         });
+    }
+
+    /// Puts the canary on record, then applies it.
+    fn apply_canary(&mut self) {
+        self.status.policy_check = Some(PolicyCheck {
+            policy: drill_policy_name(self.name, DrillPolicy::Canary),
+            applied_at: Time(self.now),
+            enforced_at: None,
+            removed_at: None,
+        });
+        self.actions.push(Action::ApplyCanary);
+    }
+
+    /// One step of the NetworkPolicy check; true once it passed (enforced,
+    /// removed, the probe answering again).
+    fn canary(&mut self, observed: &Observed) -> bool {
+        let probe = probe_name(self.name);
+        let answers = observed.probe.report.is_some();
+        let record = self.status.policy_check.clone();
+        match canary::check(record.as_ref(), answers, self.now) {
+            Check::Passed => return true,
+            Check::Apply => self.apply_canary(),
+            Check::Waiting | Check::Reopening => {}
+            Check::Enforced => {
+                if let Some(check) = self.status.policy_check.as_mut() {
+                    check.enforced_at = Some(Time(self.now));
+                }
+                let after = record.map_or(0.0, |r| {
+                    self.now.duration_since(r.applied_at.0).as_secs_f64()
+                });
+                self.actions.push(Action::Event {
+                    warning: false,
+                    reason: "NetworkPolicyEnforced".to_owned(),
+                    message: format!(
+                        "the canary policy cut the operator off probe {probe} within {after:.0} s: this cluster enforces NetworkPolicy"
+                    ),
+                });
+                self.actions.push(Action::RemoveCanary);
+            }
+            Check::Remove => self.actions.push(Action::RemoveCanary),
+            Check::NotEnforced => {
+                let policy = record.map(|r| r.policy).unwrap_or_default();
+                self.finish(
+                    DrillPhase::Refused,
+                    format!(
+                        "spec.scenario: {} needs a cluster that enforces NetworkPolicy, and this one does not: NetworkPolicy {policy} denies all ingress to probe {probe}, yet the operator still reached it {} s later",
+                        self.spec.scenario.as_str(),
+                        canary::CANARY_WAIT.as_secs()
+                    ),
+                );
+            }
+            Check::StaysClosed => self.finish(
+                DrillPhase::Aborted,
+                format!(
+                    "probe {probe} still does not answer {} s after the canary policy was removed",
+                    canary::CANARY_WAIT.as_secs()
+                ),
+            ),
+        }
+        false
     }
 
     fn observing(&mut self) {

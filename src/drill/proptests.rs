@@ -157,6 +157,10 @@ struct World {
     finished: bool,
     acks: Vec<i64>,
     held: bool,
+    /// The cluster enforces NetworkPolicy: the canary cuts the probe off.
+    enforces: bool,
+    /// The canary policy exists.
+    canary: bool,
 }
 
 impl World {
@@ -166,7 +170,7 @@ impl World {
         if let Some(report) = seen.probe.report.as_mut() {
             report.finished = self.finished;
         }
-        if !self.probe_exists {
+        if !self.probe_exists || (self.canary && self.enforces) {
             seen.probe.report = None;
         }
         seen
@@ -213,6 +217,9 @@ fn simulate(spec: &DrillSpec, mut status: DrillStatus, passes: &[Luck]) -> (Dril
         acks: Vec::new(),
         // A fault on record and not undone may be in effect.
         held: outstanding(spec, &status),
+        enforces: passes.first().is_some_and(|luck| luck.2),
+        // A canary on record and not removed may exist.
+        canary: canary::outstanding(status.policy_check.as_ref()),
     };
     let fair: Luck = (false, true, true, 1);
     let tail = std::iter::repeat_n(&fair, 1000);
@@ -221,7 +228,9 @@ fn simulate(spec: &DrillSpec, mut status: DrillStatus, passes: &[Luck]) -> (Dril
         // The fair tail runs until the run is over and its fault closed on
         // record too: a final phase keeps undoing an open fault.
         let open = status.fault.as_ref().is_some_and(|f| f.undone_at.is_none());
-        if in_tail && !is_running(status.phase) && !world.held && !open {
+        let canary_open = canary::outstanding(status.policy_check.as_ref());
+        if in_tail && !is_running(status.phase) && !world.held && !open && !world.canary && !canary_open
+        {
             break;
         }
         assert!(i < passes.len() + 999, "the run never ended: {status:?}");
@@ -249,6 +258,12 @@ fn simulate(spec: &DrillSpec, mut status: DrillStatus, passes: &[Luck]) -> (Dril
                     status = next.status;
                 }
             }
+        }
+        if world.canary {
+            assert!(
+                canary::outstanding(status.policy_check.as_ref()),
+                "a canary policy exists that the status does not hold: {status:?}"
+            );
         }
         if world.held {
             assert!(
@@ -281,6 +296,9 @@ impl World {
             }
             Action::Undo { .. } if undo_reaches => self.held = false,
             Action::Undo { .. } => return Outcome::Unknown("timeout".into()),
+            Action::ApplyCanary => self.canary = true,
+            Action::RemoveCanary if undo_reaches => self.canary = false,
+            Action::RemoveCanary => return Outcome::Unknown("timeout".into()),
             _ => {}
         }
         Outcome::Done
@@ -294,6 +312,7 @@ proptest! {
     fn a_fault_is_always_undone(spec in drill_spec(), passes in luck()) {
         let (status, world) = simulate(&spec, DrillStatus::default(), &passes);
         prop_assert!(!world.held, "the manager still holds the fault: {status:?}");
+        prop_assert!(!world.canary, "the canary policy is still there: {status:?}");
         if let Some(fault) = &status.fault {
             prop_assert!(fault.undone_at.is_some() || is_running(status.phase),
                 "a finished run left its fault open: {status:?}");

@@ -220,24 +220,170 @@ fn each_refusal_names_what_failed() {
 }
 
 #[test]
-fn partition_and_restore_are_refused_by_name() {
-    for scenario in [Scenario::PartitionPrimary, Scenario::Restore] {
-        let step = plan(
-            NAME,
-            &spec(scenario),
-            &DrillStatus::default(),
-            &observed(0, Some(healthy()), ProbeView::default()),
-        );
-        assert_eq!(step.status.phase, Some(DrillPhase::Refused));
-        let verdict = step.status.verdict.unwrap_or_default();
-        assert!(
-            verdict.contains(&format!(
-                "spec.scenario: {} is not supported by this operator version yet",
-                scenario.as_str()
-            )),
-            "{verdict}"
-        );
+fn restore_is_refused_by_name() {
+    let step = plan(
+        NAME,
+        &spec(Scenario::Restore),
+        &DrillStatus::default(),
+        &observed(0, Some(healthy()), ProbeView::default()),
+    );
+    assert_eq!(step.status.phase, Some(DrillPhase::Refused));
+    let verdict = step.status.verdict.unwrap_or_default();
+    assert!(
+        verdict.contains("spec.scenario: restore is not supported by this operator version yet"),
+        "{verdict}"
+    );
+}
+
+/// A partition run in Probing with the baseline written and the canary
+/// record `check`.
+fn partition_probing(check: Option<crate::api::drill::PolicyCheck>) -> DrillStatus {
+    DrillStatus {
+        policy_check: check,
+        ..running(Scenario::PartitionPrimary, DrillPhase::Probing)
     }
+}
+
+fn canary_record(
+    applied: i64,
+    enforced: Option<i64>,
+    removed: Option<i64>,
+) -> crate::api::drill::PolicyCheck {
+    crate::api::drill::PolicyCheck {
+        policy: format!("{NAME}-canary"),
+        applied_at: Time(at(applied)),
+        enforced_at: enforced.map(|s| Time(at(s))),
+        removed_at: removed.map(|s| Time(at(s))),
+    }
+}
+
+/// A probe that does not answer its report (the canary holds).
+fn unreachable_probe() -> ProbeView {
+    ProbeView {
+        report: None,
+        ..probe(&[1, 2, 3])
+    }
+}
+
+#[test]
+fn a_partition_first_applies_the_canary_on_record_and_injects_nothing() {
+    let step = plan(
+        NAME,
+        &spec(Scenario::PartitionPrimary),
+        &partition_probing(None),
+        &observed(5, Some(healthy()), probe(&[1, 2, 3])),
+    );
+    assert_eq!(step.actions, vec![Action::ApplyCanary]);
+    let check = step.status.policy_check.expect("the canary on record");
+    assert_eq!(check.policy, format!("{NAME}-canary"));
+    assert_eq!(check.applied_at, Time(at(5)));
+    assert!(step.status.fault.is_none());
+}
+
+#[test]
+fn a_cluster_that_does_not_enforce_policies_refuses_the_partition_naming_the_scenario() {
+    let status = partition_probing(Some(canary_record(5, None, None)));
+    let waiting = plan(
+        NAME,
+        &spec(Scenario::PartitionPrimary),
+        &status,
+        &observed(14, Some(healthy()), probe(&[1, 2, 3, 14])),
+    );
+    assert_eq!(waiting.status.phase, Some(DrillPhase::Probing));
+    assert!(waiting.actions.is_empty(), "{:?}", waiting.actions);
+    let step = plan(
+        NAME,
+        &spec(Scenario::PartitionPrimary),
+        &status,
+        &observed(15, Some(healthy()), probe(&[1, 2, 3, 15])),
+    );
+    assert_eq!(step.status.phase, Some(DrillPhase::Refused));
+    let verdict = step.status.verdict.clone().unwrap_or_default();
+    assert!(
+        verdict.starts_with(
+            "spec.scenario: partition-primary needs a cluster that enforces NetworkPolicy"
+        ),
+        "{verdict}"
+    );
+    assert!(has(&step, |a| *a == Action::RemoveCanary));
+    assert!(has(&step, |a| *a == Action::DeleteProbe));
+    assert!(!has(&step, |a| matches!(a, Action::Inject { .. })));
+}
+
+#[test]
+fn a_probe_cut_off_by_the_canary_proves_enforcement_and_the_canary_goes() {
+    let step = plan(
+        NAME,
+        &spec(Scenario::PartitionPrimary),
+        &partition_probing(Some(canary_record(5, None, None))),
+        &observed(7, Some(healthy()), unreachable_probe()),
+    );
+    assert_eq!(step.status.phase, Some(DrillPhase::Probing));
+    let check = step.status.policy_check.clone().expect("the record");
+    assert_eq!(check.enforced_at, Some(Time(at(7))));
+    assert!(has(&step, |a| *a == Action::RemoveCanary));
+    assert!(has(&step, |a| matches!(a, Action::Event { reason, .. } if reason == "NetworkPolicyEnforced")));
+    let removed = settle(
+        NAME,
+        &spec(Scenario::PartitionPrimary),
+        &step.status,
+        &Action::RemoveCanary,
+        &Outcome::Done,
+        at(8),
+    )
+    .expect("the removal is recorded");
+    assert_eq!(
+        removed.status.policy_check.and_then(|c| c.removed_at),
+        Some(Time(at(8)))
+    );
+}
+
+#[test]
+fn the_partition_goes_in_once_the_probe_answers_again_with_its_policy_on_record() {
+    let status = partition_probing(Some(canary_record(5, Some(7), Some(8))));
+    let reopening = plan(
+        NAME,
+        &spec(Scenario::PartitionPrimary),
+        &status,
+        &observed(9, Some(healthy()), unreachable_probe()),
+    );
+    assert!(reopening.actions.is_empty(), "{:?}", reopening.actions);
+    let step = plan(
+        NAME,
+        &spec(Scenario::PartitionPrimary),
+        &status,
+        &observed(10, Some(healthy()), probe(&[1, 2, 3, 10])),
+    );
+    assert_eq!(step.status.phase, Some(DrillPhase::Injecting));
+    assert_eq!(
+        step.actions.last(),
+        Some(&Action::Inject {
+            scenario: Scenario::PartitionPrimary,
+            target: "orders-1".into()
+        })
+    );
+    let fault = step.status.fault.expect("on record first");
+    assert_eq!(fault.object.as_deref(), Some("weekly-partition"));
+    assert_eq!(fault.undo_by, Some(Time(at(20))));
+}
+
+#[test]
+fn a_canary_left_by_an_ended_run_is_removed_before_a_new_run() {
+    let status = DrillStatus {
+        phase: Some(DrillPhase::Aborted),
+        policy_check: Some(canary_record(5, None, None)),
+        ..DrillStatus::default()
+    };
+    let mut scheduled = spec(Scenario::PartitionPrimary);
+    scheduled.schedule = Some("* * * * *".into());
+    let step = plan(
+        NAME,
+        &scheduled,
+        &status,
+        &observed(120, Some(healthy()), ProbeView::default()),
+    );
+    assert_eq!(step.actions, vec![Action::RemoveCanary]);
+    assert_eq!(step.status.phase, Some(DrillPhase::Aborted));
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Carrying out the actions the drill's state machine asks for: the probe
 //! pod, the injections (a switchover through `spec.primary`, pods deleted
 //! with grace 0, the fault endpoints of the primary's instance manager with
-//! the operator's token and, for a pod that serves TLS, its certificate),
+//! the operator's token and, for a pod that serves TLS, its certificate, the
+//! partition and canary NetworkPolicies),
 //! their undo, the Database's `LastDrill` condition, Events and metrics.
 //!
 //! Each action answers an [`Outcome`]: whether it happened, was refused (it
@@ -12,6 +13,7 @@
 use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -30,6 +32,7 @@ use crate::controller::database::observe::tls::client_tls;
 use crate::controller::{Context, Error};
 use crate::drill::{Action, Outcome, guards};
 use crate::resources::{self, names};
+use crate::resources::{DrillPolicy, canary_policy, drill_policy_name, partition_policy};
 use crate::resources::{probe_pod, probe_pod_name};
 use crate::telemetry::drill_metrics::FinishedRun;
 
@@ -53,6 +56,8 @@ impl Act<'_> {
     pub async fn run(&self, action: &Action) -> Result<Outcome, Error> {
         Ok(match action {
             Action::CreateProbe => self.create_probe().await,
+            Action::ApplyCanary => self.apply_policy(canary_policy(self.drill)).await,
+            Action::RemoveCanary => self.remove_policy(DrillPolicy::Canary).await,
             Action::Inject { scenario, target } => self.inject(*scenario, target).await,
             Action::Undo { scenario, target } => self.undo(*scenario, target).await,
             Action::FinishProbe => match &self.seen.probe_ip {
@@ -153,9 +158,11 @@ impl Act<'_> {
                 self.manager(target, Call::StoreOutage(FaultRequest { seconds }))
                     .await
             }
-            Scenario::PartitionPrimary | Scenario::Restore => {
-                Outcome::Refused(guards::unsupported(scenario))
+            Scenario::PartitionPrimary => {
+                self.apply_policy(partition_policy(self.drill, target))
+                    .await
             }
+            Scenario::Restore => Outcome::Refused(guards::unsupported(scenario)),
         }
     }
 
@@ -165,6 +172,7 @@ impl Act<'_> {
         let call = match scenario {
             Scenario::FreezePrimary => Call::Freeze(FaultRequest { seconds: 0 }),
             Scenario::StoreOutage => Call::StoreOutage(FaultRequest { seconds: 0 }),
+            Scenario::PartitionPrimary => return self.remove_policy(DrillPolicy::Partition).await,
             _ => return Outcome::Done,
         };
         match self.manager(target, call).await {
@@ -173,6 +181,33 @@ impl Act<'_> {
                 Outcome::Done
             }
             outcome => outcome,
+        }
+    }
+
+    /// Creates one of the drill's NetworkPolicies; one already there (a pass
+    /// that did this before its status was read back) is done.
+    async fn apply_policy(&self, policy: Option<NetworkPolicy>) -> Outcome {
+        let Some(policy) = policy else {
+            return Outcome::Refused("the Drill has no uid to own its policy by".to_owned());
+        };
+        info!(policy = policy.metadata.name.as_deref().unwrap_or_default(), "applying");
+        let policies: Api<NetworkPolicy> = Api::namespaced(self.ctx.client.clone(), self.namespace);
+        match policies.create(&PostParams::default(), &policy).await {
+            Ok(_) => Outcome::Done,
+            Err(kube::Error::Api(e)) if e.code == 409 => Outcome::Done,
+            Err(error) => kube_outcome(error),
+        }
+    }
+
+    /// Deletes the drill's policy of `kind`; one already gone is done.
+    async fn remove_policy(&self, kind: DrillPolicy) -> Outcome {
+        let name = drill_policy_name(&self.drill.name_any(), kind);
+        info!(policy = %name, "removing");
+        let policies: Api<NetworkPolicy> = Api::namespaced(self.ctx.client.clone(), self.namespace);
+        match policies.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => Outcome::Done,
+            Err(kube::Error::Api(e)) if e.code == 404 => Outcome::Done,
+            Err(error) => kube_outcome(error),
         }
     }
 

@@ -39,7 +39,9 @@ pub const CONTROLLER: &str = "drill";
 const MAX_ACTIONS: usize = 32;
 
 /// An undo that keeps failing is given up this long after the fault's
-/// deadline: the instance manager has undone it by itself by then.
+/// deadline when the instance manager holds the fault: it has undone it by
+/// itself by then. A NetworkPolicy stays until Tusk removes it: never given
+/// up (the Drill owns it, so deleting the Drill removes it too).
 const UNDO_GRACE: SignedDuration = SignedDuration::from_secs(30);
 
 /// One pass over a Drill in a `reconcile` span that carries the error when
@@ -126,7 +128,9 @@ async fn step(
             (&action, &outcome)
         {
             warn!(%why, "the fault could not be undone now");
-            if undo_given_up(&status, &seen.observed) {
+            if drill.spec.scenario.undone_by_the_instance()
+                && undo_given_up(&status, &seen.observed)
+            {
                 outcome = Outcome::Done;
             }
         }

@@ -55,7 +55,12 @@ pub enum ProbeError {
 static CLIENT: LazyLock<Client<HttpConnector, Full<Bytes>>> = LazyLock::new(|| {
     let mut connector = HttpConnector::new();
     connector.set_connect_timeout(Some(Duration::from_secs(2)));
-    Client::builder(TokioExecutor::new()).build(connector)
+    // A fresh connection each time: the NetworkPolicy canary must cut the
+    // operator off the probe, and implementations let a connection that was
+    // already established go on.
+    Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(0)
+        .build(connector)
 });
 
 /// `GET /report`.
