@@ -794,14 +794,20 @@ fn drill_status() -> impl Strategy<Value = v1::DrillStatus> {
                 undone_at,
             },
         );
-    let policy_check = (small_string(), time(), option::of(time()), option::of(time())).prop_map(
-        |(policy, applied_at, enforced_at, removed_at)| v1::PolicyCheck {
-            policy,
-            applied_at,
-            enforced_at,
-            removed_at,
-        },
-    );
+    let policy_check = (
+        small_string(),
+        time(),
+        option::of(time()),
+        option::of(time()),
+    )
+        .prop_map(
+            |(policy, applied_at, enforced_at, removed_at)| v1::PolicyCheck {
+                policy,
+                applied_at,
+                enforced_at,
+                removed_at,
+            },
+        );
     let event = (phase.clone(), time(), option::of(".{0,16}"))
         .prop_map(|(phase, at, message)| v1::DrillEvent { phase, at, message });
     let run = (

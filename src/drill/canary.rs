@@ -98,7 +98,10 @@ mod tests {
 
     #[test]
     fn a_probe_that_stops_answering_proves_enforcement() {
-        assert_eq!(check(Some(&record(None, None)), false, at(1)), Check::Enforced);
+        assert_eq!(
+            check(Some(&record(None, None)), false, at(1)),
+            Check::Enforced
+        );
     }
 
     #[test]
@@ -110,8 +113,14 @@ mod tests {
 
     #[test]
     fn an_unremoved_canary_is_removed_again() {
-        assert_eq!(check(Some(&record(Some(1), None)), false, at(3)), Check::Remove);
-        assert_eq!(check(Some(&record(Some(1), None)), true, at(3)), Check::Remove);
+        assert_eq!(
+            check(Some(&record(Some(1), None)), false, at(3)),
+            Check::Remove
+        );
+        assert_eq!(
+            check(Some(&record(Some(1), None)), true, at(3)),
+            Check::Remove
+        );
     }
 
     #[test]

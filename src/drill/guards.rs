@@ -22,6 +22,7 @@ pub fn refusals(spec: &DrillSpec, observed: &Observed) -> Vec<String> {
         ));
         return refused;
     };
+    refused.extend(observed.invalid.iter().cloned());
     // The admission rule's own bound, so the webhook and the run agree.
     let needed = spec.scenario.min_instances();
     if db.instances < needed {

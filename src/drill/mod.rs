@@ -100,6 +100,10 @@ pub struct Observed {
     pub deleting: bool,
     /// The Drill's Database, when it exists.
     pub database: Option<DatabaseView>,
+    /// What the admission rules (`api::validate_drill`) find wrong with the
+    /// Drill now, each naming its field: a Drill admitted while the webhook
+    /// was down, or a Database changed since, cannot start a run.
+    pub invalid: Vec<String>,
     /// The other Drills on the same Database whose run is under way.
     pub running_drills: Vec<String>,
     /// The probe pod and what it reports.

@@ -229,7 +229,12 @@ fn simulate(spec: &DrillSpec, mut status: DrillStatus, passes: &[Luck]) -> (Dril
         // record too: a final phase keeps undoing an open fault.
         let open = status.fault.as_ref().is_some_and(|f| f.undone_at.is_none());
         let canary_open = canary::outstanding(status.policy_check.as_ref());
-        if in_tail && !is_running(status.phase) && !world.held && !open && !world.canary && !canary_open
+        if in_tail
+            && !is_running(status.phase)
+            && !world.held
+            && !open
+            && !world.canary
+            && !canary_open
         {
             break;
         }

@@ -83,6 +83,7 @@ pub(super) fn observed(now: i64, database: Option<DatabaseView>, probe: ProbeVie
         generation: Some(1),
         deleting: false,
         database,
+        invalid: Vec::new(),
         running_drills: Vec::new(),
         probe,
     }
@@ -322,7 +323,10 @@ fn a_probe_cut_off_by_the_canary_proves_enforcement_and_the_canary_goes() {
     let check = step.status.policy_check.clone().expect("the record");
     assert_eq!(check.enforced_at, Some(Time(at(7))));
     assert!(has(&step, |a| *a == Action::RemoveCanary));
-    assert!(has(&step, |a| matches!(a, Action::Event { reason, .. } if reason == "NetworkPolicyEnforced")));
+    assert!(has(
+        &step,
+        |a| matches!(a, Action::Event { reason, .. } if reason == "NetworkPolicyEnforced")
+    ));
     let removed = settle(
         NAME,
         &spec(Scenario::PartitionPrimary),
@@ -953,4 +957,23 @@ fn the_verdict_judges_each_expectation() {
         DrillPhase::Failed,
         "nothing measured never passes"
     );
+}
+
+#[test]
+fn a_drill_the_admission_rules_refuse_now_does_not_start() {
+    let mut seen = observed(0, Some(healthy()), ProbeView::default());
+    seen.invalid = vec!["spec.schedule: not a cron expression".into()];
+    let step = plan(
+        NAME,
+        &spec(Scenario::KillReplica),
+        &DrillStatus::default(),
+        &seen,
+    );
+    assert_eq!(step.status.phase, Some(DrillPhase::Refused));
+    let verdict = step.status.verdict.clone().unwrap_or_default();
+    assert!(
+        verdict.contains("spec.schedule: not a cron expression"),
+        "{verdict}"
+    );
+    assert!(!has(&step, |a| *a == Action::CreateProbe));
 }

@@ -190,7 +190,10 @@ impl Act<'_> {
         let Some(policy) = policy else {
             return Outcome::Refused("the Drill has no uid to own its policy by".to_owned());
         };
-        info!(policy = policy.metadata.name.as_deref().unwrap_or_default(), "applying");
+        info!(
+            policy = policy.metadata.name.as_deref().unwrap_or_default(),
+            "applying"
+        );
         let policies: Api<NetworkPolicy> = Api::namespaced(self.ctx.client.clone(), self.namespace);
         match policies.create(&PostParams::default(), &policy).await {
             Ok(_) => Outcome::Done,

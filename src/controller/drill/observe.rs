@@ -1,7 +1,8 @@
 //! What one pass of the Drill controller reads: the Drill's Database (and,
 //! for the backup guard, its verified Backups), the other Drills on the same
-//! Database, the probe pod and its `GET /report`. Turned into the pure
-//! [`Observed`] the state machine plans from.
+//! Database, the probe pod and its `GET /report`, and what the admission
+//! rules find wrong with the Drill now. Turned into the pure [`Observed`]
+//! the state machine plans from.
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
@@ -10,6 +11,7 @@ use kube::api::{Api, ListParams};
 
 use super::probe_client;
 use crate::api::v1::{Backup, Database, Drill, ReplicationMode};
+use crate::api::{store, validate_drill};
 use crate::controller::{Context, Error};
 use crate::drill::{DatabaseView, Failover, Member, Observed, ProbeView, is_running};
 use crate::resources::probe_pod_name;
@@ -50,6 +52,17 @@ pub async fn observe(ctx: &Context, drill: &Drill, namespace: &str) -> Result<Se
         .filter(|d| is_running(d.status.as_ref().and_then(|s| s.phase)))
         .map(|d| d.name_any())
         .collect();
+    let with_store = database
+        .as_ref()
+        .map(|db| store::with_default(db, ctx.build.default_store.as_ref()));
+    // The Database's absence is a guard of its own.
+    let invalid = match &with_store {
+        Some(db) => validate_drill::errors(drill, Some(db))
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        None => Vec::new(),
+    };
     let (probe, probe_ip) = probe(ctx, namespace, &drill.name_any()).await?;
     Ok(Seen {
         observed: Observed {
@@ -57,6 +70,7 @@ pub async fn observe(ctx: &Context, drill: &Drill, namespace: &str) -> Result<Se
             generation: drill.metadata.generation,
             deleting: drill.metadata.deletion_timestamp.is_some(),
             database: view,
+            invalid,
             running_drills,
             probe,
         },
