@@ -13,6 +13,7 @@
 //! A test that cannot run where it is pointed fails and says why, unless
 //! `$TUSK_E2E_ALLOW_SKIP` names its group ([`skip`]).
 
+pub mod drills;
 pub mod faults;
 pub mod loopback;
 pub mod outside;

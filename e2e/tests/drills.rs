@@ -2,13 +2,21 @@
 //! Databases, judged by Tusk's own probe writing through `-rw`.
 //!
 //! - On a 3-instance sync Database: a dry run reports its guards only; a
-//!   `delete-primary-pod`, a `switchover` and a `kill-replica` drill each
+//!   `delete-primary-pod`, a `switchover`, a `kill-replica` and a
+//!   `kill-postgres` drill each
 //!   succeed with no acknowledged write lost, their probe pods removed and
 //!   the Database's `LastDrill` condition set.
 //! - A drill on a Database that is not Ready yet is Refused, naming why; a
 //!   scheduled drill (`* * * * *`) on it, once Ready, runs by itself.
 //! - The operator killed while a `freeze-primary` drill observes its fault:
 //!   the next leader ends the run with the fault undone.
+//! - `kill-postgres` on the primary (through its instance manager) succeeds
+//!   with no acknowledged write lost.
+//! - `partition-primary`: the canary proves the cluster enforces
+//!   NetworkPolicy, the partition replaces the primary, and once the policy
+//!   goes the old primary rejoins as a replica; no policy is left behind.
+//! - `store-outage` on a Database with a store: a segment closed during the
+//!   outage fails to archive, and reaches the store once it is undone.
 //!
 //! The figures each drill measured (write outage, lost writes, time to
 //! Ready) are printed, never asserted beyond the drill's own verdict:
@@ -18,14 +26,17 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Client;
 use kube::api::{Api, DeleteParams, PatchParams};
 use serde_json::{Value, json};
 use tusk::api::drill::{Drill, DrillPhase};
+use tusk::api::status::InstanceRole;
 use tusk::api::v1::Database;
+use tusk_e2e::drills::{self, finished, phase, report, until as drill_until};
+use tusk_e2e::store::{archive_all, spec_with_store, sql_on, store_up};
 use tusk_e2e::{
-    OPERATOR_NAMESPACE, Result, apply_value, database, in_namespace, install_operator, wait_for,
-    wait_ready,
+    OPERATOR_NAMESPACE, Result, apply_value, database, in_namespace, install_operator, wait_ready,
 };
 
 const DB: &str = "pg";
@@ -49,80 +60,15 @@ async fn sync_database(client: &Client, ns: &str, instances: i32) -> Result<()> 
 }
 
 /// Creates Drill `name` with `spec` (the Database is `pg`).
-async fn drill(client: &Client, ns: &str, name: &str, mut spec: Value) -> Result<()> {
-    spec["database"] = json!(DB);
-    apply_value(
-        client,
-        Some(ns),
-        json!({"apiVersion": "tusk.dev/v1", "kind": "Drill", "metadata": {"name": name}, "spec": spec}),
-        &PatchParams::apply(tusk_e2e::MANAGER),
-    )
-    .await?;
-    Ok(())
-}
-
-/// Waits until Drill `name` satisfies `done`, failing with its status.
-async fn drill_until(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    timeout: Duration,
-    done: impl Fn(&Drill) -> bool,
-) -> Result<Drill> {
-    let drills: Api<Drill> = Api::namespaced(client.clone(), ns);
-    wait_for(&drills, name, timeout, done).await
-}
-
-fn phase(drill: &Drill) -> Option<DrillPhase> {
-    drill.status.as_ref().and_then(|s| s.phase)
-}
-
-fn finished(drill: &Drill) -> bool {
-    phase(drill).is_some_and(DrillPhase::is_final)
-}
-
-/// Prints what a finished drill measured and returns it.
-fn report(what: &str, drill: &Drill) -> String {
-    let status = drill.status.clone().unwrap_or_default();
-    let figures = status.figures.unwrap_or_default();
-    let line = format!(
-        "{what}: {:?} in {:.0} s; write outage {:?} s, lost {:?} of {:?} acknowledged, Ready again after {:?} s, failover {:?} s; verdict: {}",
-        status.phase,
-        status
-            .finished_at
-            .zip(status.started_at)
-            .map_or(0.0, |(end, start)| end
-                .0
-                .duration_since(start.0)
-                .as_secs_f64()),
-        figures.write_outage_seconds,
-        figures.lost_writes,
-        figures.acknowledged_writes,
-        figures.seconds_to_ready,
-        figures.failover_seconds,
-        status.verdict.unwrap_or_default()
-    );
-    println!("{line}");
-    line
+async fn drill(client: &Client, ns: &str, name: &str, spec: Value) -> Result<()> {
+    drills::apply(client, ns, DB, name, spec).await
 }
 
 /// Runs Drill `name` on `pg` to its end and checks it succeeded with no
 /// acknowledged write lost, its probe pod gone and `LastDrill` set.
 async fn succeeds(client: &Client, ns: &str, name: &str, spec: Value) -> Result<Drill> {
     drill(client, ns, name, spec).await?;
-    let done = drill_until(client, ns, name, Duration::from_secs(400), finished).await?;
-    let line = report(name, &done);
-    if phase(&done) != Some(DrillPhase::Succeeded) {
-        return Err(format!("drill {name} did not succeed: {line}").into());
-    }
-    let figures = done
-        .status
-        .as_ref()
-        .and_then(|s| s.figures.clone())
-        .unwrap_or_default();
-    if figures.lost_writes != Some(0) || figures.write_outage_seconds.is_none() {
-        return Err(format!("drill {name}: want 0 lost writes and an outage: {line}").into());
-    }
+    let done = drills::succeeded(client, ns, name).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let probe = format!("{name}-probe");
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -231,6 +177,29 @@ async fn drills_on_a_healthy_sync_database_succeed_and_lose_nothing() {
                 json!({"scenario": "kill-replica"}),
             )
             .await?;
+
+            // The primary's postmaster killed through its instance manager.
+            let primary = dbs
+                .get(DB)
+                .await?
+                .status
+                .unwrap_or_default()
+                .current_primary
+                .unwrap_or_default();
+            let killed = succeeds(
+                &client,
+                &ns,
+                "kill-postgres",
+                json!({"scenario": "kill-postgres"}),
+            )
+            .await?;
+            let target = drills::fault(&killed).map(|f| f.target);
+            if target.as_deref() != Some(primary.as_str()) {
+                return Err(format!(
+                    "kill-postgres targeted {target:?}, the primary was {primary}"
+                )
+                .into());
+            }
             Ok(())
         },
     )
@@ -378,6 +347,192 @@ async fn an_operator_killed_mid_drill_still_undoes_the_fault() {
             let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
             if pods.get_opt("freeze-probe").await?.is_some() {
                 return Err("the probe pod outlived the drill".into());
+            }
+            Ok(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_partitioned_primary_is_replaced_and_rejoins_once_the_policy_goes() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    in_namespace(
+        "e2e-drills-partition",
+        Duration::from_secs(900),
+        |client, ns| async move {
+            sync_database(&client, &ns, 3).await?;
+            let dbs: Api<Database> = Api::namespaced(client.clone(), &ns);
+            let primary = dbs
+                .get(DB)
+                .await?
+                .status
+                .unwrap_or_default()
+                .current_primary
+                .unwrap_or_default();
+            let done = succeeds(
+                &client,
+                &ns,
+                "cut",
+                json!({"scenario": "partition-primary", "durationSeconds": 20,
+                       "expect": {"maxWriteOutageSeconds": 60}}),
+            )
+            .await?;
+            let line = report("partition", &done);
+            let status = done.status.clone().unwrap_or_default();
+            // The canary proved enforcement and went before the partition.
+            let check = status
+                .policy_check
+                .clone()
+                .ok_or_else(|| format!("no NetworkPolicy check on record: {line}"))?;
+            if check.enforced_at.is_none() || check.removed_at.is_none() {
+                return Err(format!("the canary did not prove enforcement: {check:?}").into());
+            }
+            let fault = status.fault.clone().ok_or("no fault on record")?;
+            if fault.target != primary || fault.object.as_deref() != Some("cut-partition") {
+                return Err(
+                    format!("the partition cut {fault:?}, the primary was {primary}").into(),
+                );
+            }
+            // Cut off, the primary was replaced: a failover happened.
+            let now = dbs.get(DB).await?.status.unwrap_or_default();
+            if now.current_primary.as_deref() == Some(primary.as_str())
+                || drills::figures(&done).failover_seconds.is_none()
+            {
+                return Err(format!(
+                    "no failover away from the partitioned {primary}: primary {:?}; {line}",
+                    now.current_primary
+                )
+                .into());
+            }
+            // Both policies are gone, the old primary is back as a replica.
+            let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), &ns);
+            let left: Vec<String> = policies
+                .list(&Default::default())
+                .await?
+                .items
+                .into_iter()
+                .filter_map(|p| p.metadata.name)
+                .collect();
+            if !left.is_empty() {
+                return Err(format!("NetworkPolicies left after the drill: {left:?}").into());
+            }
+            let members = now.instances;
+            let old = members
+                .iter()
+                .find(|m| m.name == primary)
+                .ok_or_else(|| format!("{primary} is not among the instances"))?;
+            if old.role != Some(InstanceRole::Replica) || !old.ready {
+                return Err(format!("{primary} did not rejoin as a ready replica: {old:?}").into());
+            }
+            Ok(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_store_outage_is_undone_and_archiving_catches_up() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    in_namespace(
+        "e2e-drills-store",
+        Duration::from_secs(900),
+        |client, ns| async move {
+            let (endpoint, bucket) = store_up(&ns).await?;
+            apply_value(
+                &client,
+                Some(&ns),
+                database(DB, spec_with_store(1, &endpoint, &bucket)),
+                &PatchParams::apply(tusk_e2e::MANAGER),
+            )
+            .await?;
+            wait_ready(&client, &ns, DB, 1).await?;
+            sql_on(&client, &ns, DB, "rw", "CREATE TABLE filler (x text)").await?;
+            archive_all(&client, &ns, DB).await?;
+            drill(
+                &client,
+                &ns,
+                "store",
+                json!({"scenario": "store-outage", "durationSeconds": 30}),
+            )
+            .await?;
+            drills::injected(&client, &ns, "store").await?;
+            drill_until(&client, &ns, "store", Duration::from_secs(60), |d| {
+                phase(d) == Some(DrillPhase::Observing) || finished(d)
+            })
+            .await?;
+            // A segment closed during the outage: archiving it fails.
+            let failures = |row: &str| row.trim().parse::<i64>().unwrap_or(-1);
+            let before = failures(
+                &sql_on(
+                    &client,
+                    &ns,
+                    DB,
+                    "rw",
+                    "SELECT failed_count FROM pg_stat_archiver",
+                )
+                .await?,
+            );
+            sql_on(
+                &client,
+                &ns,
+                DB,
+                "rw",
+                "INSERT INTO filler SELECT repeat('x', 1000) FROM generate_series(1, 100)",
+            )
+            .await?;
+            let closed = sql_on(
+                &client,
+                &ns,
+                DB,
+                "rw",
+                "SELECT pg_walfile_name(pg_switch_wal())",
+            )
+            .await?
+            .trim()
+            .to_owned();
+            let deadline = Instant::now() + Duration::from_secs(15);
+            loop {
+                let now = failures(
+                    &sql_on(
+                        &client,
+                        &ns,
+                        DB,
+                        "rw",
+                        "SELECT failed_count FROM pg_stat_archiver",
+                    )
+                    .await?,
+                );
+                if now > before {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(format!(
+                        "archiving {closed} did not fail during the drill's store outage"
+                    )
+                    .into());
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            let done = drills::succeeded(&client, &ns, "store").await?;
+            let fault = drills::fault(&done).ok_or("no fault on record")?;
+            if fault.undone_at.is_none() {
+                return Err(format!("the store outage is not undone: {fault:?}").into());
+            }
+            // Undone: the segment closed during the outage reaches the store.
+            archive_all(&client, &ns, DB).await?;
+            let archived = sql_on(
+                &client,
+                &ns,
+                DB,
+                "rw",
+                &format!("SELECT last_archived_wal >= '{closed}' FROM pg_stat_archiver"),
+            )
+            .await?;
+            if archived.trim() != "t" {
+                return Err(format!("{closed} never reached the store after the drill").into());
             }
             Ok(())
         },

@@ -3,7 +3,7 @@
 //! primary and exactly one instance accepts writes (issue #15, item 8). Each
 //! fault has its own test, namespace and 3-instance Database:
 //!
-//! - (a) the primary's pod force-deleted, then (f) a switchover back;
+//! - (a) the primary's pod force-deleted, then (f) a switchover;
 //! - (b) the primary's postmaster killed, then its instance manager;
 //! - (c) the primary's network cut for 30 s: it fences, a replica takes over,
 //!   it rejoins by rewind;
@@ -13,7 +13,10 @@
 //!   own, killed abruptly from the node and deleted: the writes it lost are
 //!   printed, not asserted (asynchronous replication may lose some).
 //!
-//! (b), (c), (d) and the abrupt kill act on the node (a host pid, a pod's
+//! (a), (f) and (b)'s postmaster kill are injected by `Drill` objects, the
+//! product's own fault injection, whose verdicts must agree (Succeeded, no
+//! acknowledged write lost); the suite's writer and checks stay the judge.
+//! (b)'s manager kill, (c), (d) and the abrupt kill act on the node (a host pid, a pod's
 //! network namespace, the API server's process), so they need the local
 //! cluster (`e2e/cluster up`). They find its node once the operator is
 //! installed (its containers are the proof that `$KUBECONFIG` points here),
@@ -37,12 +40,13 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
-use kube::api::{Api, DeleteParams, LogParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, LogParams, PatchParams};
 use serde_json::json;
 use tusk::api::status::DatabasePhase;
 use tusk::api::v1::Database;
 use tusk::contract::Lsn;
 use tusk::resources::POSTGRES_CONTAINER;
+use tusk_e2e::drills;
 use tusk_e2e::faults::{self, local_node};
 use tusk_e2e::store::sql_on as on;
 use tusk_e2e::writer::{
@@ -173,12 +177,28 @@ async fn a_lost_primary_is_replaced_and_a_switchover_returns_without_losing_a_co
         |client, ns| async move {
             let began = Instant::now();
             database_with_writer(&client, &ns, "sync").await?;
-            let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
 
-            // (a) The primary's pod force-deleted.
+            // (a) The primary's pod force-deleted, by a Drill.
             let old = current_primary(&client, &ns, DB).await?;
-            let fault = unix_now();
-            pods.delete(&old, &force()).await?;
+            drills::apply(
+                &client,
+                &ns,
+                DB,
+                "a",
+                json!({"scenario": "delete-primary-pod"}),
+            )
+            .await?;
+            let injected = drills::injected(&client, &ns, "a").await?;
+            if injected.target != old {
+                return Err(format!(
+                    "(a) the drill deleted {}, the primary was {old}",
+                    injected.target
+                )
+                .into());
+            }
+            // The record is whole seconds, at most a second before the pod
+            // went: the pause measured is the longest after it.
+            let fault = injected.injected_at.0.as_millisecond() as f64 / 1000.0;
             // The old primary comes back as a replica (rewound), all three ready.
             let new = recovers(
                 &client,
@@ -226,17 +246,20 @@ async fn a_lost_primary_is_replaced_and_a_switchover_returns_without_losing_a_co
                 );
             }
 
-            // (f) Switchover back to the old primary.
-            let patch = json!({"spec": {"primary": old}});
-            dbs.patch(DB, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
+            // The drill saw the same: succeeded, nothing lost.
+            drills::succeeded(&client, &ns, "a").await?;
+
+            // (f) A switchover, by a Drill: to the most advanced replica.
+            drills::apply(&client, &ns, DB, "f", json!({"scenario": "switchover"})).await?;
+            let to = drills::injected(&client, &ns, "f").await?.target;
             let asked = unix_now();
-            settled(&client, &ns, |p| p == old).await?;
+            settled(&client, &ns, |p| p == to).await?;
             first_write_after(&client, &ns, unix_now()).await?;
             let pause = longest_pause(&client, &ns, asked, unix_now()).await?;
-            println!("(f) switchover {new} → {old}: writes paused for {pause:.2} s at most");
+            println!("(f) switchover {new} → {to}: writes paused for {pause:.2} s at most");
             let rows = nothing_lost(&client, &ns, DB).await?;
             println!("(f) after the switchover: {rows} acknowledged rows, none lost");
+            drills::succeeded(&client, &ns, "f").await?;
             println!("(a)+(f) took {:.0} s", began.elapsed().as_secs_f64());
             Ok(())
         },
@@ -259,14 +282,24 @@ async fn a_killed_postmaster_and_a_killed_manager_lose_no_commit() {
             let began = Instant::now();
             database_with_writer(&client, &ns, "sync").await?;
 
-            // (b1) The postmaster SIGKILLed: its manager restarts it (under
-            // the lease), the container is not restarted.
+            // (b1) The postmaster SIGKILLed by a kill-postgres Drill (through
+            // the instance manager): its manager restarts it (under the
+            // lease), the container is not restarted.
             let primary = current_primary(&client, &ns, DB).await?;
             let (_, restarts) = faults::main_container(&client, &ns, &primary).await?;
-            let killed = faults::kill_postmaster(&client, &ns, &primary).await?;
-            // After the kill returned: a write acknowledged between the
-            // request and the kill does not count as one after the fault.
-            let fault = unix_now();
+            let killed = faults::postmaster_pid(&client, &ns, &primary)
+                .await?
+                .ok_or("(b) the primary has no postmaster")?;
+            drills::apply(&client, &ns, DB, "b", json!({"scenario": "kill-postgres"})).await?;
+            let injected = drills::injected(&client, &ns, "b").await?;
+            if injected.target != primary {
+                return Err(format!(
+                    "(b) the drill killed PostgreSQL of {}, the primary was {primary}",
+                    injected.target
+                )
+                .into());
+            }
+            let fault = injected.injected_at.0.as_millisecond() as f64 / 1000.0;
             let what = format!("(b) postmaster {killed} of primary {primary} killed");
             let deadline = Instant::now() + Duration::from_secs(120);
             let restarted = loop {
@@ -299,6 +332,7 @@ async fn a_killed_postmaster_and_a_killed_manager_lose_no_commit() {
                 )
                 .into());
             }
+            drills::succeeded(&client, &ns, "b").await?;
 
             // (b2) The instance manager (the container's PID 1) SIGKILLed
             // from the host: the kubelet restarts the container.
