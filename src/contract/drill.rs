@@ -18,6 +18,11 @@ pub mod path {
     /// [`super::FaultRequest`] → [`super::FaultResponse`]: WAL archiving
     /// goes to an unreachable store for `seconds` (0 ends it at once).
     pub const STORE_OUTAGE: &str = "/drill/store-outage";
+    /// [`super::FaultRequest`] → [`super::FaultResponse`]: asked right
+    /// before the drill's NetworkPolicy cuts the pod off; once the policy
+    /// holds, the manager ends every connection that outlived it (policies
+    /// only stop new ones). Reported for `seconds`; 0 clears the record.
+    pub const PARTITION: &str = "/drill/partition";
 }
 
 /// Ask for a fault that holds for a while; `seconds: 0` undoes it now.
@@ -52,12 +57,15 @@ pub struct ActiveFaults {
     /// WAL archiving goes to an unreachable store ([`path::STORE_OUTAGE`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_outage: Option<ActiveFault>,
+    /// The pod is cut off by a partition drill ([`path::PARTITION`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<ActiveFault>,
 }
 
 impl ActiveFaults {
     /// No fault is in effect.
     pub fn is_empty(&self) -> bool {
-        self.freeze.is_none() && self.store_outage.is_none()
+        self.freeze.is_none() && self.store_outage.is_none() && self.partition.is_none()
     }
 }
 

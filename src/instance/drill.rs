@@ -13,6 +13,8 @@
 //!   does what it does after any crash.
 //! - store-outage: WAL archiving meets an unreachable store until the
 //!   deadline ([`crate::wal::outage`]: a file `tusk wal-archive` reads).
+//! - partition: the connections that outlive the drill's NetworkPolicy are
+//!   ended once it holds ([`super::partition`]).
 //!
 //! The same process scan serves the hang fence of [`super::ha`]: a hung
 //! PostgreSQL is killed with every child ([`signal_postgres`]).
@@ -66,6 +68,8 @@ pub struct Faults {
     /// once a newer one replaced it.
     generation: AtomicU64,
     outage_generation: AtomicU64,
+    /// A partition drill's record ([`super::partition`]).
+    pub(super) partition: super::partition::Partition,
 }
 
 impl Faults {
@@ -91,9 +95,14 @@ impl Faults {
             until: rfc3339(until),
             pids: Vec::new(),
         });
+        let partition = self.partition.until(now).map(|until| ActiveFault {
+            until: rfc3339(until),
+            pids: Vec::new(),
+        });
         let faults = ActiveFaults {
             freeze,
             store_outage,
+            partition,
         };
         (!faults.is_empty()).then_some(faults)
     }
@@ -351,7 +360,7 @@ fn to_u32(pids: &[i32]) -> Vec<u32> {
     pids.iter().filter_map(|p| u32::try_from(*p).ok()).collect()
 }
 
-fn rfc3339(at: SystemTime) -> String {
+pub(super) fn rfc3339(at: SystemTime) -> String {
     jiff::Timestamp::try_from(at)
         .map(|t| t.round(jiff::Unit::Second).unwrap_or(t).to_string())
         .unwrap_or_default()

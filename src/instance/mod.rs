@@ -26,6 +26,7 @@ mod files;
 mod ha;
 mod lockfile;
 pub mod metrics;
+mod partition;
 mod process;
 mod reaper;
 mod rejoin;

@@ -154,6 +154,7 @@ pub enum Call {
     Freeze(FaultRequest),
     KillPostgres,
     StoreOutage(FaultRequest),
+    Partition(FaultRequest),
 }
 
 impl Call {
@@ -173,6 +174,7 @@ impl Call {
             Call::Freeze(_) => drill::path::FREEZE,
             Call::KillPostgres => drill::path::KILL_POSTGRES,
             Call::StoreOutage(_) => drill::path::STORE_OUTAGE,
+            Call::Partition(_) => drill::path::PARTITION,
         }
     }
 
@@ -196,7 +198,9 @@ impl Call {
             Call::Members(request) => serde_json::to_vec(request)?,
             Call::Promote(request) => serde_json::to_vec(request)?,
             Call::Switchover(request) => serde_json::to_vec(request)?,
-            Call::Freeze(request) | Call::StoreOutage(request) => serde_json::to_vec(request)?,
+            Call::Freeze(request) | Call::StoreOutage(request) | Call::Partition(request) => {
+                serde_json::to_vec(request)?
+            }
             Call::Restart | Call::WalSwitch | Call::KillPostgres => b"{}".to_vec(),
         };
         Ok(Bytes::from(json))
@@ -423,9 +427,10 @@ impl Instances for HttpInstances {
                             Answer::Promote(status.postgres.role)
                         }
                         Call::Switchover(_) => Answer::Switchover(decode(&url, &reply)?),
-                        Call::Freeze(_) | Call::KillPostgres | Call::StoreOutage(_) => {
-                            Answer::Fault(decode(&url, &reply)?)
-                        }
+                        Call::Freeze(_)
+                        | Call::KillPostgres
+                        | Call::StoreOutage(_)
+                        | Call::Partition(_) => Answer::Fault(decode(&url, &reply)?),
                     })
                 };
                 recorded(answer.await)

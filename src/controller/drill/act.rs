@@ -158,9 +158,19 @@ impl Act<'_> {
                 self.manager(target, Call::StoreOutage(FaultRequest { seconds }))
                     .await
             }
+            // The manager first, while it can still be reached: once the
+            // policy holds it ends the connections that outlive it.
             Scenario::PartitionPrimary => {
-                self.apply_policy(partition_policy(self.drill, target))
+                match self
+                    .manager(target, Call::Partition(FaultRequest { seconds }))
                     .await
+                {
+                    Outcome::Done => {
+                        self.apply_policy(partition_policy(self.drill, target))
+                            .await
+                    }
+                    refused_or_unknown => refused_or_unknown,
+                }
             }
             Scenario::Restore => Outcome::Refused(guards::unsupported(scenario)),
         }

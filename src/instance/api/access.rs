@@ -124,6 +124,7 @@ mod tests {
             crate::contract::drill::path::FREEZE,
             crate::contract::drill::path::KILL_POSTGRES,
             crate::contract::drill::path::STORE_OUTAGE,
+            crate::contract::drill::path::PARTITION,
             "/nothing-here",
             "/healthz/",
             "/status?x=/healthz",

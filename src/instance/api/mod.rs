@@ -99,6 +99,7 @@ fn router(shared: AppState) -> Router {
         .route(drill_path::FREEZE, post(drill_freeze))
         .route(drill_path::KILL_POSTGRES, post(drill_kill_postgres))
         .route(drill_path::STORE_OUTAGE, post(drill_store_outage))
+        .route(drill_path::PARTITION, post(drill_partition))
         .with_state(shared)
 }
 
@@ -345,6 +346,23 @@ async fn drill_kill_postgres(
     traced(span, &headers, async {
         auth?;
         ops::drill_kill_postgres(&shared).map(Json)
+    })
+    .await
+}
+
+async fn drill_partition(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    auth: Auth,
+    body: JsonBody<FaultRequest>,
+) -> Response {
+    let span = operation_span!(Level::WARN, "instance.drill_partition");
+    traced(span, &headers, async {
+        auth?;
+        Ok::<_, ApiError>(Json(crate::instance::partition::partition(
+            &shared,
+            &body.decode()?,
+        )))
     })
     .await
 }
@@ -665,6 +683,28 @@ mod tests {
         let (status, _, body) = call("POST", &outage, Some("t0ken"), r#"{"seconds":0}"#).await;
         assert_eq!((status, body.as_str()), (200, r#"{"active":false}"#));
         assert!(!crate::wal::outage::file(&pgdata).exists());
+
+        // A partition is on record until its deadline or a clear; without
+        // an API server address in the environment nothing is cut.
+        let partition = format!("{url}{}", crate::contract::drill::path::PARTITION);
+        let (status, _, body) = call("POST", &partition, Some("t0ken"), r#"{"seconds":600}"#).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            state
+                .drill
+                .report(&pgdata, std::time::SystemTime::now())
+                .is_some_and(|r| r.partition.is_some())
+        );
+        let (status, _, body) = call("POST", &partition, Some("t0ken"), r#"{"seconds":0}"#).await;
+        assert_eq!((status, body.as_str()), (200, r#"{"active":false}"#));
+        assert!(
+            state
+                .drill
+                .report(&pgdata, std::time::SystemTime::now())
+                .is_none_or(|r| r.partition.is_none())
+        );
+        let (status, _, _) = call("POST", &partition, None, r#"{"seconds":5}"#).await;
+        assert_eq!(status, 401, "a partition needs the bearer token");
 
         let kill = format!("{url}{}", crate::contract::drill::path::KILL_POSTGRES);
         let (status, _, body) = call("POST", &kill, Some("t0ken"), "").await;

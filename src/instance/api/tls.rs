@@ -110,6 +110,7 @@ pub(super) async fn serve(
             continue;
         };
         let router = router.clone();
+        let mut cuts = crate::instance::partition::cuts();
         tokio::spawn(async move {
             let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await;
             let tls = match handshake {
@@ -130,9 +131,17 @@ pub(super) async fn serve(
                 _ => Caller::Anonymous,
             };
             let service = TowerToHyperService::new(router.layer(Extension(caller)));
-            let served = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tls), service)
-                .await;
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(tls), service);
+            // A partition drill's cut ends this connection: a NetworkPolicy
+            // would let it live on.
+            let served = tokio::select! {
+                served = connection => served,
+                _ = cuts.changed() => {
+                    tracing::warn!(%remote, "instance API: connection ended by a partition drill");
+                    return;
+                }
+            };
             if let Err(error) = served {
                 tracing::debug!(%remote, %error, "instance API: connection ended with an error");
             }

@@ -85,7 +85,10 @@ pub struct LeaseClient {
     /// `None` runs without leader selection.
     name: Option<String>,
     namespace: String,
-    api: tokio::sync::OnceCell<Api<Lease>>,
+    /// The client, with the connection epoch it was built in: a partition
+    /// drill's cut ([`crate::instance::partition`]) rebuilds it, so that no
+    /// connection made before the cut is used again.
+    api: tokio::sync::Mutex<Option<(u64, Api<Lease>)>>,
 }
 
 impl LeaseClient {
@@ -93,7 +96,7 @@ impl LeaseClient {
         LeaseClient {
             name: name.filter(|name| !name.is_empty()),
             namespace: namespace.unwrap_or_else(|| "default".to_owned()),
-            api: tokio::sync::OnceCell::new(),
+            api: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -101,15 +104,20 @@ impl LeaseClient {
         self.name.is_some()
     }
 
-    async fn api(&self) -> Result<&Api<Lease>, LeaseError> {
-        self.api
-            .get_or_try_init(|| async {
-                let client = kube::Client::try_default()
-                    .await
-                    .map_err(LeaseError::NoClient)?;
-                Ok(Api::namespaced(client, &self.namespace))
-            })
+    async fn api(&self) -> Result<Api<Lease>, LeaseError> {
+        let epoch = crate::instance::partition::epoch();
+        let mut api = self.api.lock().await;
+        if let Some((built_in, api)) = api.as_ref()
+            && *built_in == epoch
+        {
+            return Ok(api.clone());
+        }
+        let client = kube::Client::try_default()
             .await
+            .map_err(LeaseError::NoClient)?;
+        let fresh = Api::namespaced(client, &self.namespace);
+        *api = Some((epoch, fresh.clone()));
+        Ok(fresh)
     }
 
     /// The lease as it is now; `None` when it does not exist (or no lease is

@@ -30,20 +30,28 @@ type HttpsClient = HttpClient<HttpsConnector<HttpConnector>, Empty<Bytes>>;
 /// An HTTP client for the peers, as `me`.
 pub struct PeerClient {
     me: String,
-    http: HttpClient<HttpConnector, Empty<Bytes>>,
+    /// The plaintext client and the connection epoch it was built in: a
+    /// partition drill's cut ([`crate::instance::partition`]) rebuilds every
+    /// client, so no connection made before the cut is used again.
+    http: Mutex<(u64, HttpClient<HttpConnector, Empty<Bytes>>)>,
     timeout: std::time::Duration,
     /// The instance's TLS material, once the manager has it.
     material: OnceLock<MaterialRx>,
     /// One pooled HTTPS client per peer (its name is pinned in the client's
-    /// verifier), with the material it was built from: a renewal rebuilds it.
-    https: Mutex<HashMap<String, (Arc<Material>, HttpsClient)>>,
+    /// verifier), with the material and epoch it was built from: a renewal
+    /// or a cut rebuilds it.
+    https: Mutex<HashMap<String, (Arc<Material>, u64, HttpsClient)>>,
 }
 
 impl PeerClient {
     pub fn new(me: String, timing: &Timing) -> Self {
         PeerClient {
             me,
-            http: HttpClient::builder(TokioExecutor::new()).build(connector(timing)),
+            http: Mutex::new((
+                crate::instance::partition::epoch(),
+                HttpClient::builder(TokioExecutor::new())
+                    .build(connector_for(timing.request_timeout)),
+            )),
             timeout: timing.request_timeout,
             material: OnceLock::new(),
             https: Mutex::new(HashMap::new()),
@@ -69,9 +77,11 @@ impl PeerClient {
     /// The pooled HTTPS client for `member`, built for the newest material.
     fn https(&self, material: &MaterialRx, member: &Member) -> Result<HttpsClient, String> {
         let newest = material.borrow().clone();
+        let epoch = crate::instance::partition::epoch();
         let mut clients = self.https.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((built_from, client)) = clients.get(&member.name)
+        if let Some((built_from, built_in, client)) = clients.get(&member.name)
             && Arc::ptr_eq(built_from, &newest)
+            && *built_in == epoch
         {
             return Ok(client.clone());
         }
@@ -87,8 +97,21 @@ impl PeerClient {
             .enable_http1()
             .wrap_connector(connector_for(self.timeout));
         let client = HttpClient::builder(TokioExecutor::new()).build(https);
-        clients.insert(member.name.clone(), (newest, client.clone()));
+        clients.insert(member.name.clone(), (newest, epoch, client.clone()));
         Ok(client)
+    }
+
+    /// The plaintext client of the current connection epoch.
+    fn plain(&self) -> HttpClient<HttpConnector, Empty<Bytes>> {
+        let epoch = crate::instance::partition::epoch();
+        let mut http = self.http.lock().unwrap_or_else(PoisonError::into_inner);
+        if http.0 != epoch {
+            *http = (
+                epoch,
+                HttpClient::builder(TokioExecutor::new()).build(connector_for(self.timeout)),
+            );
+        }
+        http.1.clone()
     }
 
     async fn get<T: serde::de::DeserializeOwned>(
@@ -116,7 +139,7 @@ impl PeerClient {
         let exchange = async {
             let response = match &tls {
                 Some(client) => client.request(request).await,
-                None => self.http.request(request).await,
+                None => self.plain().request(request).await,
             }
             .map_err(|e| error_chain(&e))?;
             let status = response.status();
@@ -135,10 +158,6 @@ impl PeerClient {
             .await
             .map_err(|_| "timed out".to_owned())?
     }
-}
-
-fn connector(timing: &Timing) -> HttpConnector {
-    connector_for(timing.request_timeout)
 }
 
 fn connector_for(timeout: std::time::Duration) -> HttpConnector {
