@@ -752,7 +752,8 @@ netpol_hooks_install() {
 netpol_hooks() {
   local i
   for ((i = 0; i < 10; i++)); do
-    netpol_hooks_ok || netpol_hooks_install
+    # (not `ok || install`: errexit would not stop a failing install there)
+    if ! netpol_hooks_ok; then netpol_hooks_install; fi
     sleep 2
     netpol_hooks_ok && return 0
   done
