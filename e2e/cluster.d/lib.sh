@@ -16,7 +16,8 @@ ETCD_PEER_PORT=12380
 COREDNS_VERSION=${COREDNS_VERSION:-v1.12.4}
 LOCALPATH_VERSION=${LOCALPATH_VERSION:-v0.0.30}
 METALLB_VERSION=${METALLB_VERSION:-v0.15.2}
-export COREDNS_VERSION LOCALPATH_VERSION METALLB_VERSION
+KUBE_ROUTER_VERSION=${KUBE_ROUTER_VERSION:-v2.1.0}
+export COREDNS_VERSION LOCALPATH_VERSION METALLB_VERSION KUBE_ROUTER_VERSION
 # The "outside" network on the bridge: clients outside Kubernetes (this host,
 # network namespaces of e2e/src/outside.rs) and MetalLB's L2 pool. TEST-NET-2:
 # TEST-NET-1 (192.0.2.0/24) is this machine's uplink. e2e/src/outside.rs
@@ -47,6 +48,9 @@ CSI_SOCK=$CSI_DIR/csi.sock
 CSI_VOLUMES=$CSI_DIR/volumes
 CSI_BIN=$("$D/build-csi" --dir)
 METALLB_DIR=$CACHE/metallb/$METALLB_VERSION
+# NetworkPolicy enforcement (kube-router's policy controller only); started
+# once the node is registered, stopped first
+NETPOL_COMPONENTS=(kube-router)
 
 # fd 3 = the caller's stderr, so messages survive wait_for's redirections
 exec 3>&2
@@ -61,6 +65,7 @@ comp_bin() {
     etcd) echo /usr/bin/etcd ;;
     containerd) echo /usr/bin/containerd ;;
     csi-*) echo "$CSI_BIN/$1" ;;
+    kube-router) echo "$CACHE/kube-router/$KUBE_ROUTER_VERSION/kube-router" ;;
     *) echo "$BIN/$1" ;;
   esac
 }
@@ -241,10 +246,14 @@ net_up() {
   ip route replace "$SERVICE_CIDR" dev "$BRIDGE" src "$NODE_IP"
   # Pods may talk to each other and to this host, never be forwarded off the machine.
   iptables -w -N TUSK-FORWARD 2>/dev/null || iptables -w -F TUSK-FORWARD
-  iptables -w -A TUSK-FORWARD -s "$CLUSTER_CIDR" -o "$BRIDGE" -j ACCEPT
-  iptables -w -A TUSK-FORWARD -s "$CLUSTER_CIDR" -j DROP
-  iptables -w -A TUSK-FORWARD -d "$CLUSTER_CIDR" ! -i "$BRIDGE" -j DROP
+  pod_forward_rules TUSK-FORWARD ACCEPT
   iptables -w -C FORWARD -j TUSK-FORWARD 2>/dev/null || iptables -w -I FORWARD 1 -j TUSK-FORWARD
+}
+
+pod_forward_rules() { # chain verdict-for-pod-traffic-that-stays-on-the-bridge
+  iptables -w -A "$1" -s "$CLUSTER_CIDR" -o "$BRIDGE" -j "$2"
+  iptables -w -A "$1" -s "$CLUSTER_CIDR" -j DROP
+  iptables -w -A "$1" -d "$CLUSTER_CIDR" ! -i "$BRIDGE" -j DROP
 }
 
 purge_chains() { # iptables|ip6tables: remove jumps to, then flush and delete, KUBE-/CNI-/TUSK- chains
@@ -286,9 +295,12 @@ net_down() {
   if iptables -w -C FORWARD -j TUSK-FORWARD 2>/dev/null; then iptables -w -D FORWARD -j TUSK-FORWARD; fi
   iptables -w -F TUSK-FORWARD 2>/dev/null || true
   iptables -w -X TUSK-FORWARD 2>/dev/null || true
-  # rules and chains of kube-proxy, the kubelet and CNI portmap (KUBE-*, CNI-*)
+  # rules and chains of kube-proxy, kube-router, the kubelet and CNI portmap
+  # (KUBE-*, CNI-*), and ours (TUSK-*); then kube-router's ipsets, which its
+  # rules no longer reference
   purge_chains iptables
   purge_chains ip6tables
+  netpol_ipsets_down
   ip link del "$BRIDGE" 2>/dev/null || true
 }
 
@@ -649,11 +661,164 @@ lb_status() {
   ip netns list 2>/dev/null | awk -v p="$OUTSIDE_NETNS_PREFIX" 'index($1, p) == 1 {print "  e2e client network namespace " $1}'
 }
 
+# --- NetworkPolicy ---------------------------------------------------------------
+# kube-router (built by build-extras) as a NetworkPolicy controller only: no
+# routing, no service proxy, no CNI, no health or metrics listener. It
+# enforces with iptables (filter table) and ipsets: a chain per local pod,
+# reached from jumps it keeps at the top of INPUT, FORWARD and OUTPUT
+# (KUBE-ROUTER-*), ending in an ACCEPT of all pod traffic its policies allow.
+# That ACCEPT would come before kube-proxy's REJECT/DROP rules (services
+# without endpoints, loadBalancerSourceRanges) and TUSK-FORWARD, so
+# netpol_hooks puts a TUSK-NETPOL-* chain first in each KUBE-ROUTER-* chain
+# that applies those drop-only chains early; kube-router keeps rules it
+# does not own in its chains.
+# What it does not do: cut established connections (its pod chains accept
+# RELATED,ESTABLISHED first; deleting the pod's conntrack entries does), or
+# stop the node itself (kubelet probes, host processes, hostNetwork pods)
+# reaching a pod (it accepts sources of type LOCAL).
+# It rewrites the whole filter table on each sync (iptables-save, then
+# iptables-restore, some 50-150 ms): a kube-proxy filter change in between
+# is lost until kube-proxy's next sync (the next Service or EndpointSlice
+# change, at most an hour). Those rules only drop what kube-proxy's nat
+# rules did not DNAT, so such a loss changes little: a REJECT comes late or
+# stays a while for traffic that finds no endpoint either way.
+KUBE_ROUTER_LOG=$LOGS/kube-router.log
+
+kube_proxy_filter_chains() {
+  local c
+  for c in KUBE-PROXY-FIREWALL KUBE-SERVICES KUBE-EXTERNAL-SERVICES KUBE-FIREWALL; do
+    iptables -w -n -L "$c" >/dev/null 2>&1 || return 1
+  done
+}
+
+# The last start of kube-router has completed a full policy sync.
+netpol_synced() {
+  comp_alive kube-router
+  awk 'index($0, "==== kube-router start") == 1 { n = 0 } /sync iptables took/ { n = 1 } END { exit !n }' "$KUBE_ROUTER_LOG"
+}
+
+# The rules of a TUSK-NETPOL-<builtin> chain: kube-proxy's drop-only chains
+# in the order kube-proxy jumps to them from <builtin>, then (FORWARD) what
+# TUSK-FORWARD drops. What kube-proxy's KUBE-FORWARD accepts (masquerade-
+# marked or established) never meets the chains after it in FORWARD, so here
+# it returns to kube-router's policy chains unexamined too. KUBE-NODEPORTS
+# (INPUT) is left out: it only accepts.
+netpol_hook_rules() { # builtin-chain
+  local c=TUSK-NETPOL-$1
+  case $1 in
+    INPUT)
+      iptables -w -A "$c" -m conntrack --ctstate NEW -j KUBE-PROXY-FIREWALL
+      iptables -w -A "$c" -m conntrack --ctstate NEW -j KUBE-EXTERNAL-SERVICES
+      iptables -w -A "$c" -j KUBE-FIREWALL
+      ;;
+    FORWARD)
+      iptables -w -A "$c" -m conntrack --ctstate NEW -j KUBE-PROXY-FIREWALL
+      iptables -w -A "$c" -m mark --mark 0x4000/0x4000 -j RETURN
+      iptables -w -A "$c" -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN
+      iptables -w -A "$c" -m conntrack --ctstate NEW -j KUBE-SERVICES
+      iptables -w -A "$c" -m conntrack --ctstate NEW -j KUBE-EXTERNAL-SERVICES
+      pod_forward_rules "$c" RETURN
+      ;;
+    OUTPUT)
+      iptables -w -A "$c" -m conntrack --ctstate NEW -j KUBE-PROXY-FIREWALL
+      iptables -w -A "$c" -m conntrack --ctstate NEW -j KUBE-SERVICES
+      iptables -w -A "$c" -j KUBE-FIREWALL
+      ;;
+  esac
+}
+declare -gA NETPOL_HOOK_RULES=([INPUT]=3 [FORWARD]=8 [OUTPUT]=3)
+
+netpol_hooks_ok() {
+  local b n
+  for b in INPUT FORWARD OUTPUT; do
+    iptables -w -C "KUBE-ROUTER-$b" -j "TUSK-NETPOL-$b" 2>/dev/null || return 1
+    n=$(iptables -w -S "TUSK-NETPOL-$b" 2>/dev/null | grep -c '^-A') || return 1
+    [[ $n == "${NETPOL_HOOK_RULES[$b]}" ]] || return 1
+  done
+}
+
+netpol_hooks_install() {
+  local b
+  for b in INPUT FORWARD OUTPUT; do
+    iptables -w -N "TUSK-NETPOL-$b" 2>/dev/null || iptables -w -F "TUSK-NETPOL-$b"
+    netpol_hook_rules "$b"
+    iptables -w -C "KUBE-ROUTER-$b" -j "TUSK-NETPOL-$b" 2>/dev/null ||
+      iptables -w -I "KUBE-ROUTER-$b" 1 -j "TUSK-NETPOL-$b"
+  done
+}
+
+# A sync of kube-router's that read the table before our change and writes
+# it back after undoes the change: install, wait out such a sync, check.
+netpol_hooks() {
+  local i
+  for ((i = 0; i < 10; i++)); do
+    # (not `ok || install`: errexit would not stop a failing install there)
+    if ! netpol_hooks_ok; then netpol_hooks_install; fi
+    sleep 2
+    netpol_hooks_ok && return 0
+  done
+  die "kube-router keeps undoing the TUSK-NETPOL-* hooks; see $KUBE_ROUTER_LOG"
+}
+
+netpol_hooks_down() {
+  local b
+  for b in INPUT FORWARD OUTPUT; do
+    while iptables -w -D "KUBE-ROUTER-$b" -j "TUSK-NETPOL-$b" 2>/dev/null; do :; done
+    iptables -w -F "TUSK-NETPOL-$b" 2>/dev/null || true
+    iptables -w -X "TUSK-NETPOL-$b" 2>/dev/null || true
+  done
+}
+
+# kube-router's policy ipsets (KUBE-SRC-*, KUBE-DST-*), once no rule uses them
+netpol_ipsets_down() {
+  local s
+  command -v ipset >/dev/null || return 0
+  for s in $(ipset list -n 2>/dev/null | grep -E '^(inet6:)?KUBE-(SRC|DST)-'); do
+    ipset destroy "$s" 2>/dev/null || true
+  done
+}
+
+# A kube-router of another version (KUBE_ROUTER_VERSION changed) is stopped,
+# so the current one starts.
+netpol_stop_stale() {
+  local pid exe
+  [[ -f $RUN/kube-router.pid ]] || return 0
+  pid=$(<"$RUN/kube-router.pid")
+  exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 0
+  exe=${exe% (deleted)}
+  if [[ $exe == "$CACHE"/kube-router/*/kube-router && $exe != "$(comp_bin kube-router)" ]]; then
+    log "stopping kube-router of another version ($exe)"
+    kill -TERM "$pid" 2>/dev/null || true
+    wait_for "old kube-router to exit" 15 csi_gone "$pid"
+  fi
+}
+
+# Start kube-router, wait for its first full sync, then hook kube-proxy's and
+# our drops in ahead of its accepts; callable alone on a running cluster
+# (`e2e/cluster netpol-up`): it touches nothing else.
+netpol_up() {
+  [[ $(id -u) == 0 ]] || die "must run as root (iptables, ipset)"
+  comp_pid kubelet >/dev/null || die "kubelet does not run; start the cluster with: e2e/cluster up"
+  command -v ipset >/dev/null || die "no ipset command; run e2e/cluster.d/install-deps"
+  "$D/build-extras" >/dev/null
+  netpol_stop_stale
+  # the hooks jump to kube-proxy's chains, and the node object names our IP
+  wait_for "kube-proxy's filter chains" 60 kube_proxy_filter_chains
+  wait_for "node $NODE_NAME registration" 60 kc get node "$NODE_NAME"
+  log "starting kube-router $KUBE_ROUTER_VERSION (NetworkPolicy only)"
+  start_comp kube-router --run-firewall=true --run-router=false --run-service-proxy=false \
+    --run-loadbalancer=false --enable-cni=false --enable-ipv4=true --enable-ipv6=false \
+    --kubeconfig "$KUBECONFIG_ADMIN" --hostname-override "$NODE_NAME" \
+    --service-cluster-ip-range "$SERVICE_CIDR" --health-port 0 --metrics-port 0 --v=1
+  wait_for "kube-router's first NetworkPolicy sync" 90 netpol_synced
+  netpol_hooks
+}
+
 # --- verbs -------------------------------------------------------------------------------
 all_running() {
   local c
-  for c in "${COMPONENTS[@]}" "${CSI_COMPONENTS[@]}"; do comp_pid "$c" >/dev/null || return 1; done
-  node_ready && lb_ready
+  for c in "${COMPONENTS[@]}" "${NETPOL_COMPONENTS[@]}" "${CSI_COMPONENTS[@]}"; do comp_pid "$c" >/dev/null || return 1; done
+  node_ready && lb_ready && netpol_hooks_ok
 }
 
 print_export() { echo "export KUBECONFIG=$KUBECONFIG_ADMIN"; }
@@ -690,6 +855,7 @@ cluster_up() {
   wait_for "node $NODE_NAME registration" 60 kc get node "$NODE_NAME"
   kc label node "$NODE_NAME" --overwrite node-role.kubernetes.io/control-plane= tusk.dev/e2e=true >/dev/null
   wait_for "node $NODE_NAME Ready" 120 node_ready_or_die
+  netpol_up
 
   log "deploying CoreDNS and local-path-provisioner"
   addons
@@ -744,6 +910,8 @@ remove_cgroups() {
 
 cluster_down() {
   [[ $(id -u) == 0 ]] || die "must run as root"
+  stop_comps kube-router
+  netpol_hooks_down
   stop_comps csi-resizer csi-provisioner csi-loop
   stop_comps kube-proxy kubelet
   remove_pods
@@ -762,7 +930,7 @@ cluster_down() {
 
 cluster_status() {
   local c pid rc=0
-  for c in "${COMPONENTS[@]}" "${CSI_COMPONENTS[@]}"; do
+  for c in "${COMPONENTS[@]}" "${NETPOL_COMPONENTS[@]}" "${CSI_COMPONENTS[@]}"; do
     if pid=$(comp_pid "$c"); then
       printf '%-24s running (pid %s)\n' "$c" "$pid"
     else
@@ -777,6 +945,12 @@ cluster_status() {
     echo "csi-loop volumes in $CSI_VOLUMES, loop devices:"
     csi_loops | sed 's/^/  /'
     lb_status || rc=1
+    if netpol_hooks_ok; then
+      echo "NetworkPolicy: kube-router $KUBE_ROUTER_VERSION, TUSK-NETPOL-* hooks in place"
+    else
+      echo "NetworkPolicy: TUSK-NETPOL-* hooks missing (e2e/cluster netpol-up)"
+      rc=1
+    fi
     echo "export KUBECONFIG=$KUBECONFIG_ADMIN"
   fi
   return $rc
@@ -785,7 +959,7 @@ cluster_status() {
 cluster_logs() {
   local c=${1:-}
   if [[ -z $c ]]; then
-    echo "components: ${COMPONENTS[*]} ${CSI_COMPONENTS[*]} ${METALLB_PARTS[*]}"
+    echo "components: ${COMPONENTS[*]} ${NETPOL_COMPONENTS[*]} ${CSI_COMPONENTS[*]} ${METALLB_PARTS[*]}"
     echo "logs in $LOGS (MetalLB's: kubectl logs of its pods in $METALLB_NS)"
     return 0
   fi
@@ -797,7 +971,7 @@ cluster_logs() {
       return
       ;;
   esac
-  [[ -f $LOGS/$c.log ]] || die "no log for '$c' (components: ${COMPONENTS[*]} ${CSI_COMPONENTS[*]})"
+  [[ -f $LOGS/$c.log ]] || die "no log for '$c' (components: ${COMPONENTS[*]} ${NETPOL_COMPONENTS[*]} ${CSI_COMPONENTS[*]})"
   if [[ -t 1 ]]; then tail -n 200 -F "$LOGS/$c.log"; else tail -n "${TUSK_LOG_LINES:-200}" "$LOGS/$c.log"; fi
 }
 
