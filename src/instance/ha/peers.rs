@@ -26,6 +26,9 @@ use crate::instance::tls::Material;
 use crate::tls::rustls_config;
 
 type HttpsClient = HttpClient<HttpsConnector<HttpConnector>, Empty<Bytes>>;
+/// A peer's HTTPS client with the material and connection epoch it was
+/// built from.
+type BuiltClient = (Arc<Material>, u64, HttpsClient);
 
 /// An HTTP client for the peers, as `me`.
 pub struct PeerClient {
@@ -40,7 +43,7 @@ pub struct PeerClient {
     /// One pooled HTTPS client per peer (its name is pinned in the client's
     /// verifier), with the material and epoch it was built from: a renewal
     /// or a cut rebuilds it.
-    https: Mutex<HashMap<String, (Arc<Material>, u64, HttpsClient)>>,
+    https: Mutex<HashMap<String, BuiltClient>>,
 }
 
 impl PeerClient {
