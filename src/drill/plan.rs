@@ -8,6 +8,11 @@
 //! finished by the next pass); a run past `abortAfterSeconds`, on a Drill
 //! being deleted or on a Database that broke a guard is Aborted with its
 //! fault undone; a final phase never injects.
+//!
+//! The `restore` scenario's phases are in [`restoring`]: its "fault" is a
+//! throwaway Database restored to a recovery point, closed by deleting it.
+
+mod restoring;
 
 use std::time::Duration;
 
@@ -16,7 +21,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::ticks::{self, Tick};
 use super::verdict::{judge, summary};
-use super::{Action, DatabaseView, Observed, Step, guards, is_running, probe_name};
+use super::{
+    Action, DatabaseView, Observed, Step, guards, is_running, probe_name, undone_by_action,
+};
 use crate::api::drill::{
     DrillEvent, DrillFigures, DrillPhase, DrillRun, DrillSpec, DrillStatus, InjectedFault,
     Scenario, defaults,
@@ -112,6 +119,9 @@ pub fn settle(
                 scenario.as_str()
             ),
         ),
+        (Action::StartRestore { .. } | Action::CheckCopy { .. }, _) => {
+            pass.settle_restore(action, outcome)?;
+        }
         (Action::CreateProbe, Outcome::Refused(error) | Outcome::Unknown(error)) => {
             pass.finish(
                 DrillPhase::Failed,
@@ -232,7 +242,7 @@ impl<'a> Pass<'a> {
         if fault.undone_at.is_some() {
             return;
         }
-        if scenario.holds_a_fault() {
+        if undone_by_action(scenario) {
             self.actions.push(Action::Undo {
                 scenario,
                 target: fault.target.clone(),
@@ -245,7 +255,7 @@ impl<'a> Pass<'a> {
 
     /// A fault that holds, on record and not undone.
     fn outstanding(&self) -> bool {
-        self.spec.scenario.holds_a_fault()
+        undone_by_action(self.spec.scenario)
             && self
                 .status
                 .fault
@@ -418,6 +428,7 @@ impl<'a> Pass<'a> {
             return self.finish(DrillPhase::Aborted, broken);
         }
         match self.status.phase {
+            Some(phase) if self.restoring(phase) => self.restore_running(phase, observed),
             Some(DrillPhase::Probing) => self.probing(observed),
             Some(DrillPhase::Injecting) => {
                 // The injection was asked for after the status said so; a
@@ -464,6 +475,9 @@ impl<'a> Pass<'a> {
                 DrillPhase::Aborted,
                 format!("a guard broke before the fault: {}", refused.join("; ")),
             );
+        }
+        if self.spec.scenario == Scenario::Restore {
+            return self.start_restore(observed);
         }
         let Some(target) = observed
             .database

@@ -2,12 +2,16 @@
 //! undone, no drill starts while a guard fails, a restarted operator (the
 //! status read back, nothing in memory, the actions of the pass it died in
 //! lost) resumes or undoes, `abortAfterSeconds` aborts and undoes, a final
-//! phase never injects.
+//! phase never injects. The world models the `restore` scenario's
+//! throwaway Database as its held fault (created by `StartRestore`, gone
+//! when the undo reaches it) and its checker as finding every row.
 
 use proptest::prelude::*;
 
+use super::restore::{CheckView, CopyView};
 use super::tests::{NAME, at, healthy, observed, probe, spec};
 use super::*;
+use crate::probe::check::CheckReport;
 use crate::api::drill::{DrillSpec, DrillStatus, InjectedFault};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -134,7 +138,12 @@ fn drill_status() -> impl Strategy<Value = DrillStatus> {
 fn starts(step: &Step) -> bool {
     step.actions
         .iter()
-        .any(|a| matches!(a, Action::CreateProbe | Action::Inject { .. }))
+        .any(|a| {
+            matches!(
+                a,
+                Action::CreateProbe | Action::Inject { .. } | Action::StartRestore { .. }
+            )
+        })
 }
 
 /// The status as a restarted operator reads it back.
@@ -143,20 +152,30 @@ fn read_back(status: &DrillStatus) -> DrillStatus {
     serde_json::from_value(json).expect("and reads back")
 }
 
-/// Whether `status` records a held fault not undone.
+/// Whether `status` records a held fault (or a restore's copy) not undone.
 fn outstanding(spec: &DrillSpec, status: &DrillStatus) -> bool {
-    spec.scenario.holds_a_fault() && status.fault.as_ref().is_some_and(|f| f.undone_at.is_none())
+    undone_by_action(spec.scenario) && status.fault.as_ref().is_some_and(|f| f.undone_at.is_none())
+}
+
+/// Whether `action` injects: a fault, or a restore's copy.
+fn injects(action: &Action) -> bool {
+    matches!(action, Action::Inject { .. } | Action::StartRestore { .. })
 }
 
 /// A simulated world: the Database, the probe, a fault held by the
 /// instance manager, and an operator that may die after any status write.
 struct World {
     now: i64,
+    /// The drill is a `restore`: `held` is its copy.
+    restoring: bool,
     db: DatabaseView,
     probe_exists: bool,
     finished: bool,
     acks: Vec<i64>,
+    /// A fault held by a manager, or a restore's copy in the cluster.
     held: bool,
+    /// A restore's checker pod exists (and has found every row).
+    checker: bool,
 }
 
 impl World {
@@ -168,6 +187,18 @@ impl World {
         }
         if !self.probe_exists {
             seen.probe.report = None;
+        }
+        if self.restoring {
+            seen.restore.copy = self.held.then(|| CopyView {
+                created: at(self.now - 1),
+                ready: self.db.ready,
+                ready_since: None,
+                message: None,
+            });
+            seen.restore.check = CheckView {
+                exists: self.checker,
+                ended: self.checker.then(|| Ok(CheckReport::of(&[1], &[1].into()))),
+            };
         }
         seen
     }
@@ -207,6 +238,8 @@ fn luck() -> impl Strategy<Value = Vec<Luck>> {
 fn simulate(spec: &DrillSpec, mut status: DrillStatus, passes: &[Luck]) -> (DrillStatus, World) {
     let mut world = World {
         now: 0,
+        restoring: spec.scenario == Scenario::Restore,
+        checker: false,
         db: healthy(),
         probe_exists: false,
         finished: false,
@@ -228,7 +261,12 @@ fn simulate(spec: &DrillSpec, mut status: DrillStatus, passes: &[Luck]) -> (Dril
         world.db.ready = ready;
         let step = plan(NAME, spec, &read_back(&status), &world.observe());
         for action in &step.actions {
-            if let Action::Inject { target, .. } = action {
+            let recorded = match action {
+                Action::Inject { target, .. } => Some(target),
+                Action::StartRestore { copy, .. } => Some(copy),
+                _ => None,
+            };
+            if let Some(target) = recorded {
                 let fault = step.status.fault.as_ref();
                 assert!(
                     fault.is_some_and(|f| f.target == *target && f.undone_at.is_none()),
@@ -257,7 +295,9 @@ fn simulate(spec: &DrillSpec, mut status: DrillStatus, passes: &[Luck]) -> (Dril
             );
         }
         world.now += i64::from(elapse) + 1;
-        if world.probe_exists && !world.finished && !world.held {
+        // A held fault stops the probe's writes; a restore's copy does not.
+        let writes = !world.held || world.restoring;
+        if world.probe_exists && !world.finished && writes {
             world.acks.push(world.now);
         }
     }
@@ -279,7 +319,12 @@ impl World {
             Action::Inject { scenario, .. } if scenario.holds_a_fault() => {
                 self.held = true;
             }
-            Action::Undo { .. } if undo_reaches => self.held = false,
+            Action::StartRestore { .. } => self.held = true,
+            Action::CheckCopy { .. } => self.checker = true,
+            Action::Undo { .. } if undo_reaches => {
+                self.held = false;
+                self.checker = false;
+            }
             Action::Undo { .. } => return Outcome::Unknown("timeout".into()),
             _ => {}
         }
@@ -333,7 +378,7 @@ proptest! {
             prop_assert!(!is_running(step.status.phase), "{step:?}");
         }
         if status.phase == Some(DrillPhase::Probing) {
-            prop_assert!(!step.actions.iter().any(|a| matches!(a, Action::Inject { .. })), "{step:?}");
+            prop_assert!(!step.actions.iter().any(injects), "{step:?}");
         }
     }
 
@@ -349,7 +394,7 @@ proptest! {
         let now = started.as_second() - at(0).as_second() + abort_after + late;
         let step = plan(NAME, &spec, &status, &observed(now, Some(healthy()), probe(&[1])));
         prop_assert_eq!(step.status.phase, Some(DrillPhase::Aborted));
-        let held = status.fault.as_ref().is_some_and(|f| f.undone_at.is_none()) && spec.scenario.holds_a_fault();
+        let held = outstanding(&spec, &status);
         prop_assert_eq!(held, step.actions.iter().any(|a| matches!(a, Action::Undo { .. })), "{:?}", step);
         prop_assert!(step.actions.contains(&Action::DeleteProbe));
     }
@@ -363,7 +408,7 @@ proptest! {
     ) {
         prop_assume!(status.phase.is_some_and(DrillPhase::is_final));
         let step = plan(NAME, &spec, &status, &observed(now, db, probe(&[1, 2, 3, 4])));
-        prop_assert!(!step.actions.iter().any(|a| matches!(a, Action::Inject { .. })), "{step:?}");
+        prop_assert!(!step.actions.iter().any(injects), "{step:?}");
     }
 
     #[test]

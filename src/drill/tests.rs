@@ -85,6 +85,7 @@ pub(super) fn observed(now: i64, database: Option<DatabaseView>, probe: ProbeVie
         database,
         running_drills: Vec::new(),
         probe,
+        restore: Default::default(),
     }
 }
 
@@ -220,8 +221,8 @@ fn each_refusal_names_what_failed() {
 }
 
 #[test]
-fn partition_and_restore_are_refused_by_name() {
-    for scenario in [Scenario::PartitionPrimary, Scenario::Restore] {
+fn partition_primary_is_refused_by_name() {
+    for scenario in [Scenario::PartitionPrimary] {
         let step = plan(
             NAME,
             &spec(scenario),

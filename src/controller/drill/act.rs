@@ -8,6 +8,11 @@
 //! did not happen: a 4xx, a pod that is not there) or may have happened.
 //! Nothing is pretended: an endpoint that answers 404 is a refused
 //! injection, and the run fails with its error.
+//!
+//! The `restore` scenario's actions (its throwaway Database, its checker
+//! pod, their deletion) are in [`restore`].
+
+mod restore;
 
 use std::net::IpAddr;
 
@@ -62,6 +67,12 @@ impl Act<'_> {
                 },
                 None => Outcome::Unknown("the probe has no IP".to_owned()),
             },
+            Action::StartRestore {
+                primary,
+                copy,
+                target_time,
+            } => self.start_restore(primary, copy, *target_time).await,
+            Action::CheckCopy { copy, ids } => self.check_copy(copy, ids).await,
             Action::DeleteProbe => {
                 self.delete_pod(&probe_pod_name(&self.drill.name_any()))
                     .await
@@ -162,6 +173,9 @@ impl Act<'_> {
     /// `seconds: 0` on the fault's endpoint. A target pod that is gone took
     /// the fault with it; an endpoint that does not exist holds nothing.
     async fn undo(&self, scenario: Scenario, target: &str) -> Outcome {
+        if scenario == Scenario::Restore {
+            return self.undo_restore(target).await;
+        }
         let call = match scenario {
             Scenario::FreezePrimary => Call::Freeze(FaultRequest { seconds: 0 }),
             Scenario::StoreOutage => Call::StoreOutage(FaultRequest { seconds: 0 }),

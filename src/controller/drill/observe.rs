@@ -1,7 +1,10 @@
 //! What one pass of the Drill controller reads: the Drill's Database (and,
 //! for the backup guard, its verified Backups), the other Drills on the same
-//! Database, the probe pod and its `GET /report`. Turned into the pure
-//! [`Observed`] the state machine plans from.
+//! Database, the probe pod and its `GET /report`, and for `restore` the
+//! throwaway Database and the checker pod ([`restore`]). Turned into the
+//! pure [`Observed`] the state machine plans from.
+
+mod restore;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
@@ -51,6 +54,7 @@ pub async fn observe(ctx: &Context, drill: &Drill, namespace: &str) -> Result<Se
         .map(|d| d.name_any())
         .collect();
     let (probe, probe_ip) = probe(ctx, namespace, &drill.name_any()).await?;
+    let restore = restore::view(ctx, drill, namespace).await?;
     Ok(Seen {
         observed: Observed {
             now: Timestamp::now(),
@@ -59,6 +63,7 @@ pub async fn observe(ctx: &Context, drill: &Drill, namespace: &str) -> Result<Se
             database: view,
             running_drills,
             probe,
+            restore,
         },
         database,
         probe_ip,
