@@ -27,6 +27,8 @@ pub mod verdict;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
+mod restore_tests;
+#[cfg(test)]
 mod tests;
 
 use std::time::Duration;

@@ -193,6 +193,37 @@ async fn present(
 mod tests {
     use super::*;
 
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        probe: super::super::ProbeConfig,
+    }
+
+    #[test]
+    fn the_check_is_a_subcommand_of_the_probe_taking_its_connection_flags() {
+        use clap::Parser;
+        let cli = Cli::try_parse_from([
+            "probe",
+            "--address",
+            "10.96.0.40",
+            "check",
+            "--ids",
+            "1-5",
+            "--dbname",
+            "shop",
+        ])
+        .unwrap();
+        assert_eq!(cli.probe.address, Some("10.96.0.40".parse().unwrap()));
+        let Some(super::super::ProbeCommand::Check(check)) = cli.probe.command else {
+            panic!("no check");
+        };
+        assert_eq!(check.ids, "1-5");
+        assert_eq!(check.dbname.as_deref(), Some("shop"));
+        assert_eq!(check.report, PathBuf::from(TERMINATION_LOG));
+        let writer = Cli::try_parse_from(["probe"]).unwrap();
+        assert!(writer.probe.command.is_none());
+    }
+
     #[test]
     fn ids_travel_as_ranges_and_come_back_whole() {
         let ids = [5, 1, 2, 3, 7, 8, 3, 10];

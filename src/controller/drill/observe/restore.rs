@@ -96,3 +96,47 @@ pub fn check_view(pod: &Pod) -> CheckView {
         ended,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus,
+    };
+
+    fn ended(phase: &str, message: Option<&str>) -> Pod {
+        Pod {
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                container_statuses: Some(vec![ContainerStatus {
+                    name: "check".into(),
+                    state: Some(ContainerState {
+                        terminated: Some(ContainerStateTerminated {
+                            exit_code: 1,
+                            reason: Some("Error".into()),
+                            message: message.map(str::to_owned),
+                            ..ContainerStateTerminated::default()
+                        }),
+                        ..ContainerState::default()
+                    }),
+                    ..ContainerStatus::default()
+                }]),
+                ..PodStatus::default()
+            }),
+            ..Pod::default()
+        }
+    }
+
+    #[test]
+    fn the_report_is_read_from_the_termination_message_and_its_absence_explained() {
+        let report = r#"{"compared":5,"missing":1,"firstMissing":[4]}"#;
+        let view = check_view(&ended("Succeeded", Some(report)));
+        let found = view.ended.unwrap().unwrap();
+        assert_eq!((found.compared, found.missing), (5, 1));
+        let view = check_view(&ended("Failed", Some("panic: no\n")));
+        let why = view.ended.unwrap().unwrap_err();
+        assert!(why.contains("without a report (Error): panic"), "{why}");
+        let running = check_view(&Pod::default());
+        assert!(running.exists && running.ended.is_none());
+    }
+}
