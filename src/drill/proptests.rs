@@ -11,8 +11,8 @@ use proptest::prelude::*;
 use super::restore::{CheckView, CopyView};
 use super::tests::{NAME, at, healthy, observed, probe, spec};
 use super::*;
-use crate::probe::check::CheckReport;
 use crate::api::drill::{DrillSpec, DrillStatus, InjectedFault};
+use crate::probe::check::CheckReport;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 fn scenario() -> impl Strategy<Value = Scenario> {
@@ -136,14 +136,12 @@ fn drill_status() -> impl Strategy<Value = DrillStatus> {
 
 /// Whether `step` starts or continues toward a fault.
 fn starts(step: &Step) -> bool {
-    step.actions
-        .iter()
-        .any(|a| {
-            matches!(
-                a,
-                Action::CreateProbe | Action::Inject { .. } | Action::StartRestore { .. }
-            )
-        })
+    step.actions.iter().any(|a| {
+        matches!(
+            a,
+            Action::CreateProbe | Action::Inject { .. } | Action::StartRestore { .. }
+        )
+    })
 }
 
 /// The status as a restarted operator reads it back.

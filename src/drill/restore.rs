@@ -141,7 +141,10 @@ mod tests {
         // A write exactly on the second counts as before it.
         let exact = report(&[100.1, 100.4, 101.0, 101.2, 102.0]);
         assert_eq!(recovery_point(&exact).unwrap().as_second(), 101);
-        assert_eq!(acknowledged_by(&exact, Timestamp::from_second(101).unwrap()), vec![1, 2, 3]);
+        assert_eq!(
+            acknowledged_by(&exact, Timestamp::from_second(101).unwrap()),
+            vec![1, 2, 3]
+        );
     }
 
     #[test]
@@ -155,7 +158,8 @@ mod tests {
         assert!(long.len() <= MAX_DATABASE_NAME, "{long}");
         assert!(long.starts_with("r-9a-b"), "{long}");
         assert!(
-            long.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+            long.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
             "{long}"
         );
         assert_ne!(long, copy_name(&format!("9{}", "a.b".repeat(18)), at(1)));

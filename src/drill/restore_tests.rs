@@ -247,7 +247,10 @@ fn an_abort_deletes_the_copy_and_records_it_deleted_only_once_done() {
     assert_eq!(step.status.phase, Some(DrillPhase::Aborted));
     assert!(undoes_copy(&step));
     let fault = step.status.fault.clone().unwrap();
-    assert!(fault.undone_at.is_none(), "not before the delete was accepted");
+    assert!(
+        fault.undone_at.is_none(),
+        "not before the delete was accepted"
+    );
     let undo = Action::Undo {
         scenario: Scenario::Restore,
         target: copy(),
@@ -262,7 +265,11 @@ fn an_abort_deletes_the_copy_and_records_it_deleted_only_once_done() {
 
 #[test]
 fn a_restarted_operator_deletes_a_copy_on_record_in_a_final_phase() {
-    for phase in [DrillPhase::Failed, DrillPhase::Aborted, DrillPhase::Succeeded] {
+    for phase in [
+        DrillPhase::Failed,
+        DrillPhase::Aborted,
+        DrillPhase::Succeeded,
+    ] {
         let step = plan(
             NAME,
             &spec(Scenario::Restore),
@@ -281,7 +288,10 @@ fn a_copy_that_cannot_be_created_fails_the_run_and_is_deleted_if_it_came_to_be()
         copy: copy(),
         target_time: at(5),
     };
-    let refused = Outcome::Refused(format!("Database {} exists and is not this Drill's", copy()));
+    let refused = Outcome::Refused(format!(
+        "Database {} exists and is not this Drill's",
+        copy()
+    ));
     let step = settle(
         NAME,
         &spec(Scenario::Restore),

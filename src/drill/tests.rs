@@ -222,23 +222,22 @@ fn each_refusal_names_what_failed() {
 
 #[test]
 fn partition_primary_is_refused_by_name() {
-    for scenario in [Scenario::PartitionPrimary] {
-        let step = plan(
-            NAME,
-            &spec(scenario),
-            &DrillStatus::default(),
-            &observed(0, Some(healthy()), ProbeView::default()),
-        );
-        assert_eq!(step.status.phase, Some(DrillPhase::Refused));
-        let verdict = step.status.verdict.unwrap_or_default();
-        assert!(
-            verdict.contains(&format!(
-                "spec.scenario: {} is not supported by this operator version yet",
-                scenario.as_str()
-            )),
-            "{verdict}"
-        );
-    }
+    let scenario = Scenario::PartitionPrimary;
+    let step = plan(
+        NAME,
+        &spec(scenario),
+        &DrillStatus::default(),
+        &observed(0, Some(healthy()), ProbeView::default()),
+    );
+    assert_eq!(step.status.phase, Some(DrillPhase::Refused));
+    let verdict = step.status.verdict.unwrap_or_default();
+    assert!(
+        verdict.contains(&format!(
+            "spec.scenario: {} is not supported by this operator version yet",
+            scenario.as_str()
+        )),
+        "{verdict}"
+    );
 }
 
 #[test]

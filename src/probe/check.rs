@@ -169,10 +169,7 @@ async fn check(target: &Target, wanted: &[i64], wait: Duration) -> CheckReport {
 
 /// The ids of `wanted` in the table; none when the table is not there (it
 /// was created after the recovery point, or lost).
-async fn present(
-    target: &Target,
-    wanted: &[i64],
-) -> Result<BTreeSet<i64>, tokio_postgres::Error> {
+async fn present(target: &Target, wanted: &[i64]) -> Result<BTreeSet<i64>, tokio_postgres::Error> {
     let client = target.connect().await?;
     let rows = client
         .query(
@@ -248,7 +245,10 @@ mod tests {
         let present: BTreeSet<i64> = (1..=30).filter(|id| id % 2 == 0).collect();
         let report = CheckReport::of(&wanted, &present);
         assert_eq!((report.compared, report.missing), (30, 15));
-        assert_eq!(report.first_missing, vec![1, 3, 5, 7, 9, 11, 13, 15, 17, 19]);
+        assert_eq!(
+            report.first_missing,
+            vec![1, 3, 5, 7, 9, 11, 13, 15, 17, 19]
+        );
         let whole = CheckReport::of(&wanted, &wanted.iter().copied().collect());
         assert_eq!((whole.missing, whole.first_missing.len()), (0, 0));
         let text = serde_json::to_string(&whole).unwrap();

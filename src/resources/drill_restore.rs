@@ -203,7 +203,10 @@ mod tests {
         assert!(copy.spec.migrations.is_none());
         let recovery = copy.spec.bootstrap.unwrap().recovery.unwrap();
         assert_eq!(recovery.source.as_deref(), Some("orders"));
-        assert_eq!(recovery.target_time.as_deref(), Some("2027-01-15T08:00:00Z"));
+        assert_eq!(
+            recovery.target_time.as_deref(),
+            Some("2027-01-15T08:00:00Z")
+        );
         let mut unstored = drill();
         unstored.metadata.uid = None;
         assert!(restore_copy(&unstored, &source, "x", at).is_none());

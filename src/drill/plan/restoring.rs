@@ -168,7 +168,10 @@ impl Pass<'_> {
             })) => return self.checker_failed(&copy, why),
             Some(Ok(check)) => check.clone(),
         };
-        let figures = self.status.figures.get_or_insert_with(DrillFigures::default);
+        let figures = self
+            .status
+            .figures
+            .get_or_insert_with(DrillFigures::default);
         figures.rows_compared = Some(check.compared);
         if !report.finished {
             self.actions.push(Action::FinishProbe);
@@ -212,7 +215,10 @@ impl Pass<'_> {
     pub(super) fn settle_restore(&mut self, action: &Action, outcome: &Outcome) -> Option<()> {
         match (action, outcome) {
             (_, Outcome::Done) => None,
-            (Action::StartRestore { copy, .. }, Outcome::Refused(error) | Outcome::Unknown(error)) => {
+            (
+                Action::StartRestore { copy, .. },
+                Outcome::Refused(error) | Outcome::Unknown(error),
+            ) => {
                 self.finish(
                     DrillPhase::Failed,
                     format!(

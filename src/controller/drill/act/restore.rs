@@ -48,7 +48,11 @@ impl Act<'_> {
         let Some(database) = restore_copy(self.drill, source, copy, target_time) else {
             return Outcome::Refused("the Drill has no uid to own its copy by".to_owned());
         };
-        match self.databases().create(&PostParams::default(), &database).await {
+        match self
+            .databases()
+            .create(&PostParams::default(), &database)
+            .await
+        {
             Ok(_) => Outcome::Done,
             Err(kube::Error::Api(e)) if e.code == 409 => self.existing_copy(copy).await,
             Err(error) => kube_outcome(error),
@@ -61,9 +65,9 @@ impl Act<'_> {
                 Outcome::Refused(format!("Database {copy} is being deleted"))
             }
             Ok(Some(db)) if self.owns(&db) => Outcome::Done,
-            Ok(Some(_)) => Outcome::Refused(format!(
-                "Database {copy} exists and is not this Drill's"
-            )),
+            Ok(Some(_)) => {
+                Outcome::Refused(format!("Database {copy} exists and is not this Drill's"))
+            }
             Ok(None) => Outcome::Unknown(format!("Database {copy} was created and is gone")),
             Err(error) => Outcome::Unknown(error.to_string()),
         }
