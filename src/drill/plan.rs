@@ -232,8 +232,9 @@ impl<'a> Pass<'a> {
         self.status.runs.truncate(MAX_RUNS);
     }
 
-    /// A fault that holds is undone (recorded when the undo succeeded); a
-    /// one-shot fault has nothing to undo and is closed now.
+    /// A fault that holds, or a restore's copy, is undone (recorded when
+    /// the undo succeeded); a one-shot fault has nothing to undo and is
+    /// closed now.
     fn close_fault(&mut self) {
         let scenario = self.spec.scenario;
         let Some(fault) = self.status.fault.as_mut() else {
@@ -253,7 +254,7 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// A fault that holds, on record and not undone.
+    /// A fault that holds (or a restore's copy), on record and not undone.
     fn outstanding(&self) -> bool {
         undone_by_action(self.spec.scenario)
             && self

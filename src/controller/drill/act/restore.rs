@@ -156,3 +156,14 @@ impl Act<'_> {
         service.spec?.cluster_ip?.parse().ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_copy_carries_the_annotation_the_deletion_reads() {
+        assert_eq!(
+            crate::resources::COPY_SKIPS_FINAL_BACKUP,
+            crate::lifecycle::SKIP_FINAL_BACKUP
+        );
+    }
+}
