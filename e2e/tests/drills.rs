@@ -10,8 +10,9 @@
 //! - The operator killed while a `freeze-primary` drill observes its fault:
 //!   the next leader ends the run with the fault undone.
 //! - A `restore` drill on a 2-instance sync Database with a store and a
-//!   completed Backup: its throwaway copy is Ready, holds every write the
-//!   probe saw acknowledged by the recovery point, and is deleted; the
+//!   completed Backup, the operator killed once its throwaway copy is on
+//!   record: the next leader sees the copy Ready, holding every write the
+//!   probe saw acknowledged by the recovery point, and deletes it; the
 //!   source's Backups and volumes are untouched.
 //!
 //! The figures each drill measured (write outage, lost writes, time to
@@ -430,7 +431,8 @@ where
 /// A `restore` drill: the newest backup and the archive restored into a
 /// throwaway Database at a point between the probe's writes, every write
 /// acknowledged by that point found in it, the copy deleted; the source's
-/// Backups and PVCs untouched.
+/// Backups and PVCs untouched. The operator is killed once the copy is on
+/// record: the next leader goes on from the Drill's status.
 #[tokio::test]
 async fn a_restore_drill_restores_checks_and_removes_a_throwaway_copy() {
     use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -487,6 +489,26 @@ async fn a_restore_drill_restores_checks_and_removes_a_throwaway_copy() {
                 }),
             )
             .await?;
+            let recorded = drill_until(&client, &ns, "restore", Duration::from_secs(600), |d| {
+                d.status.as_ref().is_some_and(|s| s.fault.is_some()) || finished(d)
+            })
+            .await?;
+            let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+                Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+            let leader = leases
+                .get("tusk-operator")
+                .await?
+                .spec
+                .and_then(|s| s.holder_identity)
+                .ok_or("no operator leader")?;
+            let operators: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+            operators
+                .delete(&leader, &DeleteParams::default().grace_period(0))
+                .await?;
+            println!(
+                "restore: operator {leader} killed in phase {:?}",
+                phase(&recorded)
+            );
             let done =
                 drill_until(&client, &ns, "restore", Duration::from_secs(1300), finished).await?;
             let line = report("restore", &done);
