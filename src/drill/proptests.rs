@@ -191,7 +191,6 @@ impl World {
                 created: at(self.now - 1),
                 ready: self.db.ready,
                 ready_since: None,
-                message: None,
             });
             seen.restore.check = CheckView {
                 exists: self.checker,

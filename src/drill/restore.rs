@@ -34,9 +34,6 @@ pub struct CopyView {
     pub ready: bool,
     /// When Ready last turned True.
     pub ready_since: Option<Timestamp>,
-    /// Its Ready message while it restores, for the verdict of a run that
-    /// times out.
-    pub message: Option<String>,
 }
 
 /// The checker pod as observed.

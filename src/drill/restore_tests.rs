@@ -45,7 +45,6 @@ fn ready_copy(created: i64, ready: i64) -> Option<CopyView> {
         created: at(created),
         ready: true,
         ready_since: Some(at(ready)),
-        message: None,
     })
 }
 
@@ -107,7 +106,6 @@ fn a_copy_that_is_restoring_is_watched_and_a_lost_creation_asked_again() {
         created: at(6),
         ready: false,
         ready_since: None,
-        message: Some("restoring".into()),
     });
     let step = plan(
         NAME,

@@ -49,16 +49,10 @@ pub async fn view(ctx: &Context, drill: &Drill, namespace: &str) -> Result<Resto
 fn copy_view(db: &Database) -> Option<CopyView> {
     let created = db.metadata.creation_timestamp.as_ref()?.0;
     let view = database_view(db, None);
-    let message = db
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| c.message.clone());
     Some(CopyView {
         created,
         ready: view.ready,
         ready_since: view.ready_since,
-        message,
     })
 }
 
