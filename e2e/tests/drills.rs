@@ -17,6 +17,11 @@
 //!   goes the old primary rejoins as a replica; no policy is left behind.
 //! - `store-outage` on a Database with a store: a segment closed during the
 //!   outage fails to archive, and reaches the store once it is undone.
+//! - A `restore` drill on a 2-instance sync Database with a store and a
+//!   completed Backup, the operator killed once its throwaway copy is on
+//!   record: the next leader sees the copy Ready, holding every write the
+//!   probe saw acknowledged by the recovery point, and deletes it; the
+//!   source's Backups and volumes are untouched.
 //!
 //! The figures each drill measured (write outage, lost writes, time to
 //! Ready) are printed, never asserted beyond the drill's own verdict:
@@ -506,6 +511,157 @@ async fn a_store_outage_is_undone_and_archiving_catches_up() {
                     .await?,
                 );
                 if now > before {
+/// The names and uids of `ns`'s objects of kind `K` whose label
+/// `tusk.dev/database` (for Backups: `spec.database`) is `db`.
+async fn restore_drill_owned<K>(
+    client: &Client,
+    ns: &str,
+    db: &str,
+) -> Result<Vec<(String, String)>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + serde::Serialize,
+    <K as kube::Resource>::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let mut found: Vec<(String, String)> = api
+        .list(&kube::api::ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|o| {
+            let value = serde_json::to_value(o).unwrap_or_default();
+            value["metadata"]["labels"]["tusk.dev/database"] == db
+                || value["spec"]["database"] == db
+        })
+        .map(|o| {
+            let meta = o.meta();
+            (
+                meta.name.clone().unwrap_or_default(),
+                meta.uid.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    found.sort();
+    Ok(found)
+}
+
+/// A `restore` drill: the newest backup and the archive restored into a
+/// throwaway Database at a point between the probe's writes, every write
+/// acknowledged by that point found in it, the copy deleted; the source's
+/// Backups and PVCs untouched. The operator is killed once the copy is on
+/// record: the next leader goes on from the Drill's status.
+#[tokio::test]
+async fn a_restore_drill_restores_checks_and_removes_a_throwaway_copy() {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    use tusk::api::status::BackupPhase;
+    use tusk::api::v1::Backup;
+    use tusk_e2e::store::{spec_with_store, store_up};
+
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    in_namespace(
+        "e2e-drill-restore",
+        Duration::from_secs(1500),
+        |client, ns| async move {
+            let apply = PatchParams::apply(tusk_e2e::MANAGER);
+            let (endpoint, bucket) = store_up(&ns).await?;
+            let mut spec = spec_with_store(2, &endpoint, &bucket);
+            spec["replication"] = json!({"mode": "sync", "minSyncReplicas": 1});
+            apply_value(&client, Some(&ns), database(DB, spec), &apply).await?;
+            wait_ready(&client, &ns, DB, 2).await?;
+            apply_value(
+                &client,
+                Some(&ns),
+                json!({
+                    "apiVersion": "tusk.dev/v1", "kind": "Backup", "metadata": {"name": "base"},
+                    "spec": {"database": DB}
+                }),
+                &apply,
+            )
+            .await?;
+            let backups: Api<Backup> = Api::namespaced(client.clone(), &ns);
+            let base = wait_for(&backups, "base", Duration::from_secs(300), |b| {
+                matches!(
+                    b.status.as_ref().and_then(|s| s.phase),
+                    Some(BackupPhase::Completed | BackupPhase::Failed)
+                )
+            })
+            .await?;
+            if base.status.as_ref().and_then(|s| s.phase) != Some(BackupPhase::Completed) {
+                return Err(format!("Backup base did not complete: {:?}", base.status).into());
+            }
+            let backups_before = restore_drill_owned::<Backup>(&client, &ns, DB).await?;
+            let claims_before =
+                restore_drill_owned::<PersistentVolumeClaim>(&client, &ns, DB).await?;
+
+            // Timing is bench/drills' business: bounds that only a hang misses.
+            drill(
+                &client,
+                &ns,
+                "restore",
+                json!({
+                    "scenario": "restore",
+                    "abortAfterSeconds": 1200,
+                    "expect": {"maxSecondsToReady": 1200}
+                }),
+            )
+            .await?;
+            let recorded = drill_until(&client, &ns, "restore", Duration::from_secs(600), |d| {
+                d.status.as_ref().is_some_and(|s| s.fault.is_some()) || finished(d)
+            })
+            .await?;
+            let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+                Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+            let leader = leases
+                .get("tusk-operator")
+                .await?
+                .spec
+                .and_then(|s| s.holder_identity)
+                .ok_or("no operator leader")?;
+            let operators: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+            operators
+                .delete(&leader, &DeleteParams::default().grace_period(0))
+                .await?;
+            println!(
+                "restore: operator {leader} killed in phase {:?}",
+                phase(&recorded)
+            );
+            let done =
+                drill_until(&client, &ns, "restore", Duration::from_secs(1300), finished).await?;
+            let line = report("restore", &done);
+            let status = done.status.clone().unwrap_or_default();
+            let figures = status.figures.clone().unwrap_or_default();
+            println!(
+                "restore: recovery {:?} s, {:?} rows compared",
+                figures.recovery_seconds, figures.rows_compared
+            );
+            if status.phase != Some(DrillPhase::Succeeded) {
+                return Err(format!("the restore drill did not succeed: {line}").into());
+            }
+            let recovered = figures.recovery_seconds.is_some_and(|s| s > 0.0);
+            let compared = figures.rows_compared.is_some_and(|n| n >= 3);
+            if !(recovered && compared) {
+                return Err(format!("want a recovery time and at least 3 rows compared: {figures:?}").into());
+            }
+            let fault = status.fault.clone().ok_or("the finished drill lost its copy's record")?;
+            let copy = fault.object.clone().ok_or("no copy on record")?;
+            if fault.undone_at.is_none() {
+                return Err(format!("the copy {copy} is not recorded deleted: {line}").into());
+            }
+            // The copy, its volumes and the checker go.
+            let dbs: Api<Database> = Api::namespaced(client.clone(), &ns);
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+            let deadline = Instant::now() + Duration::from_secs(180);
+            loop {
+                let copy_left = dbs.get_opt(&copy).await?.is_some();
+                let claims_left = restore_drill_owned::<PersistentVolumeClaim>(&client, &ns, &copy)
+                    .await?;
+                let checker_left = pods.get_opt("restore-check").await?.is_some();
+                if !copy_left && claims_left.is_empty() && !checker_left {
                     break;
                 }
                 if Instant::now() > deadline {
@@ -534,6 +690,23 @@ async fn a_store_outage_is_undone_and_archiving_catches_up() {
             if archived.trim() != "t" {
                 return Err(format!("{closed} never reached the store after the drill").into());
             }
+                        "after the drill: copy {copy} left {copy_left}, its volumes {claims_left:?}, the checker left {checker_left}"
+                    )
+                    .into());
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            // The source's Backups and volumes are the same objects.
+            let backups_after = restore_drill_owned::<Backup>(&client, &ns, DB).await?;
+            let claims_after =
+                restore_drill_owned::<PersistentVolumeClaim>(&client, &ns, DB).await?;
+            if backups_after != backups_before || claims_after != claims_before {
+                return Err(format!(
+                    "the source's objects changed: Backups {backups_before:?} -> {backups_after:?}, PVCs {claims_before:?} -> {claims_after:?}"
+                )
+                .into());
+            }
+            wait_ready(&client, &ns, DB, 2).await?;
             Ok(())
         },
     )

@@ -421,10 +421,12 @@ pub struct DrillStatus {
 #[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct InjectedFault {
-    /// The instance (or pod) the fault was injected into.
+    /// The instance (or pod) the fault was injected into; for `restore`,
+    /// the throwaway Database.
     pub target: String,
 
-    /// When it was injected.
+    /// When it was injected; for `restore`, the recovery point the
+    /// throwaway Database is restored to.
     pub injected_at: Time,
 
     /// When it must be undone at the latest; the instance manager undoes
@@ -512,8 +514,8 @@ pub struct DrillFigures {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery_seconds: Option<f64>,
 
-    /// For `restore`: rows compared between the source and the restored
-    /// copy, and whether they matched.
+    /// For `restore`: the probe's writes acknowledged by the recovery point
+    /// looked for in the restored copy (one missing fails the run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows_compared: Option<i64>,
 }

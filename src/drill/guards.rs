@@ -3,18 +3,14 @@
 //! before its fault is injected; once a fault is in effect the Database is
 //! expected to look unhealthy, so only [`broken_mid_run`] applies.
 
-use crate::api::drill::{DrillSpec, Scenario, defaults};
+use crate::api::drill::{DrillSpec, defaults};
 use crate::api::status::{DatabasePhase, InstanceRole};
 
-use super::{DatabaseView, Observed, supported};
+use super::{DatabaseView, Observed};
 
 /// Why a drill may not start now; empty when every guard holds.
 pub fn refusals(spec: &DrillSpec, observed: &Observed) -> Vec<String> {
     let mut refused = Vec::new();
-    if !supported(spec.scenario) {
-        refused.push(unsupported(spec.scenario));
-        return refused;
-    }
     let Some(db) = &observed.database else {
         refused.push(format!(
             "spec.database: Database {} does not exist",
@@ -86,14 +82,6 @@ pub fn broken_mid_run(spec: &DrillSpec, observed: &Observed) -> Option<String> {
         )),
         _ => None,
     }
-}
-
-/// The refusal of a scenario this operator cannot run yet.
-pub fn unsupported(scenario: Scenario) -> String {
-    format!(
-        "spec.scenario: {} is not supported by this operator version yet",
-        scenario.as_str()
-    )
 }
 
 /// An upgrade, restore, switchover or failover under way.

@@ -15,17 +15,21 @@
 //! Parts: [`guards`] (whether a run may start, each refusal naming what
 //! failed), [`canary`] (whether the cluster enforces NetworkPolicy, before a
 //! partition), [`verdict`] (the figures judged against `spec.expect`),
-//! [`ticks`] (when a scheduled drill runs), [`plan`](mod@plan) (the phases).
+//! [`ticks`] (when a scheduled drill runs), [`plan`](mod@plan) (the phases),
+//! [`restore`] (the `restore` scenario's recovery point, ids and names).
 //! Pure: no clock, no I/O; the shell passes the time in [`Observed`].
 
 pub mod canary;
 pub mod guards;
 pub mod plan;
+pub mod restore;
 pub mod ticks;
 pub mod verdict;
 
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod restore_tests;
 #[cfg(test)]
 mod tests;
 
@@ -81,6 +85,17 @@ pub enum Action {
         reason: String,
         message: String,
     },
+    /// `restore`: switch `primary`'s WAL (so that the recovery point is
+    /// archived), then create the throwaway Database `copy`, owned by the
+    /// Drill, restoring the drill's Database to `target_time`.
+    StartRestore {
+        primary: String,
+        copy: String,
+        target_time: Timestamp,
+    },
+    /// `restore`: create the checker pod reading `ids` (ranges, as
+    /// [`crate::probe::check::encode_ids`] writes them) back from `copy`.
+    CheckCopy { copy: String, ids: String },
     /// Count a finished run in the metrics.
     Record {
         phase: DrillPhase,
@@ -108,6 +123,8 @@ pub struct Observed {
     pub running_drills: Vec<String>,
     /// The probe pod and what it reports.
     pub probe: ProbeView,
+    /// For `restore`: the throwaway Database and the checker pod.
+    pub restore: restore::RestoreView,
 }
 
 /// The Database as a drill sees it.
@@ -182,7 +199,9 @@ pub fn is_running(phase: Option<DrillPhase>) -> bool {
     )
 }
 
-/// Whether this operator version can run `scenario`.
-pub fn supported(scenario: Scenario) -> bool {
-    scenario != Scenario::Restore
+/// Whether a fault of `scenario` on record stays open until an undo action
+/// succeeded: a fault that holds, and a `restore`'s throwaway Database
+/// (deleted by the undo).
+pub fn undone_by_action(scenario: Scenario) -> bool {
+    scenario.holds_a_fault() || scenario == Scenario::Restore
 }

@@ -8,6 +8,11 @@
 //! finished by the next pass); a run past `abortAfterSeconds`, on a Drill
 //! being deleted or on a Database that broke a guard is Aborted with its
 //! fault undone; a final phase never injects.
+//!
+//! The `restore` scenario's phases are in [`restoring`]: its "fault" is a
+//! throwaway Database restored to a recovery point, closed by deleting it.
+
+mod restoring;
 
 use std::time::Duration;
 
@@ -17,7 +22,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::canary::{self, Check};
 use super::ticks::{self, Tick};
 use super::verdict::{judge, summary};
-use super::{Action, DatabaseView, Observed, Step, guards, is_running, probe_name};
+use super::{
+    Action, DatabaseView, Observed, Step, guards, is_running, probe_name, undone_by_action,
+};
 use crate::api::drill::{
     DrillEvent, DrillFigures, DrillPhase, DrillRun, DrillSpec, DrillStatus, InjectedFault,
     PolicyCheck, Scenario, defaults,
@@ -128,6 +135,9 @@ pub fn settle(
                 DrillPhase::Failed,
                 format!("the canary NetworkPolicy could not be applied: {error}"),
             );
+        }
+        (Action::StartRestore { .. } | Action::CheckCopy { .. }, _) => {
+            pass.settle_restore(action, outcome)?;
         }
         (Action::CreateProbe, Outcome::Refused(error) | Outcome::Unknown(error)) => {
             pass.finish(
@@ -240,8 +250,9 @@ impl<'a> Pass<'a> {
         self.status.runs.truncate(MAX_RUNS);
     }
 
-    /// A fault that holds is undone (recorded when the undo succeeded); a
-    /// one-shot fault has nothing to undo and is closed now.
+    /// A fault that holds, or a restore's copy, is undone (recorded when
+    /// the undo succeeded); a one-shot fault has nothing to undo and is
+    /// closed now.
     fn close_fault(&mut self) {
         let scenario = self.spec.scenario;
         let Some(fault) = self.status.fault.as_mut() else {
@@ -250,7 +261,7 @@ impl<'a> Pass<'a> {
         if fault.undone_at.is_some() {
             return;
         }
-        if scenario.holds_a_fault() {
+        if undone_by_action(scenario) {
             self.actions.push(Action::Undo {
                 scenario,
                 target: fault.target.clone(),
@@ -270,9 +281,9 @@ impl<'a> Pass<'a> {
         }
     }
 
-    /// A fault that holds, on record and not undone.
+    /// A fault that holds (or a restore's copy), on record and not undone.
     fn outstanding(&self) -> bool {
-        self.spec.scenario.holds_a_fault()
+        undone_by_action(self.spec.scenario)
             && self
                 .status
                 .fault
@@ -447,6 +458,7 @@ impl<'a> Pass<'a> {
             return self.finish(DrillPhase::Aborted, broken);
         }
         match self.status.phase {
+            Some(phase) if self.restoring(phase) => self.restore_running(phase, observed),
             Some(DrillPhase::Probing) => self.probing(observed),
             Some(DrillPhase::Injecting) => {
                 // The injection was asked for after the status said so; a
@@ -501,6 +513,9 @@ impl<'a> Pass<'a> {
         }
         if self.spec.scenario.needs_network_policy() && self.status.policy_check.is_none() {
             return self.apply_canary();
+        }
+        if self.spec.scenario == Scenario::Restore {
+            return self.start_restore(observed);
         }
         let Some(target) = observed
             .database

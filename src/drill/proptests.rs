@@ -2,13 +2,17 @@
 //! undone, no drill starts while a guard fails, a restarted operator (the
 //! status read back, nothing in memory, the actions of the pass it died in
 //! lost) resumes or undoes, `abortAfterSeconds` aborts and undoes, a final
-//! phase never injects.
+//! phase never injects. The world models the `restore` scenario's
+//! throwaway Database as its held fault (created by `StartRestore`, gone
+//! when the undo reaches it) and its checker as finding every row.
 
 use proptest::prelude::*;
 
+use super::restore::{CheckView, CopyView};
 use super::tests::{NAME, at, healthy, observed, probe, spec};
 use super::*;
 use crate::api::drill::{DrillSpec, DrillStatus, InjectedFault};
+use crate::probe::check::CheckReport;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 fn scenario() -> impl Strategy<Value = Scenario> {
@@ -132,9 +136,12 @@ fn drill_status() -> impl Strategy<Value = DrillStatus> {
 
 /// Whether `step` starts or continues toward a fault.
 fn starts(step: &Step) -> bool {
-    step.actions
-        .iter()
-        .any(|a| matches!(a, Action::CreateProbe | Action::Inject { .. }))
+    step.actions.iter().any(|a| {
+        matches!(
+            a,
+            Action::CreateProbe | Action::Inject { .. } | Action::StartRestore { .. }
+        )
+    })
 }
 
 /// The status as a restarted operator reads it back.
@@ -143,24 +150,34 @@ fn read_back(status: &DrillStatus) -> DrillStatus {
     serde_json::from_value(json).expect("and reads back")
 }
 
-/// Whether `status` records a held fault not undone.
+/// Whether `status` records a held fault (or a restore's copy) not undone.
 fn outstanding(spec: &DrillSpec, status: &DrillStatus) -> bool {
-    spec.scenario.holds_a_fault() && status.fault.as_ref().is_some_and(|f| f.undone_at.is_none())
+    undone_by_action(spec.scenario) && status.fault.as_ref().is_some_and(|f| f.undone_at.is_none())
+}
+
+/// Whether `action` injects: a fault, or a restore's copy.
+fn injects(action: &Action) -> bool {
+    matches!(action, Action::Inject { .. } | Action::StartRestore { .. })
 }
 
 /// A simulated world: the Database, the probe, a fault held by the
 /// instance manager, and an operator that may die after any status write.
 struct World {
     now: i64,
+    /// The drill is a `restore`: `held` is its copy.
+    restoring: bool,
     db: DatabaseView,
     probe_exists: bool,
     finished: bool,
     acks: Vec<i64>,
+    /// A fault held by a manager, or a restore's copy in the cluster.
     held: bool,
     /// The cluster enforces NetworkPolicy: the canary cuts the probe off.
     enforces: bool,
     /// The canary policy exists.
     canary: bool,
+    /// A restore's checker pod exists (and has found every row).
+    checker: bool,
 }
 
 impl World {
@@ -172,6 +189,17 @@ impl World {
         }
         if !self.probe_exists || (self.canary && self.enforces) {
             seen.probe.report = None;
+        }
+        if self.restoring {
+            seen.restore.copy = self.held.then(|| CopyView {
+                created: at(self.now - 1),
+                ready: self.db.ready,
+                ready_since: None,
+            });
+            seen.restore.check = CheckView {
+                exists: self.checker,
+                ended: self.checker.then(|| Ok(CheckReport::of(&[1], &[1].into()))),
+            };
         }
         seen
     }
@@ -211,6 +239,8 @@ fn luck() -> impl Strategy<Value = Vec<Luck>> {
 fn simulate(spec: &DrillSpec, mut status: DrillStatus, passes: &[Luck]) -> (DrillStatus, World) {
     let mut world = World {
         now: 0,
+        restoring: spec.scenario == Scenario::Restore,
+        checker: false,
         db: healthy(),
         probe_exists: false,
         finished: false,
@@ -242,7 +272,12 @@ fn simulate(spec: &DrillSpec, mut status: DrillStatus, passes: &[Luck]) -> (Dril
         world.db.ready = ready;
         let step = plan(NAME, spec, &read_back(&status), &world.observe());
         for action in &step.actions {
-            if let Action::Inject { target, .. } = action {
+            let recorded = match action {
+                Action::Inject { target, .. } => Some(target),
+                Action::StartRestore { copy, .. } => Some(copy),
+                _ => None,
+            };
+            if let Some(target) = recorded {
                 let fault = step.status.fault.as_ref();
                 assert!(
                     fault.is_some_and(|f| f.target == *target && f.undone_at.is_none()),
@@ -277,7 +312,9 @@ fn simulate(spec: &DrillSpec, mut status: DrillStatus, passes: &[Luck]) -> (Dril
             );
         }
         world.now += i64::from(elapse) + 1;
-        if world.probe_exists && !world.finished && !world.held {
+        // A held fault stops the probe's writes; a restore's copy does not.
+        let writes = !world.held || world.restoring;
+        if world.probe_exists && !world.finished && writes {
             world.acks.push(world.now);
         }
     }
@@ -299,7 +336,12 @@ impl World {
             Action::Inject { scenario, .. } if scenario.holds_a_fault() => {
                 self.held = true;
             }
-            Action::Undo { .. } if undo_reaches => self.held = false,
+            Action::StartRestore { .. } => self.held = true,
+            Action::CheckCopy { .. } => self.checker = true,
+            Action::Undo { .. } if undo_reaches => {
+                self.held = false;
+                self.checker = false;
+            }
             Action::Undo { .. } => return Outcome::Unknown("timeout".into()),
             Action::ApplyCanary => self.canary = true,
             Action::RemoveCanary if undo_reaches => self.canary = false,
@@ -357,7 +399,7 @@ proptest! {
             prop_assert!(!is_running(step.status.phase), "{step:?}");
         }
         if status.phase == Some(DrillPhase::Probing) {
-            prop_assert!(!step.actions.iter().any(|a| matches!(a, Action::Inject { .. })), "{step:?}");
+            prop_assert!(!step.actions.iter().any(injects), "{step:?}");
         }
     }
 
@@ -373,7 +415,7 @@ proptest! {
         let now = started.as_second() - at(0).as_second() + abort_after + late;
         let step = plan(NAME, &spec, &status, &observed(now, Some(healthy()), probe(&[1])));
         prop_assert_eq!(step.status.phase, Some(DrillPhase::Aborted));
-        let held = status.fault.as_ref().is_some_and(|f| f.undone_at.is_none()) && spec.scenario.holds_a_fault();
+        let held = outstanding(&spec, &status);
         prop_assert_eq!(held, step.actions.iter().any(|a| matches!(a, Action::Undo { .. })), "{:?}", step);
         prop_assert!(step.actions.contains(&Action::DeleteProbe));
     }
@@ -387,7 +429,7 @@ proptest! {
     ) {
         prop_assume!(status.phase.is_some_and(DrillPhase::is_final));
         let step = plan(NAME, &spec, &status, &observed(now, db, probe(&[1, 2, 3, 4])));
-        prop_assert!(!step.actions.iter().any(|a| matches!(a, Action::Inject { .. })), "{step:?}");
+        prop_assert!(!step.actions.iter().any(injects), "{step:?}");
     }
 
     #[test]

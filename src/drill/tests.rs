@@ -86,6 +86,7 @@ pub(super) fn observed(now: i64, database: Option<DatabaseView>, probe: ProbeVie
         invalid: Vec::new(),
         running_drills: Vec::new(),
         probe,
+        restore: Default::default(),
     }
 }
 
@@ -218,22 +219,6 @@ fn each_refusal_names_what_failed() {
         &observed(0, Some(fresh), ProbeView::default()),
     );
     assert_eq!(step.status.phase, Some(DrillPhase::Probing));
-}
-
-#[test]
-fn restore_is_refused_by_name() {
-    let step = plan(
-        NAME,
-        &spec(Scenario::Restore),
-        &DrillStatus::default(),
-        &observed(0, Some(healthy()), ProbeView::default()),
-    );
-    assert_eq!(step.status.phase, Some(DrillPhase::Refused));
-    let verdict = step.status.verdict.unwrap_or_default();
-    assert!(
-        verdict.contains("spec.scenario: restore is not supported by this operator version yet"),
-        "{verdict}"
-    );
 }
 
 /// A partition run in Probing with the baseline written and the canary

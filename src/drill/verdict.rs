@@ -1,7 +1,10 @@
 //! The verdict of a run: its figures judged against `spec.expect`. A figure
-//! that could not be measured fails the run rather than passing it.
+//! that could not be measured fails the run rather than passing it. A
+//! `restore` run has its own ([`judge_restore`]): nothing was injected into
+//! the Database, so no write outage is judged.
 
 use crate::api::drill::{DrillFigures, DrillPhase, DrillSpec, defaults};
+use crate::probe::check::CheckReport;
 
 /// The bound on acknowledged writes lost: `expect.maxLostWrites`, else 0 in
 /// sync mode and none (reported only) in async mode.
@@ -75,4 +78,71 @@ pub fn summary(figures: &DrillFigures) -> String {
         line.push_str(&format!(", WAL gap {gap} bytes"));
     }
     line
+}
+
+/// The verdict of a `restore` run: the copy Ready within
+/// `expect.maxSecondsToReady`, every write acknowledged by the recovery
+/// point found in it, none of the probe's acknowledged writes lost from the
+/// Database itself (as [`judge`] bounds them). The write outage is not
+/// judged: nothing was injected into the Database.
+pub fn judge_restore(
+    spec: &DrillSpec,
+    sync: bool,
+    figures: &DrillFigures,
+    check: &CheckReport,
+) -> (DrillPhase, String) {
+    let max_ready = f64::from(
+        spec.expect
+            .max_seconds_to_ready
+            .unwrap_or(defaults::MAX_SECONDS_TO_READY),
+    );
+    let mut missed = Vec::new();
+    match figures.recovery_seconds {
+        None => missed.push("the restored copy was not seen Ready".to_owned()),
+        Some(seconds) if seconds > max_ready => missed.push(format!(
+            "the copy was Ready after {seconds:.1} s, more than expect.maxSecondsToReady ({max_ready})"
+        )),
+        Some(_) => {}
+    }
+    if check.compared == 0 {
+        missed.push("no acknowledged write to look for in the copy".to_owned());
+    }
+    if check.missing > 0 {
+        let first: Vec<String> = check.first_missing.iter().map(i64::to_string).collect();
+        missed.push(format!(
+            "{} of the {} writes acknowledged by the recovery point are missing from the copy (first: {})",
+            check.missing,
+            check.compared,
+            first.join(", ")
+        ));
+    }
+    match (figures.lost_writes, max_lost_writes(spec, sync)) {
+        (None, _) => missed.push("the probe could not check its writes".to_owned()),
+        (Some(lost), Some(max)) if lost > max => missed.push(format!(
+            "{lost} acknowledged writes lost, more than expect.maxLostWrites ({max})"
+        )),
+        _ => {}
+    }
+    if missed.is_empty() {
+        (DrillPhase::Succeeded, summary_restore(figures))
+    } else {
+        (
+            DrillPhase::Failed,
+            format!("{}; {}", missed.join("; "), summary_restore(figures)),
+        )
+    }
+}
+
+/// A `restore` run's figures in one line.
+pub fn summary_restore(figures: &DrillFigures) -> String {
+    let known = |n: Option<i64>| n.map_or("?".to_owned(), |n| n.to_string());
+    format!(
+        "copy Ready after {}, {} rows compared, {} acknowledged writes lost of {}",
+        figures
+            .recovery_seconds
+            .map_or("-".to_owned(), |s| format!("{s:.1} s")),
+        known(figures.rows_compared),
+        known(figures.lost_writes),
+        known(figures.acknowledged_writes),
+    )
 }

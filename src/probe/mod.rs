@@ -8,7 +8,11 @@
 //!
 //! It runs in its own pod rather than in the operator so that a drill's
 //! measurement survives the operator: a new leader reads the same probe.
+//!
+//! `tusk probe check` ([`check`]) is the `restore` drill's reader: it
+//! counts which acknowledged ids a restored copy holds and exits.
 
+pub mod check;
 pub mod record;
 mod server;
 mod target;
@@ -43,6 +47,17 @@ pub struct ProbeConfig {
     /// Pause between two writes, in milliseconds.
     #[arg(long, default_value_t = 50)]
     pub interval_ms: u64,
+    /// Instead of writing: check a restored copy and exit.
+    #[command(subcommand)]
+    pub command: Option<ProbeCommand>,
+}
+
+/// What `tusk probe` does instead of writing.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum ProbeCommand {
+    /// Read which of the given ids a (restored) Database holds, write the
+    /// report to the termination message and exit.
+    Check(check::CheckConfig),
 }
 
 /// Why the probe cannot run.
@@ -72,11 +87,21 @@ pub enum Error {
     },
     #[error("serving the report: {0}")]
     Serve(#[source] std::io::Error),
+    #[error("checking the restored copy: {0}")]
+    Check(String),
 }
 
-/// Runs the probe until the process is stopped.
+/// Runs the probe until the process is stopped (or, for `check`, until
+/// the check is done).
 pub async fn run(config: ProbeConfig) -> Result<(), Error> {
     let target = target::Target::load(&config.credentials, config.address)?;
+    if let Some(ProbeCommand::Check(check)) = config.command {
+        let target = match &check.dbname {
+            Some(dbname) => target.with_dbname(dbname),
+            None => target,
+        };
+        return check::run(target, check).await;
+    }
     server::serve(
         target,
         config.listen,

@@ -78,6 +78,12 @@ impl Target {
         Ok(Target { config, tls })
     }
 
+    /// The same server, database `dbname`.
+    pub fn with_dbname(mut self, dbname: &str) -> Self {
+        self.config.dbname(dbname);
+        self
+    }
+
     /// A new connection; its driver runs on the runtime until the client
     /// is dropped.
     pub async fn connect(&self) -> Result<Client, tokio_postgres::Error> {

@@ -18,6 +18,7 @@ mod backup;
 pub mod compare;
 pub mod compute;
 mod container;
+mod drill_restore;
 mod expose;
 mod external_secret;
 mod hash;
@@ -61,6 +62,10 @@ pub use backup::{
 pub use container::{
     APP_PASSWORD_ENV, DATA_MOUNT, HEALTH_PORT, INSTANCE_TOKEN_ENV, PGDATA, POSTGRES_CONTAINER,
     POSTGRES_PORT, REPLICATION_PASSWORD_ENV, SUPERUSER_PASSWORD_ENV, TUSK_BIN,
+};
+pub use drill_restore::{
+    SKIP_FINAL_BACKUP as COPY_SKIPS_FINAL_BACKUP, check_pod, check_pod_name, restore_copy,
+    short_hash,
 };
 pub use expose::{exposure_labels, exposure_services};
 pub use external_secret::{AppCredentials, external_secret};

@@ -9,6 +9,11 @@
 //! did not happen: a 4xx, a pod that is not there) or may have happened.
 //! Nothing is pretended: an endpoint that answers 404 is a refused
 //! injection, and the run fails with its error.
+//!
+//! The `restore` scenario's actions (its throwaway Database, its checker
+//! pod, their deletion) are in [`restore`].
+
+mod restore;
 
 use std::net::IpAddr;
 
@@ -30,7 +35,7 @@ use crate::controller::credentials::instance_token;
 use crate::controller::database::instances::{Call, CallError, Target};
 use crate::controller::database::observe::tls::client_tls;
 use crate::controller::{Context, Error};
-use crate::drill::{Action, Outcome, guards};
+use crate::drill::{Action, Outcome};
 use crate::resources::{self, names};
 use crate::resources::{DrillPolicy, canary_policy, drill_policy_name, partition_policy};
 use crate::resources::{probe_pod, probe_pod_name};
@@ -67,6 +72,12 @@ impl Act<'_> {
                 },
                 None => Outcome::Unknown("the probe has no IP".to_owned()),
             },
+            Action::StartRestore {
+                primary,
+                copy,
+                target_time,
+            } => self.start_restore(primary, copy, *target_time).await,
+            Action::CheckCopy { copy, ids } => self.check_copy(copy, ids).await,
             Action::DeleteProbe => {
                 self.delete_pod(&probe_pod_name(&self.drill.name_any()))
                     .await
@@ -172,13 +183,18 @@ impl Act<'_> {
                     refused_or_unknown => refused_or_unknown,
                 }
             }
-            Scenario::Restore => Outcome::Refused(guards::unsupported(scenario)),
+            // A restore injects nothing into the Database: the plan starts
+            // its copy (`Action::StartRestore`).
+            Scenario::Restore => Outcome::Refused("a restore drill injects no fault".to_owned()),
         }
     }
 
     /// `seconds: 0` on the fault's endpoint. A target pod that is gone took
     /// the fault with it; an endpoint that does not exist holds nothing.
     async fn undo(&self, scenario: Scenario, target: &str) -> Outcome {
+        if scenario == Scenario::Restore {
+            return self.undo_restore(target).await;
+        }
         let call = match scenario {
             Scenario::FreezePrimary => Call::Freeze(FaultRequest { seconds: 0 }),
             Scenario::StoreOutage => Call::StoreOutage(FaultRequest { seconds: 0 }),

@@ -1,8 +1,11 @@
 //! What one pass of the Drill controller reads: the Drill's Database (and,
 //! for the backup guard, its verified Backups), the other Drills on the same
-//! Database, the probe pod and its `GET /report`, and what the admission
-//! rules find wrong with the Drill now. Turned into the pure [`Observed`]
-//! the state machine plans from.
+//! Database, the probe pod and its `GET /report`, what the admission rules
+//! find wrong with the Drill now, and for `restore` the throwaway Database
+//! and the checker pod ([`restore`]). Turned into the pure [`Observed`] the
+//! state machine plans from.
+
+mod restore;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
@@ -64,6 +67,7 @@ pub async fn observe(ctx: &Context, drill: &Drill, namespace: &str) -> Result<Se
         None => Vec::new(),
     };
     let (probe, probe_ip) = probe(ctx, namespace, &drill.name_any()).await?;
+    let restore = restore::view(ctx, drill, namespace).await?;
     Ok(Seen {
         observed: Observed {
             now: Timestamp::now(),
@@ -73,6 +77,7 @@ pub async fn observe(ctx: &Context, drill: &Drill, namespace: &str) -> Result<Se
             invalid,
             running_drills,
             probe,
+            restore,
         },
         database,
         probe_ip,
