@@ -511,6 +511,40 @@ async fn a_store_outage_is_undone_and_archiving_catches_up() {
                     .await?,
                 );
                 if now > before {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(format!(
+                        "archiving {closed} did not fail during the drill's store outage"
+                    )
+                    .into());
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            let done = drills::succeeded(&client, &ns, "store").await?;
+            let fault = drills::fault(&done).ok_or("no fault on record")?;
+            if fault.undone_at.is_none() {
+                return Err(format!("the store outage is not undone: {fault:?}").into());
+            }
+            // Undone: the segment closed during the outage reaches the store.
+            archive_all(&client, &ns, DB).await?;
+            let archived = sql_on(
+                &client,
+                &ns,
+                DB,
+                "rw",
+                &format!("SELECT last_archived_wal >= '{closed}' FROM pg_stat_archiver"),
+            )
+            .await?;
+            if archived.trim() != "t" {
+                return Err(format!("{closed} never reached the store after the drill").into());
+            }
+            Ok(())
+        },
+    )
+    .await;
+}
+
 /// The names and uids of `ns`'s objects of kind `K` whose label
 /// `tusk.dev/database` (for Backups: `spec.database`) is `db`.
 async fn restore_drill_owned<K>(
@@ -584,7 +618,7 @@ async fn a_restore_drill_restores_checks_and_removes_a_throwaway_copy() {
             )
             .await?;
             let backups: Api<Backup> = Api::namespaced(client.clone(), &ns);
-            let base = wait_for(&backups, "base", Duration::from_secs(300), |b| {
+            let base = tusk_e2e::wait_for(&backups, "base", Duration::from_secs(300), |b| {
                 matches!(
                     b.status.as_ref().and_then(|s| s.phase),
                     Some(BackupPhase::Completed | BackupPhase::Failed)
@@ -666,30 +700,6 @@ async fn a_restore_drill_restores_checks_and_removes_a_throwaway_copy() {
                 }
                 if Instant::now() > deadline {
                     return Err(format!(
-                        "archiving {closed} did not fail during the drill's store outage"
-                    )
-                    .into());
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            let done = drills::succeeded(&client, &ns, "store").await?;
-            let fault = drills::fault(&done).ok_or("no fault on record")?;
-            if fault.undone_at.is_none() {
-                return Err(format!("the store outage is not undone: {fault:?}").into());
-            }
-            // Undone: the segment closed during the outage reaches the store.
-            archive_all(&client, &ns, DB).await?;
-            let archived = sql_on(
-                &client,
-                &ns,
-                DB,
-                "rw",
-                &format!("SELECT last_archived_wal >= '{closed}' FROM pg_stat_archiver"),
-            )
-            .await?;
-            if archived.trim() != "t" {
-                return Err(format!("{closed} never reached the store after the drill").into());
-            }
                         "after the drill: copy {copy} left {copy_left}, its volumes {claims_left:?}, the checker left {checker_left}"
                     )
                     .into());
