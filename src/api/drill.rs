@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
     shortname = "tdr",
     category = "tusk",
     cel,
-    doc = "A failure drill: Tusk injects a fault into one of its Databases (once, or on a schedule), measures the write outage and the acknowledged writes lost through the rw Service, undoes the fault and judges the result against the drill's expectations. A drill never deletes a PVC or a backup.",
+    doc = "A failure drill: Tusk injects a fault into one of its Databases (once, or on a schedule), measures the write outage and the acknowledged writes lost through the rw Service, undoes the fault and judges the result against the drill's expectations. A drill never deletes a PVC or a backup of the Database it drills (a restore drill deletes only its own throwaway copy).",
     printcolumn(
         name = "Database",
         type_ = "string",
