@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::contract::drill::{FaultRequest, FaultResponse};
+use crate::contract::drill::FaultRequest;
 
 use super::{Shared, sql};
 
@@ -68,18 +68,15 @@ impl Partition {
 }
 
 /// `POST /drill/partition`: `seconds: 0` clears the record; otherwise the
-/// connections that outlive the policy are ended once it holds.
-pub fn partition(shared: &Arc<Shared>, request: &FaultRequest) -> FaultResponse {
+/// connections that outlive the policy are ended once it holds. Answers
+/// until when the partition is reported.
+pub fn partition(shared: &Arc<Shared>, request: &FaultRequest) -> Option<SystemTime> {
     let record = &shared.drill.partition;
     let generation = record.generation.fetch_add(1, Ordering::SeqCst) + 1;
     if request.seconds == 0 {
         *record.until.lock().unwrap_or_else(PoisonError::into_inner) = None;
         tracing::warn!("drill: partition over");
-        return FaultResponse {
-            active: false,
-            until: None,
-            pids: Vec::new(),
-        };
+        return None;
     }
     let until = SystemTime::now() + Duration::from_secs(u64::from(request.seconds));
     *record.until.lock().unwrap_or_else(PoisonError::into_inner) = Some(until);
@@ -104,11 +101,7 @@ pub fn partition(shared: &Arc<Shared>, request: &FaultRequest) -> FaultResponse 
             "drill: partitioned; every connection that outlived the policy ended"
         );
     });
-    FaultResponse {
-        active: true,
-        until: Some(super::drill::rfc3339(until)),
-        pids: Vec::new(),
-    }
+    Some(until)
 }
 
 /// The API server as this pod reaches it (the `kubernetes` Service).

@@ -359,10 +359,7 @@ async fn drill_partition(
     let span = operation_span!(Level::WARN, "instance.drill_partition");
     traced(span, &headers, async {
         auth?;
-        Ok::<_, ApiError>(Json(crate::instance::partition::partition(
-            &shared,
-            &body.decode()?,
-        )))
+        Ok::<_, ApiError>(Json(ops::drill_partition(&shared, &body.decode()?)))
     })
     .await
 }

@@ -403,6 +403,17 @@ pub fn drill_store_outage(
     drill::store_outage(shared, &request).map_err(fault_error)
 }
 
+/// `POST /drill/partition`: end the connections that outlive the drill's
+/// NetworkPolicy once it holds.
+pub fn drill_partition(shared: &Arc<Shared>, request: &FaultRequest) -> FaultResponse {
+    let until = crate::instance::partition::partition(shared, request);
+    FaultResponse {
+        active: until.is_some(),
+        until: until.map(drill::rfc3339),
+        pids: Vec::new(),
+    }
+}
+
 fn fault_error(error: drill::FaultError) -> ApiError {
     match error {
         drill::FaultError::NotRunning => ApiError::conflict(error.to_string()),
