@@ -872,6 +872,16 @@ pub fn drill_v1() -> impl Strategy<Value = v1::Drill> {
 }
 
 /// A valid Drill of the sample Database, for example-based tests.
+/// A stored Drill `name` of `scenario` on Database `orders` in namespace
+/// `shop`, with uid `u-1` (so that what it owns can point at it).
+pub fn stored_drill(name: &str, scenario: v1::Scenario) -> v1::Drill {
+    let mut drill = sample_drill();
+    drill.metadata.name = Some(name.to_owned());
+    drill.metadata.uid = Some("u-1".into());
+    drill.spec.scenario = scenario;
+    drill
+}
+
 pub fn sample_drill() -> v1::Drill {
     let mut drill = v1::Drill::new(
         "orders-switchover",

@@ -138,10 +138,9 @@ impl ProbeReport {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn report(times: &[f64]) -> ProbeReport {
+impl ProbeReport {
+    /// A report of writes 1, 2, ... acknowledged at `times` (Unix seconds).
+    pub fn acknowledging(times: &[f64]) -> Self {
         ProbeReport {
             acknowledged: times
                 .iter()
@@ -150,6 +149,15 @@ mod tests {
                 .collect(),
             ..ProbeReport::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(times: &[f64]) -> ProbeReport {
+        ProbeReport::acknowledging(times)
     }
 
     #[test]

@@ -115,14 +115,7 @@ mod tests {
     use super::*;
 
     fn report(times: &[f64]) -> ProbeReport {
-        ProbeReport {
-            acknowledged: times
-                .iter()
-                .enumerate()
-                .map(|(i, t)| (i as i64 + 1, *t))
-                .collect(),
-            ..ProbeReport::default()
-        }
+        ProbeReport::acknowledging(times)
     }
 
     #[test]

@@ -138,37 +138,11 @@ pub fn check_pod(
 mod tests {
     use super::*;
     use crate::api::arbitrary::sample_database;
-    use crate::api::v1::{BackupConfig, DrillSpec, ExposeSpec, ObjectStore, Scenario};
+    use crate::api::v1::{BackupConfig, ExposeSpec, ObjectStore, Scenario};
+    use crate::resources::tests::config;
 
     fn drill() -> Drill {
-        let mut drill = Drill::new(
-            "weekly",
-            DrillSpec {
-                database: "orders".into(),
-                scenario: Scenario::Restore,
-                duration_seconds: None,
-                schedule: None,
-                window_minutes: None,
-                dry_run: false,
-                abort_after_seconds: None,
-                guards: Default::default(),
-                expect: Default::default(),
-            },
-        );
-        drill.metadata.namespace = Some("shop".into());
-        drill.metadata.uid = Some("u-1".into());
-        drill
-    }
-
-    fn config() -> BuildConfig {
-        BuildConfig {
-            postgres_repository: "localhost/postgres".into(),
-            tusk_image: "localhost/tusk:dev".into(),
-            image_pull_policy: Some("IfNotPresent".into()),
-            instance_env: vec![],
-            default_store: None,
-            node_ports: Default::default(),
-        }
+        crate::api::arbitrary::stored_drill("weekly", Scenario::Restore)
     }
 
     #[test]

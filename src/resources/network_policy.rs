@@ -105,26 +105,10 @@ fn policy(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::v1::{DrillSpec, Scenario};
+    use crate::api::v1::Scenario;
 
     fn drill() -> Drill {
-        let mut drill = Drill::new(
-            "orders-cut",
-            DrillSpec {
-                database: "orders".into(),
-                scenario: Scenario::PartitionPrimary,
-                duration_seconds: Some(30),
-                schedule: None,
-                window_minutes: None,
-                dry_run: false,
-                abort_after_seconds: None,
-                guards: Default::default(),
-                expect: Default::default(),
-            },
-        );
-        drill.metadata.namespace = Some("shop".into());
-        drill.metadata.uid = Some("u-9".into());
-        drill
+        crate::api::arbitrary::stored_drill("orders-cut", Scenario::PartitionPrimary)
     }
 
     #[test]
@@ -137,7 +121,7 @@ mod tests {
         assert_eq!(policy.metadata.namespace.as_deref(), Some("shop"));
         assert_eq!(
             policy.metadata.owner_references.unwrap()[0].uid,
-            "u-9".to_owned()
+            "u-1".to_owned()
         );
         let spec = policy.spec.unwrap();
         let selector = spec.pod_selector.unwrap().match_labels.unwrap();

@@ -137,37 +137,11 @@ pub fn probe_pod(drill: &Drill, address: Option<IpAddr>, config: &BuildConfig) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::v1::{DrillSpec, Scenario};
+    use crate::api::v1::Scenario;
+    use crate::resources::tests::config;
 
     fn drill(name: &str) -> Drill {
-        let mut drill = Drill::new(
-            name,
-            DrillSpec {
-                database: "orders".into(),
-                scenario: Scenario::DeletePrimaryPod,
-                duration_seconds: None,
-                schedule: None,
-                window_minutes: None,
-                dry_run: false,
-                abort_after_seconds: None,
-                guards: Default::default(),
-                expect: Default::default(),
-            },
-        );
-        drill.metadata.namespace = Some("shop".into());
-        drill.metadata.uid = Some("u-1".into());
-        drill
-    }
-
-    fn config() -> BuildConfig {
-        BuildConfig {
-            postgres_repository: "localhost/postgres".into(),
-            tusk_image: "localhost/tusk:dev".into(),
-            image_pull_policy: Some("IfNotPresent".into()),
-            instance_env: vec![],
-            default_store: None,
-            node_ports: Default::default(),
-        }
+        crate::api::arbitrary::stored_drill(name, Scenario::DeletePrimaryPod)
     }
 
     #[test]
