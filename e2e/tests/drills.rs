@@ -664,8 +664,13 @@ async fn a_restore_drill_restores_checks_and_removes_a_throwaway_copy() {
                 "restore: operator {leader} killed in phase {:?}",
                 phase(&recorded)
             );
-            let done =
-                drill_until(&client, &ns, "restore", Duration::from_secs(1300), finished).await?;
+            // The verdict is written before the copy's deletion is: wait
+            // for both (a copy never recorded deleted times out here, with
+            // the Drill's status).
+            let done = drill_until(&client, &ns, "restore", Duration::from_secs(1300), |d| {
+                finished(d) && drills::fault(d).is_none_or(|f| f.undone_at.is_some())
+            })
+            .await?;
             let line = report("restore", &done);
             let status = done.status.clone().unwrap_or_default();
             let figures = status.figures.clone().unwrap_or_default();
