@@ -253,6 +253,22 @@ struct Run<'a> {
     observed: &'a lifecycle::Observed,
 }
 
+/// Whether the status must name the new primary (`next`, not the `stored`
+/// one) before `actions` run: one of them takes the stored primary's pod
+/// away (a rolling update's last step, a deletion).
+fn primary_first(stored: Option<&str>, next: Option<&str>, actions: &[lifecycle::Action]) -> bool {
+    let Some(stored) = stored else {
+        return false;
+    };
+    next.is_some_and(|next| next != stored)
+        && actions.iter().any(|action| match action {
+            lifecycle::Action::RollPod { name, .. } | lifecycle::Action::DeletePod { name, .. } => {
+                name == stored
+            }
+            _ => false,
+        })
+}
+
 impl Run<'_> {
     /// Applies the plan's actions in order, stopping at the first failure:
     /// later actions may rely on earlier ones (pods on their Secrets and
@@ -280,6 +296,26 @@ impl Run<'_> {
         });
         let mut last_failover = None;
         let mut history = Vec::new();
+        let stored = self
+            .db
+            .status
+            .as_ref()
+            .and_then(|s| s.current_primary.as_deref());
+        let next = self.next_status(decision);
+        if primary_first(stored, next.current_primary.as_deref(), &decision.actions) {
+            // The status names the new primary before the old one's pod
+            // goes: a reader never sees the pod of the primary on record
+            // replaced.
+            if let Err(error) =
+                write_status(self.db, self.api, self.ctx, &next, Announce::Transitions).await
+            {
+                return Executed {
+                    failure: Some(error),
+                    last_failover: None,
+                    history: Vec::new(),
+                };
+            }
+        }
         for action in &decision.actions {
             let started = std::time::Instant::now();
             if let lifecycle::Action::Switchover { .. } = action {

@@ -11,7 +11,7 @@ use kube::runtime::events::Reporter;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 
-use super::reconcile;
+use super::{primary_first, reconcile};
 use crate::api::arbitrary::sample_database;
 use crate::api::v1::Database;
 use crate::controller::{Context, FINALIZER};
@@ -589,4 +589,29 @@ async fn a_pass_applies_the_exposure_services_and_deletes_an_unlisted_one() {
         "192.0.2.0/24"
     );
     assert_eq!(applied["metadata"]["labels"]["tusk.dev/exposed"], "rw");
+}
+
+#[test]
+fn the_new_primary_is_on_record_before_the_old_primarys_pod_goes() {
+    use crate::lifecycle::{Action, DeleteReason};
+    let roll = |name: &str| Action::RollPod {
+        name: name.into(),
+        evict: true,
+        updated: 2,
+        total: 3,
+    };
+    assert!(primary_first(Some("pg-1"), Some("pg-2"), &[roll("pg-1")]));
+    assert!(primary_first(
+        Some("pg-1"),
+        Some("pg-2"),
+        &[Action::DeletePod {
+            name: "pg-1".into(),
+            reason: DeleteReason::PodFailed
+        }]
+    ));
+    // Nothing to write first: the record is current, or the old primary's
+    // pod stays, or nothing is on record yet.
+    assert!(!primary_first(Some("pg-2"), Some("pg-2"), &[roll("pg-2")]));
+    assert!(!primary_first(Some("pg-1"), Some("pg-2"), &[roll("pg-3")]));
+    assert!(!primary_first(None, Some("pg-2"), &[roll("pg-1")]));
 }
