@@ -431,6 +431,7 @@ fn the_pod_monitor_scrapes_the_instance_managers_port() {
         image_pull_policy: None,
         instance_env: Vec::new(),
         default_store: None,
+        instance_self_label: false,
         node_ports: Default::default(),
     };
     let monitor = yaml("config/monitoring/podmonitor.yaml");

@@ -27,6 +27,11 @@ pub use upgrade::UpgradeJob;
 /// timelines and WAL positions, and `POST /roles/password`.
 pub const API_VERSION: u32 = 2;
 
+/// The pod label the Services select the primary and the replicas by; its
+/// values are [`Role::as_str`]. The operator moves it, and a manager labels
+/// its own pod on a promotion or hand-over when its Role allows.
+pub const ROLE_LABEL: &str = "tusk.dev/role";
+
 /// The instance manager's HTTP port (container port `tusk`): probes, API, metrics.
 pub const PORT: u16 = 8000;
 

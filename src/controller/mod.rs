@@ -426,6 +426,7 @@ mod tests {
             image_pull_policy: None,
             instance_env: Vec::new(),
             default_store: None,
+            instance_self_label: false,
             node_ports: Default::default(),
         };
         Context::new(

@@ -232,6 +232,9 @@ async fn handover(
         .map_err(|e| e.to_string())?;
     files::mark_standby(&shared.config.pgdata).map_err(|e| e.to_string())?;
     tracing::info!(%target, %final_lsn, "handed the primary role over");
+    // Off -rw before this instance starts again as a standby (it would be
+    // Ready, and take writes it must refuse, until the operator relabels it).
+    shared.ha.label_self(crate::contract::Role::Replica).await;
     Ok(crate::contract::SwitchoverResponse {
         target: target.to_owned(),
         final_lsn,

@@ -118,6 +118,15 @@ pub struct OperatorConfig {
     /// `--service-node-port-range`): `spec.expose[].nodePort` must be in it.
     #[arg(long, env = "TUSK_NODE_PORT_RANGE", default_value = "30000-32767")]
     pub node_port_range: NodePortRange,
+
+    /// Let each instance manager label its own pod `primary` after a
+    /// promotion (and `replica` after a switchover's hand-over): the
+    /// managers' Role then grants `patch` on the Database's instance pods.
+    /// Turn on only where the ValidatingAdmissionPolicy
+    /// `tusk-instance-self-label` (the chart's) confines a manager to that
+    /// one label of its own pod.
+    #[arg(long, env = "TUSK_INSTANCE_SELF_LABEL", default_value_t = false, action = clap::ArgAction::Set)]
+    pub instance_self_label: bool,
 }
 
 /// The object store of Databases that set `spec.backup.schedule` or
@@ -176,6 +185,7 @@ impl OperatorConfig {
             instance_env: instance_otel_env(|name| std::env::var(name).ok()),
             default_store: self.default_store.store(),
             node_ports: self.node_port_range,
+            instance_self_label: self.instance_self_label,
         }
     }
 }

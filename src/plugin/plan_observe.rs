@@ -76,6 +76,7 @@ pub fn build_of(current: &Database, pods: &[KubePod]) -> BuildConfig {
         instance_env: Vec::new(),
         default_store: None,
         node_ports: crate::api::expose::NodePortRange::default(),
+        instance_self_label: false,
     };
     let Some(spec) = pods.iter().find_map(|p| p.spec.as_ref()) else {
         return build;

@@ -91,6 +91,7 @@ fn build() -> BuildConfig {
         instance_env: Vec::new(),
         default_store: None,
         node_ports: Default::default(),
+        instance_self_label: false,
     }
 }
 

@@ -28,6 +28,7 @@ fn operator_build() -> BuildConfig {
         instance_env: Vec::new(),
         default_store: None,
         node_ports: Default::default(),
+        instance_self_label: false,
     }
 }
 

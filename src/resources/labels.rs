@@ -19,7 +19,7 @@ pub const DATABASE: &str = "tusk.dev/database";
 pub const TUSK_INSTANCE: &str = "tusk.dev/instance";
 /// `primary` or `replica`, on instance Pods only. The operator moves it on
 /// switchover and failover; the Services and PDBs follow it.
-pub const ROLE: &str = "tusk.dev/role";
+pub const ROLE: &str = crate::contract::ROLE_LABEL;
 /// On the Services of `spec.expose`: the target they route to (`rw`, `ro`,
 /// `r`). With [`DATABASE`], how the controller finds those to remove.
 pub const EXPOSED: &str = "tusk.dev/exposed";

@@ -266,6 +266,7 @@ mod tests {
             image_pull_policy: Some("IfNotPresent".into()),
             instance_env: Vec::new(),
             default_store: None,
+            instance_self_label: false,
             node_ports: Default::default(),
         }
     }

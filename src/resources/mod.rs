@@ -55,7 +55,10 @@ use kube::Resource;
 use crate::api::model::{Defaults, ValidatedDatabase};
 use crate::api::v1::Database;
 
-pub use access::{instance_account, instance_role, instance_role_binding, primary_lease};
+pub use access::{
+    instance_account, instance_role, instance_role_binding, primary_lease, role_self_label_pods,
+    self_label_pods,
+};
 pub use backup::{
     BEFORE_UPGRADE, FINAL_FOR, SCHEDULED_AT, final_backup, scheduled_backup, upgrade_backup,
 };
@@ -116,6 +119,9 @@ pub struct BuildConfig {
     pub default_store: Option<crate::api::v1::ObjectStore>,
     /// The cluster's node-port range (see [`crate::api::expose::NodePortRange`]).
     pub node_ports: crate::api::expose::NodePortRange,
+    /// Instance managers label their own pod on a promotion or hand-over
+    /// (`--instance-self-label`): their Role grants it.
+    pub instance_self_label: bool,
 }
 
 impl BuildConfig {

@@ -22,6 +22,7 @@ fn config() -> BuildConfig {
         image_pull_policy: None,
         instance_env: Vec::new(),
         default_store: None,
+        instance_self_label: false,
         node_ports: Default::default(),
     }
 }

@@ -445,6 +445,7 @@ mod tests {
             instance_env: Vec::new(),
             default_store: None,
             node_ports: Default::default(),
+            instance_self_label: false,
         }
     }
 

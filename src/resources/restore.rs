@@ -77,6 +77,7 @@ mod tests {
             instance_env: Vec::new(),
             default_store: None,
             node_ports: Default::default(),
+            instance_self_label: false,
         };
         let model = model_of(&db, &config);
         let planned = PlannedInstance {

@@ -59,6 +59,7 @@ pub(super) fn config() -> BuildConfig {
         instance_env: Vec::new(),
         default_store: None,
         node_ports: Default::default(),
+        instance_self_label: false,
     }
 }
 

@@ -220,6 +220,7 @@ mod tests {
             instance_env: Vec::new(),
             default_store: None,
             node_ports: Default::default(),
+            instance_self_label: false,
         };
         let job = verify_job(&model_of(&db, &config), &backup, &source, &config);
         assert_eq!(job.name_any(), "orders-20261124020000-verify");

@@ -193,6 +193,22 @@ fn generate(args: &Args) -> Result<BTreeMap<String, String>, Error> {
         )?,
     );
     out.insert(
+        "config/rbac/instance-policy.yaml".into(),
+        to_stream(
+            GENERATED,
+            &pick(
+                &default,
+                &[
+                    ("ValidatingAdmissionPolicy", "tusk-instance-self-label"),
+                    (
+                        "ValidatingAdmissionPolicyBinding",
+                        "tusk-instance-self-label",
+                    ),
+                ],
+            )?,
+        )?,
+    );
+    out.insert(
         "config/webhook/webhook.yaml".into(),
         to_stream(
             GENERATED,
@@ -206,8 +222,13 @@ fn generate(args: &Args) -> Result<BTreeMap<String, String>, Error> {
         )?,
     );
 
-    // Under OLM the certificate is OLM's: the chart's "external" mode.
-    let olm = helm_template(args, &["webhook.certificates=external"])?;
+    // Under OLM the certificate is OLM's: the chart's "external" mode. A
+    // bundle cannot carry a ValidatingAdmissionPolicy, and without it the
+    // managers must not label themselves: only the operator moves the label.
+    let olm = helm_template(
+        args,
+        &["webhook.certificates=external", "instanceSelfLabel=false"],
+    )?;
     let samples = SAMPLES
         .iter()
         .map(|path| serde_yaml::from_str(&read(&args.root, path)?).map_err(Error::Yaml))

@@ -34,6 +34,7 @@ pub(super) fn context() -> (Arc<Context>, Handle) {
         image_pull_policy: Some("IfNotPresent".into()),
         instance_env: Vec::new(),
         default_store: None,
+        instance_self_label: false,
         node_ports: Default::default(),
     };
     (Context::new(client, metrics, reporter, build), handle)

@@ -169,6 +169,9 @@ pub async fn promote(shared: &Shared, request: PromoteRequest) -> Result<Status,
             status.postgres.role
         )));
     }
+    // -rw follows now, not on the operator's next pass (nor, with the
+    // operator lost mid-failover, its next leader's).
+    shared.ha.label_self(Role::Primary).await;
     Ok(status)
 }
 

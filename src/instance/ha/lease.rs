@@ -88,7 +88,7 @@ pub struct LeaseClient {
     /// The client, with the connection epoch it was built in: a partition
     /// drill's cut ([`crate::instance::partition`]) rebuilds it, so that no
     /// connection made before the cut is used again.
-    api: tokio::sync::Mutex<Option<(u64, Api<Lease>)>>,
+    client: tokio::sync::Mutex<Option<(u64, kube::Client)>>,
 }
 
 impl LeaseClient {
@@ -96,7 +96,7 @@ impl LeaseClient {
         LeaseClient {
             name: name.filter(|name| !name.is_empty()),
             namespace: namespace.unwrap_or_else(|| "default".to_owned()),
-            api: tokio::sync::Mutex::new(None),
+            client: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -104,20 +104,29 @@ impl LeaseClient {
         self.name.is_some()
     }
 
-    async fn api(&self) -> Result<Api<Lease>, LeaseError> {
+    /// The manager's Kubernetes client (the lease's and the pod label's).
+    pub(super) async fn client(&self) -> Result<kube::Client, LeaseError> {
         let epoch = crate::instance::partition::epoch();
-        let mut api = self.api.lock().await;
-        if let Some((built_in, api)) = api.as_ref()
+        let mut client = self.client.lock().await;
+        if let Some((built_in, client)) = client.as_ref()
             && *built_in == epoch
         {
-            return Ok(api.clone());
+            return Ok(client.clone());
         }
-        let client = kube::Client::try_default()
+        let fresh = kube::Client::try_default()
             .await
             .map_err(LeaseError::NoClient)?;
-        let fresh = Api::namespaced(client, &self.namespace);
-        *api = Some((epoch, fresh.clone()));
+        *client = Some((epoch, fresh.clone()));
         Ok(fresh)
+    }
+
+    async fn api(&self) -> Result<Api<Lease>, LeaseError> {
+        Ok(Api::namespaced(self.client().await?, &self.namespace))
+    }
+
+    /// The pod's namespace, the lease's too.
+    pub(super) fn namespace(&self) -> &str {
+        &self.namespace
     }
 
     /// The lease as it is now; `None` when it does not exist (or no lease is

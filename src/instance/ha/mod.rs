@@ -24,10 +24,11 @@
 //! The parts: [`state`] (what the manager knows, behind one lock),
 //! [`lease`] (the Kubernetes Lease client and its typed errors),
 //! [`leadership`] (claiming, taking, handing over and releasing the lease),
-//! [`peers`] (calling the other instances), [`loops`] (the periodic tasks)
-//! and [`hang`] (the hang fence).
+//! [`peers`] (calling the other instances), [`loops`] (the periodic tasks),
+//! [`hang`] (the hang fence) and [`label`] (the pod's own role label).
 
 mod hang;
+mod label;
 mod leadership;
 mod lease;
 mod loops;

@@ -137,8 +137,13 @@ impl Applier<'_> {
             "applying the instances' ServiceAccount",
         )
         .await?;
+        let pods = resources::self_label_pods(
+            self.model,
+            self.build,
+            self.snapshot.instance_serials(&self.model.name),
+        );
         self.server_side_apply::<Role>(
-            &resources::instance_role(self.model),
+            &resources::instance_role(self.model, pods.as_deref()),
             "applying the instances' Role",
         )
         .await?;

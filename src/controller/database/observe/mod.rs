@@ -73,6 +73,9 @@ pub struct Snapshot {
     pub lease: crate::lifecycle::LeaseState,
     /// The Lease, ServiceAccount, Role and RoleBinding exist.
     pub lease_access: bool,
+    /// The instance pods the managers' Role lets them patch (label
+    /// themselves), `None` without such a rule.
+    pub self_label_pods: Option<Vec<String>>,
     /// The Database's Backups (listed only when it has an object store).
     pub backups: Vec<Backup>,
     /// When the pass observed all this.
@@ -92,6 +95,18 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The serials of database `db`'s instances that have a pod or a volume.
+    pub fn instance_serials(&self, db: &str) -> BTreeSet<u32> {
+        let pods = self.pods.iter().map(ResourceExt::name_any);
+        let volumes = self
+            .pvcs
+            .iter()
+            .filter_map(|p| p.labels().get(labels::TUSK_INSTANCE).cloned());
+        pods.chain(volumes)
+            .filter_map(|name| names::serial_of(db, &name))
+            .collect()
+    }
+
     /// The pod IP of instance `name`, when it has one.
     pub fn pod_ip(&self, name: &str) -> Option<String> {
         self.pods
@@ -203,7 +218,7 @@ pub async fn snapshot(
         volume_usage::poll(api, &pods, client_tls.as_ref())
     );
     let restoring = poll_restoring(api, &pods, &managers, client_tls.as_ref()).await;
-    let lease_access = lease_access(client, &name, namespace).await?;
+    let (lease_access, self_label_pods) = lease_access(client, &name, namespace).await?;
     let restore = if crate::lifecycle::restore_pending(&db.spec, db.status.as_ref()) {
         let named = restore::fetch(client, db, namespace).await?;
         restore::resolve(db, &named, default_store)
@@ -231,6 +246,7 @@ pub async fn snapshot(
         managers,
         lease: crate::lifecycle::LeaseState::Unobserved,
         lease_access,
+        self_label_pods,
         backups: Vec::new(),
         now: Timestamp::UNIX_EPOCH,
         last_retention: None,
@@ -421,8 +437,13 @@ async fn namespace_terminating(ctx: &Context, namespace: &str, probe: &Backup) -
     }
 }
 
-/// Whether the primary Lease and the managers' access to it all exist.
-async fn lease_access(client: &kube::Client, name: &str, namespace: &str) -> Result<bool, Error> {
+/// Whether the primary Lease and the managers' access to it all exist, and
+/// the pods their Role lets them label.
+async fn lease_access(
+    client: &kube::Client,
+    name: &str,
+    namespace: &str,
+) -> Result<(bool, Option<Vec<String>>), Error> {
     use k8s_openapi::api::coordination::v1::Lease;
     use k8s_openapi::api::core::v1::ServiceAccount;
     use k8s_openapi::api::rbac::v1::{Role as RbacRole, RoleBinding};
@@ -436,14 +457,18 @@ async fn lease_access(client: &kube::Client, name: &str, namespace: &str) -> Res
         .await
         .map_err(Error::kube("reading the instances' ServiceAccount"))?;
     let role = Api::<RbacRole>::namespaced(client.clone(), namespace)
-        .get_metadata_opt(&account)
+        .get_opt(&account)
         .await
         .map_err(Error::kube("reading the instances' Role"))?;
+    let self_label_pods = role.as_ref().and_then(resources::role_self_label_pods);
     let binding = Api::<RoleBinding>::namespaced(client.clone(), namespace)
         .get_metadata_opt(&account)
         .await
         .map_err(Error::kube("reading the instances' RoleBinding"))?;
-    Ok(lease.is_some() && sa.is_some() && role.is_some() && binding.is_some())
+    Ok((
+        lease.is_some() && sa.is_some() && role.is_some() && binding.is_some(),
+        self_label_pods,
+    ))
 }
 
 mod cpu;

@@ -100,7 +100,9 @@ pub fn reduce(
         inactive_slots,
         missing_store_credentials,
         lease: snapshot.lease.clone(),
-        lease_access: snapshot.lease_access,
+        lease_access: snapshot.lease_access
+            && snapshot.self_label_pods
+                == resources::self_label_pods(model, build, snapshot.instance_serials(&name)),
         archiving: primary.and_then(|p| p.postgres.archiver.clone()),
         deleting: db.meta().deletion_timestamp.is_some(),
         secrets,
