@@ -308,7 +308,7 @@ pub fn reduce(
         (TlsSource::CaSecret(name), Some(secret)) => {
             let ca = match secret {
                 None => Err(absent(name)),
-                Some(secret) => match user_secret::check_ca(&secret, now) {
+                Some(secret) => match user_secret::check_ca(secret, now) {
                     Ok(authority) => {
                         material.user_ca = Some(KeyPair {
                             cert_pem: authority.cert_pem().to_owned(),
@@ -335,7 +335,7 @@ pub fn reduce(
             let leaf = match secret {
                 None => Err(absent(name)),
                 Some(secret) => {
-                    match user_secret::check_server(&secret, &material.service_names, now) {
+                    match user_secret::check_server(secret, &material.service_names, now) {
                         Ok(server) => {
                             let leaf = leaf_of(&server.info, None);
                             material.user_server = Some(server);
