@@ -4,9 +4,11 @@
 //! processes through `TUSK_TLS_DIR`.
 //!
 //! What they prove: a client verifying the server's name (libpq
-//! `sslmode=verify-full`) gets in; plaintext TCP is refused by pg_hba; a
-//! standby clones and streams over TLS authenticated by its replication
-//! certificate, with no usable replication password anywhere; a renewed
+//! `sslmode=verify-full`) gets in; plaintext TCP is refused by pg_hba; the
+//! application role logs in with the certificate Tusk's issuer makes for it
+//! and never with its password; a standby clones and streams over TLS
+//! authenticated by its replication certificate, with no usable replication
+//! password anywhere; a renewed
 //! certificate is presented by new handshakes without a postmaster restart,
 //! and a broken one is refused while the previous stays in effect; and
 //! PostgreSQL 17's direct TLS negotiation (ALPN `postgresql`) works.
@@ -35,6 +37,7 @@ const READY: Duration = Duration::from_secs(120);
 /// A test CA.
 struct Ca {
     issuer: CertifiedIssuer<'static, KeyPair>,
+    key_pem: String,
 }
 
 impl Ca {
@@ -46,8 +49,10 @@ impl Ca {
             .push(DnType::CommonName, "tusk test CA");
         params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
         let key = KeyPair::generate().expect("CA key");
+        let key_pem = key.serialize_pem();
         Ca {
             issuer: CertifiedIssuer::self_signed(params, key).expect("CA"),
+            key_pem,
         }
     }
 
@@ -335,22 +340,61 @@ async fn tls_everywhere(pg: Pg) {
     .await
     .expect_err("127.0.0.1 is not in the certificate");
     assert!(err.contains("does not match host name"), "{err}");
-    // The app role authenticates with its certificate, no password.
-    let app = ca.leaf("app", &[], 900);
-    let app_cert = client_file(&dir, "app.crt", &app.pem);
-    let app_key = client_file(&dir, "app.key", &app.key);
+    // The app role (a certificate user, `TUSK_TLS_CERT_USERS`) logs in
+    // with the certificate the operator issues into `<db>-app` (the same
+    // issuer code, EKU clientAuth only), no password...
+    let authority = tusk::tls::Authority::from_pem(&ca.pem(), &ca.key_pem).expect("the test CA");
+    let app = authority
+        .issue_client(
+            "app",
+            jiff::SignedDuration::from_hours(1),
+            jiff::Timestamp::now(),
+        )
+        .expect("the app role's certificate");
+    let app_cert = client_file(&dir, "app.crt", &app.cert_pem);
+    let app_key = client_file(&dir, "app.key", &app.key_pem);
+    let as_app = |extra: &str| {
+        format!(
+            "host=localhost port={} user=app dbname=app sslmode=verify-full sslrootcert={root} {extra}",
+            primary.pg_port
+        )
+    };
     let out = psql(
         &pg,
-        &format!(
-            "host=localhost port={} user=app dbname=app sslmode=verify-full sslrootcert={root} sslcert={app_cert} sslkey={app_key}",
-            primary.pg_port
-        ),
+        &as_app(&format!("sslcert={app_cert} sslkey={app_key}")),
         None,
-        "SELECT current_user",
+        "SELECT current_user || '|' || ssl::text || '|' || client_dn FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
     )
     .await
     .expect("the app role by certificate");
-    assert_eq!(out, "app");
+    assert_eq!(out, "app|true|/CN=app");
+    // ... while its right password over verified TLS is refused,
+    let err = psql(&pg, &as_app(""), Some(APP_PASSWORD), "SELECT 1")
+        .await
+        .expect_err("the app role has no password login");
+    assert!(
+        err.contains("connection requires a valid client certificate"),
+        "{err}"
+    );
+    // and so is a valid certificate of another role.
+    let other = authority
+        .issue_client(
+            "someone",
+            jiff::SignedDuration::from_hours(1),
+            jiff::Timestamp::now(),
+        )
+        .expect("another role's certificate");
+    let other_cert = client_file(&dir, "other.crt", &other.cert_pem);
+    let other_key = client_file(&dir, "other.key", &other.key_pem);
+    let err = psql(
+        &pg,
+        &as_app(&format!("sslcert={other_cert} sslkey={other_key}")),
+        Some(APP_PASSWORD),
+        "SELECT 1",
+    )
+    .await
+    .expect_err("another role's certificate is not the app role's");
+    assert!(err.contains("certificate authentication failed"), "{err}");
 
     // (b) plaintext TCP is refused by pg_hba, whatever the password.
     let err = psql(

@@ -17,6 +17,14 @@
 //! - `a_user_provided_server_certificate`: a Secret the test issues itself is
 //!   served as is; one that does not cover the Services' names is reported
 //!   on the `Certificates` condition naming the Secret, and nothing restarts.
+//! - `the_app_role_logs_in_with_its_certificate_only`: a 2-instance Database
+//!   gets `clientCertificates: true`; every instance is replaced (pg_hba
+//!   comes from the pod's environment), the `-app` Secret gains the role's
+//!   certificate (common name = the role, from the CA in its `ca.crt`, its
+//!   key also as PKCS#8 DER in `tls.pk8`), and an application pod mounting
+//!   that Secret connects through `-rw` and `-ro` with `sslmode=verify-full`
+//!   and the certificate (its `uri` too), while its password alone is
+//!   refused.
 //!
 //!   cargo test --manifest-path e2e/Cargo.toml --test tls -- --nocapture
 
@@ -125,6 +133,134 @@ one address "host=$(getent hosts {DB}-rw.{ns}.svc | cut -d' ' -f1) $base sslmode
         Ok(())
     })
     .await;
+}
+
+#[tokio::test]
+async fn the_app_role_logs_in_with_its_certificate_only() {
+    let client = tusk_e2e::client().await;
+    install_operator(&client).await;
+    in_namespace("tls-client-cert", Duration::from_secs(1200), |client, ns| async move {
+        let spec = json!({"version": "17", "instances": 2, "storage": {"size": "1Gi"}});
+        apply_value(&client, Some(&ns), database(DB, spec), &PatchParams::apply(MANAGER)).await?;
+        wait_ready(&client, &ns, DB, 2).await?;
+        let before = pod_uids(&client, &ns).await?;
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        let app_secret = secrets.get(&format!("{DB}-app")).await?;
+        assert!(
+            !app_secret.data.unwrap_or_default().contains_key("tls.crt"),
+            "no certificate before it is asked for"
+        );
+
+        // Turned on: pg_hba is written from the pod's environment, so every
+        // instance is replaced, one at a time.
+        let start = unix_now();
+        let generation = patch_tls(&client, &ns, json!({"clientCertificates": true})).await?;
+        let dbs: Api<Database> = Api::namespaced(client.clone(), &ns);
+        let deadline = Instant::now() + CHANGE_TIMEOUT;
+        loop {
+            let db = dbs.get(DB).await?;
+            let status = db.status.unwrap_or_default();
+            let certificates = status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Certificates")
+                .map(|c| (c.status.clone(), c.reason.clone()));
+            // A pod being replaced is missing for a moment: not yet.
+            let now = pod_uids(&client, &ns).await.unwrap_or_default();
+            let replaced = now.len() == 2 && now.iter().all(|(name, uid)| before.get(name) != Some(uid));
+            if status.phase == Some(DatabasePhase::Ready)
+                && status.observed_generation == Some(generation)
+                && status.ready_instances == Some(2)
+                && replaced
+                && certificates == Some(("True".to_owned(), "InEffect".to_owned()))
+            {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "clientCertificates not in effect within {CHANGE_TIMEOUT:?}: phase {:?}, \
+                     Certificates {certificates:?}, pods {now:?} (before {before:?})",
+                    status.phase
+                )
+                .into());
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        println!(
+            "clientCertificates in effect (every instance replaced) after {:.1}s",
+            unix_now() - start
+        );
+
+        // The certificate: the role's, from the CA applications verify the
+        // server with, its key also as PKCS#8 DER.
+        let app_secret = secrets.get(&format!("{DB}-app")).await?;
+        let data = app_secret.data.unwrap_or_default();
+        let text = |key: &str| -> Result<String> {
+            data.get(key)
+                .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+                .ok_or_else(|| format!("{DB}-app has no {key}").into())
+        };
+        let cert = CertInfo::parse(&text("tls.crt")?)?;
+        let ca = CertInfo::parse(&text("ca.crt")?)?;
+        assert_eq!(cert.common_name.as_deref(), Some(text("username")?.as_str()));
+        assert!(cert.issued_by(&ca), "{cert:?} not issued by {ca:?}");
+        assert!(cert.not_after <= Timestamp::now() + SignedDuration::from_hours(7 * 24));
+        assert!(tusk::tls::key_matches(&text("tls.crt")?, &text("tls.key")?));
+        {
+            use rustls::pki_types::PrivatePkcs8KeyDer;
+            use rustls::pki_types::pem::PemObject;
+            let key = PrivatePkcs8KeyDer::from_pem_slice(text("tls.key")?.as_bytes())
+                .map_err(|e| format!("tls.key: {e}"))?;
+            let pk8 = data.get("tls.pk8").ok_or("no tls.pk8")?;
+            assert_eq!(key.secret_pkcs8_der(), pk8.0.as_slice(), "tls.pk8 is tls.key in DER");
+        }
+
+        // An application pod with the -app Secret mounted (libpq takes a
+        // root-owned key its group reads: mode 0440 and the pod's fsGroup).
+        let script = format!(
+            r#"export PGSSLROOTCERT=/app/ca.crt PGSSLCERT=/app/tls.crt PGSSLKEY=/app/tls.key PGCONNECT_TIMEOUT=5
+q="select current_user, ssl, client_dn from pg_stat_ssl where pid = pg_backend_pid()"
+base="user=$(cat /app/username) dbname=$(cat /app/dbname) sslmode=verify-full"
+one() {{ echo "$1 $(psql "$2" -Atc "$q" 2>&1 | tr '
+' ' ')"; }}
+one rw "host={DB}-rw.{ns}.svc $base"
+one ro "host={DB}-ro.{ns}.svc $base"
+one uri "$(cat /app/uri)"
+export PGPASSWORD="$(cat /app/password)"
+one password "host={DB}-rw.{ns}.svc $base sslcertmode=disable"
+"#
+        );
+        let (phase, out) = run_pod(
+            &client,
+            &ns,
+            "app",
+            "localhost/postgres:17",
+            &["bash", "-c", &script],
+            json!([{"name": "app", "secret": {"secretName": format!("{DB}-app"), "defaultMode": 0o440}}]),
+            json!([{"name": "app", "mountPath": "/app", "readOnly": true}]),
+        )
+        .await?;
+        println!("application pod ({phase}):\n{out}");
+        for label in ["rw", "ro", "uri"] {
+            assert_eq!(line(&out, label).trim(), "app|t|/CN=app", "{label}: {out}");
+        }
+        let password = line(&out, "password");
+        assert!(
+            password.contains("connection requires a valid client certificate"),
+            "a password without the certificate must be refused: {password}"
+        );
+        Ok(())
+    })
+    .await;
+}
+
+/// Each instance pod's uid, by name: a replaced pod has a new one.
+async fn pod_uids(client: &Client, ns: &str) -> Result<BTreeMap<String, String>> {
+    Ok(instance_pods(client, ns, DB)
+        .await?
+        .into_iter()
+        .map(|pod| (pod.name_any(), pod.uid().unwrap_or_default()))
+        .collect())
 }
 
 /// Merge-patches `spec.tls` and returns the new generation.

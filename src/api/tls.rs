@@ -66,9 +66,12 @@ pub struct TlsSpec {
 
     /// The application role (`spec.bootstrap.initdb.owner`) authenticates
     /// with a client certificate instead of its password: Tusk issues it
-    /// (common name = the role) into the `<name>-app` Secret as `tls.crt`
-    /// and `tls.key`, and renews it like the server's. A change restarts the
-    /// instances one at a time.
+    /// (common name = the role, from the CA that verifies clients: Tusk's,
+    /// or yours with `ca`) into the `<name>-app` Secret as `tls.crt` and
+    /// `tls.key` (PEM; `tls.pk8` is the key as PKCS#8 DER for JDBC), and
+    /// renews it like the server's, also through a CA rotation. A password
+    /// login of that role is refused. A change restarts the instances one at
+    /// a time.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub client_certificates: bool,
 
@@ -354,15 +357,6 @@ pub fn errors(spec: &TlsSpec) -> Vec<FieldError> {
         ca_renew_before,
     ));
     errors.extend(source_errors(spec));
-    if spec.client_certificates {
-        // The pods and Jobs already know how to use it, but the controller
-        // does not issue and renew the application role's certificate yet:
-        // refusing beats a role that can no longer log in.
-        errors.push(FieldError::new(
-            "spec.tls.clientCertificates",
-            "not supported yet: the application role's certificate is not issued; leave it unset (the role logs in with its password over TLS)",
-        ));
-    }
     errors
 }
 
@@ -857,12 +851,11 @@ mod tests {
         let model =
             crate::api::validate::validated(&db, &defaults).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(model.tls.renew_before, Duration::from_secs(2 * 86_400));
-        // Until the controller issues the application role's certificate.
+        // The controller issues the application role's certificate.
         db.spec.tls.client_certificates = true;
-        let errors = crate::api::validate::database(&db);
-        assert_eq!(
-            errors.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
-            ["spec.tls.clientCertificates"]
-        );
+        assert!(crate::api::validate::database(&db).is_empty());
+        let model =
+            crate::api::validate::validated(&db, &defaults).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(model.tls.cert_users(&model.initdb.owner), ["app"]);
     }
 }

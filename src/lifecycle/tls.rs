@@ -1,9 +1,10 @@
 //! The TLS lifecycle of a Database as plan rows: which CA to create, which
 //! instance Secrets to write (with which trusted CAs, which leaves to
-//! (re)issue), when to promote a next CA, the stage to show and the
-//! `Certificates` condition. Pure: every certificate is seen through its
-//! fingerprint, serial, issuer, validity and names, and the controller
-//! generates keys at the edge.
+//! (re)issue), the application role's certificate in `<db>-app`
+//! (`spec.tls.clientCertificates`), when to promote a next CA, the stage to
+//! show and the `Certificates` condition. Pure: every certificate is seen
+//! through its fingerprint, serial, issuer, validity and names, and the
+//! controller generates keys at the edge.
 //!
 //! One rule drives issuing, renewal, a staged CA rotation and the recovery
 //! from a lost CA alike. The *target* CA is the next CA while one exists,
@@ -11,11 +12,13 @@
 //! - leaves are issued from the target only once every instance has it in
 //!   its Secret's bundles AND its manager reports it loaded; until then from
 //!   the current CA, which every instance trusts;
-//! - every bundle trusts the target plus every CA any instance may still
-//!   present, until every instance is CONFIRMED to present leaves of the
-//!   target only (its manager reports the Secret's serials loaded, and a
-//!   handshake with its PostgreSQL port shows the Secret's server serial);
-//!   only then do bundles shrink to the target, and a next CA is promoted.
+//! - every bundle trusts the target plus every CA any instance (or an
+//!   application, with its role's certificate) may still present, until
+//!   every instance is CONFIRMED to present leaves of the target only (its
+//!   manager reports the Secret's serials loaded, and a handshake with its
+//!   PostgreSQL port shows the Secret's server serial) and `<db>-app` holds
+//!   a role certificate of the target; only then do bundles shrink to the
+//!   target, and a next CA is promoted.
 //!
 //! So a rotation goes `Stable → TrustingBoth → Reissuing → DroppingOld →
 //! Stable`, each step waiting for the previous one to be confirmed on every
@@ -110,6 +113,25 @@ impl HeldSecret {
     fn trusts(&self, fingerprint: &str) -> bool {
         self.trusted.contains(fingerprint) && self.client_trusted.contains(fingerprint)
     }
+}
+
+/// The application role's client certificate (`spec.tls.clientCertificates`)
+/// in `<db>-app` (`tls.crt`, `tls.key`), which applications present. It is
+/// verified by every instance's `client-ca.crt`, so it rides CA rotations
+/// like the instances' leaves: issued only from a CA every instance trusts,
+/// moved to the new CA before the old one is dropped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AppCert {
+    /// The Secret (`<db>-app`), as the condition names it.
+    pub secret: String,
+    /// `spec.tls.clientCertificates`: the Secret should hold one.
+    pub wanted: bool,
+    /// The certificate it holds, when that is the role's (common name) and
+    /// matches the key beside it; `None` when absent or unusable.
+    pub leaf: Option<Leaf>,
+    /// The Secret holds `tls.crt` or `tls.key` at all (to remove once the
+    /// certificate is no longer wanted).
+    pub held: bool,
 }
 
 /// What a TLS handshake with an instance's PostgreSQL port showed.
@@ -217,6 +239,8 @@ pub struct TlsObserved {
     pub known: BTreeMap<String, Ca>,
     /// The operator's client identity in `<db>-ca`.
     pub operator: Option<Leaf>,
+    /// The application role's certificate in `<db>-app`.
+    pub app: AppCert,
     /// By instance name: those that exist and those about to be created.
     pub instances: BTreeMap<String, InstanceTls>,
     /// The names every server certificate carries besides its instance's
@@ -261,6 +285,10 @@ pub enum TlsAction {
     },
     /// The next CA becomes the current one in `<db>-ca`; the old one goes.
     PromoteNext,
+    /// Write the TLS keys of `<db>-app`: the application role's certificate
+    /// issued anew from `issuer`, or removed when `None`
+    /// (`clientCertificates` turned off). Its `ca.crt` is kept.
+    WriteApp { issuer: Option<CaRef> },
 }
 
 impl TlsAction {
@@ -353,7 +381,8 @@ pub fn plan(observed: &TlsObserved) -> TlsPlan {
             .instances
             .iter()
             .all(|(name, i)| leaves_on(observed, name, i, target_fp.as_deref()))
-        && operator_on(observed, target_fp.as_deref());
+        && operator_on(observed, target_fp.as_deref())
+        && app_on(observed, target_fp.as_deref());
     // Bundles shrink to the target only once nothing else is presented.
     let mut trust = vec![target.clone()];
     if !leaves_moved {
@@ -389,6 +418,8 @@ pub fn plan(observed: &TlsObserved) -> TlsPlan {
             &mut out,
         );
     }
+    // After the instances: their writes put `ca.crt` into `<db>-app`.
+    app(observed, &target_fp, (issuer.as_ref(), &target), &mut out);
     out.finish(observed, stage, target_fp)
 }
 
@@ -501,6 +532,10 @@ fn in_use(observed: &TlsObserved, target: Option<&str>, current: Option<&str>) -
     if let Some(issuer) = observed.operator.as_ref().and_then(|l| l.issuer.clone()) {
         all.insert(issuer);
     }
+    // Applications present the role's certificate to every instance.
+    if let Some(issuer) = app_leaf(observed).and_then(|l| l.issuer.clone()) {
+        all.insert(issuer);
+    }
     all.into_iter()
         .filter(|fp| Some(fp.as_str()) != target)
         .filter(|fp| observed.known.contains_key(fp))
@@ -560,6 +595,18 @@ fn leaves_on(observed: &TlsObserved, name: &str, i: &InstanceTls, target: Option
     held && (!i.serving || (reports_secret(i) && presented))
 }
 
+/// The application role's certificate, when one is wanted and held.
+fn app_leaf(observed: &TlsObserved) -> Option<&Leaf> {
+    observed.app.leaf.as_ref().filter(|_| observed.app.wanted)
+}
+
+/// No application certificate is wanted, or the one held is sound and of
+/// `target`: the old CA may be dropped as far as applications go.
+fn app_on(observed: &TlsObserved, target: Option<&str>) -> bool {
+    !observed.app.wanted
+        || app_leaf(observed).is_some_and(|l| stale(observed, l, target, true).is_none())
+}
+
 fn operator_on(observed: &TlsObserved, target: Option<&str>) -> bool {
     observed
         .operator
@@ -594,12 +641,23 @@ fn reason(
     leaf: &Leaf,
     target: Option<&str>,
 ) -> Option<&'static str> {
-    let issuer = leaf.issuer.as_deref().and_then(|fp| observed.known.get(fp));
     let names_ok = match kind {
         LeafKind::Server => server_names_ok(&leaf.names, &server_names(observed, name)),
         LeafKind::Api => leaf.names == [name.to_owned()],
         LeafKind::Replication => true,
     };
+    stale(observed, leaf, target, names_ok)
+}
+
+/// Why `leaf` must be issued anew whatever it is for, `names_ok` saying
+/// whether it carries the names it should; `None` when it is fine.
+fn stale(
+    observed: &TlsObserved,
+    leaf: &Leaf,
+    target: Option<&str>,
+    names_ok: bool,
+) -> Option<&'static str> {
+    let issuer = leaf.issuer.as_deref().and_then(|fp| observed.known.get(fp));
     match issuer {
         _ if leaf.not_after <= observed.now => Some(EXPIRED),
         _ if due(observed, leaf) => Some("expiring"),
@@ -664,6 +722,48 @@ fn operator(
     if stale {
         out.actions.push(TlsAction::IssueOperator {
             issuer: issuer.clone(),
+        });
+    }
+}
+
+/// The application role's certificate: issued when missing, due, of
+/// another CA, or older than its CA, from the CA every instance trusts
+/// (PostgreSQL verifies it with `client-ca.crt`); moved to the target only
+/// once the target is trusted everywhere, like the instances' leaves; with
+/// no CA trusted everywhere nothing is issued (the condition says so).
+/// Removed once `clientCertificates` is off.
+fn app(
+    observed: &TlsObserved,
+    target: &Option<String>,
+    (issuer, target_ref): (Option<&CaRef>, &CaRef),
+    out: &mut Out,
+) {
+    let app = &observed.app;
+    if !app.wanted {
+        if app.held {
+            out.actions.push(TlsAction::WriteApp { issuer: None });
+        }
+        return;
+    }
+    let why = match &app.leaf {
+        None => MISSING,
+        Some(leaf) => match stale(observed, leaf, target.as_deref(), true) {
+            Some(why) => why,
+            None => return,
+        },
+    };
+    if why == EXPIRED {
+        out.expired.push(format!(
+            "the application role's certificate in Secret {} expired",
+            app.secret
+        ));
+    }
+    if let Some(issuer) = issuer
+        && (why != MOVING || issuer == target_ref)
+    {
+        out.renewing |= app.leaf.is_some();
+        out.actions.push(TlsAction::WriteApp {
+            issuer: Some(issuer.clone()),
         });
     }
 }
@@ -777,21 +877,32 @@ impl Out {
                 self.expired.join("; "),
             ));
         }
+        // Applications cannot log in without it: never True while missing.
+        let app = app_missing(observed, &self.actions)
+            .map(|note| format!("; {note}"))
+            .unwrap_or_default();
         let certificates = if let Some((reason, why)) = &self.blocked {
-            Desired::new(CERTIFICATES, false, reason, why.clone())
+            Desired::new(CERTIFICATES, false, reason, format!("{why}{app}"))
         } else if !self.expired.is_empty() {
             Desired::new(
                 CERTIFICATES,
                 false,
                 condition::EXPIRED,
-                self.expired.join("; "),
+                format!("{}{app}", self.expired.join("; ")),
             )
         } else if rotating {
             Desired::new(
                 CERTIFICATES,
                 false,
                 condition::ROTATING,
-                format!("stage {}{waiting}", stage_name(stage)),
+                format!("stage {}{app}{waiting}", stage_name(stage)),
+            )
+        } else if !app.is_empty() {
+            Desired::new(
+                CERTIFICATES,
+                false,
+                condition::ROTATING,
+                format!("issuing certificates{app}{waiting}"),
             )
         } else if !self.warnings.is_empty() {
             Desired::new(
@@ -838,6 +949,26 @@ impl Out {
             authority: target,
         }
     }
+}
+
+/// The application role's certificate is wanted, none usable is held and
+/// this pass issues none (no CA to issue from, or none every instance
+/// trusts yet): says so, naming the Secret.
+fn app_missing(observed: &TlsObserved, actions: &[TlsAction]) -> Option<String> {
+    let app = &observed.app;
+    let usable = app
+        .leaf
+        .as_ref()
+        .is_some_and(|l| l.not_after > observed.now);
+    let issuing = actions
+        .iter()
+        .any(|a| matches!(a, TlsAction::WriteApp { issuer: Some(_) }));
+    (app.wanted && !usable && !issuing).then(|| {
+        format!(
+            "the application role's certificate (spec.tls.clientCertificates) is not issued into Secret {} yet",
+            app.secret
+        )
+    })
 }
 
 /// `status.tls`: the stage, where the certificates come from, and per
@@ -971,6 +1102,7 @@ fn leaves(observed: &TlsObserved) -> impl Iterator<Item = &Leaf> {
         .filter_map(|i| i.secret.as_ref())
         .flat_map(|s| LeafKind::ALL.iter().filter_map(|k| s.leaf(*k)))
         .chain(observed.operator.as_ref())
+        .chain(app_leaf(observed))
 }
 
 #[cfg(test)]

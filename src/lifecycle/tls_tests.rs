@@ -62,6 +62,12 @@ struct World {
     lost: bool,
     serials: u64,
     ca_lifetime: SignedDuration,
+    /// `spec.tls.clientCertificates`.
+    app_wanted: bool,
+    /// `<db>-app`'s certificate.
+    app: Option<Leaf>,
+    /// Writes of `<db>-app` fail (the apply errs before it, every time).
+    app_writes_fail: bool,
 }
 
 impl World {
@@ -82,6 +88,9 @@ impl World {
             lost: false,
             serials: 0,
             ca_lifetime: days(3650),
+            app_wanted: false,
+            app: None,
+            app_writes_fail: false,
         };
         if user {
             let ca = world.make_ca();
@@ -188,6 +197,12 @@ impl World {
         let mut observed = TlsObserved {
             authority,
             operator: seen(&self.operator),
+            app: AppCert {
+                secret: "orders-app".into(),
+                wanted: self.app_wanted,
+                leaf: seen(&self.app),
+                held: self.app.is_some(),
+            },
             known,
             instances,
             service_names: vec!["orders-rw".into()],
@@ -242,6 +257,16 @@ impl World {
                 TlsAction::PromoteNext => {
                     assert!(self.next.is_some(), "promoted without a next CA");
                     self.current = self.next.take();
+                }
+                TlsAction::WriteApp { .. } if self.app_writes_fail => {}
+                TlsAction::WriteApp { issuer: None } => self.app = None,
+                TlsAction::WriteApp {
+                    issuer: Some(issuer),
+                } => {
+                    let Some(fp) = self.resolve(issuer, created.as_ref()) else {
+                        panic!("the app's certificate from an unknown CA: {action:?}");
+                    };
+                    self.app = Some(self.issue(&fp, vec![]));
                 }
                 TlsAction::WriteInstance {
                     instance,
@@ -338,17 +363,35 @@ impl World {
                 ));
             }
         }
-        for (name, secret) in &self.secrets {
-            for leaf in LeafKind::ALL.iter().filter_map(|k| secret.leaf(*k)) {
-                let Some(ca) = leaf.issuer.as_ref().and_then(|fp| self.cas.get(fp)) else {
-                    continue;
-                };
-                if leaf.not_before < ca.not_before {
+        // Applications present the role's certificate to every instance.
+        if let Some(issuer) = self.app.as_ref().and_then(|l| l.issuer.clone())
+            && self.app_wanted
+        {
+            for (name, loaded) in &self.loaded {
+                if !loaded.client_trusted.contains(&issuer) {
                     return Err(format!(
-                        "{name} holds leaf {} older than its CA",
-                        leaf.serial
+                        "{name} trusts only {:?} but the app's certificate is of {issuer}",
+                        loaded.client_trusted
                     ));
                 }
+            }
+        }
+        let app = self.app.iter().map(|l| ("orders-app".to_owned(), l));
+        let held = self.secrets.iter().flat_map(|(name, secret)| {
+            LeafKind::ALL
+                .iter()
+                .filter_map(|k| secret.leaf(*k))
+                .map(move |l| (name.clone(), l))
+        });
+        for (name, leaf) in held.chain(app) {
+            let Some(ca) = leaf.issuer.as_ref().and_then(|fp| self.cas.get(fp)) else {
+                continue;
+            };
+            if leaf.not_before < ca.not_before {
+                return Err(format!(
+                    "{name} holds leaf {} older than its CA",
+                    leaf.serial
+                ));
             }
         }
         Ok(())
@@ -383,6 +426,15 @@ impl World {
                 return Err(format!("{name} has loaded {:?}", loaded.trusted));
             }
         }
+        match (&self.app, self.app_wanted) {
+            (None, false) => {}
+            (Some(leaf), true) if leaf.issuer.as_deref() == Some(target.as_str()) => {}
+            (app, wanted) => {
+                return Err(format!(
+                    "the app's certificate is {app:?} (wanted: {wanted}), not one of {target}"
+                ));
+            }
+        }
         if self.recorded != Stage::Stable {
             return Err(format!("stage {:?}", self.recorded));
         }
@@ -411,6 +463,17 @@ fn report(loaded: &HeldSecret) -> TlsReport {
 /// A Database of `n` instances at rest on one CA.
 fn stable(n: usize, user: bool) -> World {
     let mut world = World::new(user);
+    for _ in 0..n {
+        world.add_instance();
+    }
+    settle(&mut world);
+    world
+}
+
+/// [`stable`] with `spec.tls.clientCertificates`.
+fn stable_app(n: usize, user: bool) -> World {
+    let mut world = World::new(user);
+    world.app_wanted = true;
     for _ in 0..n {
         world.add_instance();
     }
@@ -900,6 +963,194 @@ fn a_lost_ca_is_replaced_in_stages_without_breaking_trust() {
     world.settled().unwrap();
 }
 
+// ---------------------------------------------------------------- the application role's certificate
+
+fn app_writes(plan: &TlsPlan) -> Vec<&TlsAction> {
+    plan.actions
+        .iter()
+        .filter(|a| matches!(a, TlsAction::WriteApp { .. }))
+        .collect()
+}
+
+#[test]
+fn the_app_certificate_comes_after_the_instances_from_the_ca_they_trust() {
+    let mut world = World::new(false);
+    world.app_wanted = true;
+    world.add_instance();
+    world.add_instance();
+    let first = world.pass(usize::MAX);
+    assert_eq!(first.actions, vec![TlsAction::CreateCa { rotation: None }]);
+    assert!(!first.certificates.status, "{:?}", first.certificates);
+    assert!(
+        first.certificates.message.contains("Secret orders-app"),
+        "{:?}",
+        first.certificates
+    );
+    let ca = CaRef::Known(world.current.clone().unwrap_or_default());
+    let plan = plan(&world.observe());
+    assert_eq!(
+        plan.actions.last(),
+        Some(&TlsAction::WriteApp {
+            issuer: Some(ca.clone())
+        }),
+        "after the instances, whose writes put ca.crt into <db>-app: {plan:#?}"
+    );
+    assert_eq!(app_writes(&plan).len(), 1);
+    settle(&mut world);
+    world.settled().unwrap();
+    let at_rest = super::plan(&world.observe());
+    assert_eq!(at_rest.actions, vec![]);
+    assert_eq!(at_rest.certificates.reason, "InEffect");
+    let app = world.app.clone().unwrap_or_else(|| unreachable!());
+    assert_eq!(app.issuer, world.current);
+}
+
+#[test]
+fn the_app_certificate_is_renewed_like_a_leaf_and_its_end_is_watched() {
+    let world = stable_app(2, false);
+    let ca = CaRef::Known(world.current.clone().unwrap_or_default());
+    // Only the application's certificate close to its end.
+    let mut observed = world.observe();
+    if let Some(leaf) = observed.app.leaf.as_mut() {
+        leaf.not_after = world.now + days(3);
+    }
+    let plan_ = plan(&observed);
+    assert_eq!(plan_.actions, vec![], "more than renewBefore is left");
+    let due = (3 * DAY - 7 * DAY / 3) as u64;
+    assert!(
+        plan_.requeue_seconds.is_some_and(|s| s <= due),
+        "the next look is when it falls due: {:?}",
+        plan_.requeue_seconds
+    );
+    if let Some(leaf) = observed.app.leaf.as_mut() {
+        leaf.not_after = world.now + days(1);
+    }
+    let plan_ = plan(&observed);
+    assert_eq!(
+        plan_.actions,
+        vec![TlsAction::WriteApp {
+            issuer: Some(ca.clone())
+        }]
+    );
+    assert_eq!(plan_.certificates.reason, "Rotating");
+    assert!(plan_.certificates.status, "a renewal is no outage");
+    // A shortened lifetime, or a leaf older than its CA: issued anew.
+    let mut longer = world.observe();
+    longer.settings.lifetime = days(2);
+    assert_eq!(app_writes(&plan(&longer)).len(), 1);
+    let mut older = world.observe();
+    if let Some(leaf) = older.app.leaf.as_mut() {
+        leaf.not_before = t0() - days(1);
+    }
+    assert_eq!(
+        plan(&older).actions,
+        vec![TlsAction::WriteApp { issuer: Some(ca) }]
+    );
+}
+
+#[test]
+fn an_expired_app_certificate_is_named_on_the_condition_and_renewed() {
+    let world = stable_app(1, false);
+    let mut observed = world.observe();
+    if let Some(leaf) = observed.app.leaf.as_mut() {
+        leaf.not_after = world.now - SignedDuration::from_hours(1);
+    }
+    let plan = plan(&observed);
+    assert!(!plan.certificates.status);
+    assert_eq!(plan.certificates.reason, "Expired");
+    assert!(
+        plan.certificates
+            .message
+            .contains("the application role's certificate in Secret orders-app expired"),
+        "{:?}",
+        plan.certificates
+    );
+    assert_eq!(app_writes(&plan).len(), 1);
+}
+
+#[test]
+fn a_rotation_moves_the_app_certificate_before_the_old_ca_is_dropped() {
+    let mut world = stable_app(2, false);
+    let old = world.current.clone().unwrap_or_default();
+    world.settings.rotate_ca = Some("2026-11".into());
+    world.app_writes_fail = true;
+    for _ in 0..12 {
+        let plan = world.pass(usize::MAX);
+        assert!(
+            !plan.actions.contains(&TlsAction::PromoteNext),
+            "promoted while the app's certificate is of the old CA: {plan:#?}"
+        );
+        assert_ne!(plan.stage, Stage::DroppingOld);
+        for name in ["orders-1", "orders-2"] {
+            world.load(name);
+        }
+        world.check().unwrap();
+    }
+    assert_eq!(world.recorded, Stage::Reissuing, "every instance moved");
+    for secret in world.secrets.values() {
+        assert!(secret.client_trusted.contains(&old), "{secret:?}");
+    }
+    let plan = plan(&world.observe());
+    let new = world.next.clone().unwrap_or_default();
+    assert_eq!(
+        app_writes(&plan),
+        [&TlsAction::WriteApp {
+            issuer: Some(CaRef::Known(new.clone()))
+        }]
+    );
+    world.app_writes_fail = false;
+    settle(&mut world);
+    world.check().unwrap();
+    world.settled().unwrap();
+    assert_eq!(world.current, Some(new.clone()));
+    assert_eq!(world.app.and_then(|l| l.issuer), Some(new));
+}
+
+#[test]
+fn turning_client_certificates_off_removes_the_certificate() {
+    let mut world = stable_app(2, false);
+    world.app_wanted = false;
+    let plan = world.pass(usize::MAX);
+    assert_eq!(plan.actions, vec![TlsAction::WriteApp { issuer: None }]);
+    assert_eq!(world.app, None);
+    assert_eq!(super::plan(&world.observe()).actions, vec![]);
+    world.settled().unwrap();
+}
+
+#[test]
+fn an_unusable_user_ca_names_the_app_certificate_it_cannot_issue() {
+    let mut world = stable(2, true);
+    world.app_wanted = true;
+    let mut observed = world.observe();
+    observed.authority = Authority::User {
+        secret: "orders-user-ca".into(),
+        ca: Err(Unusable {
+            missing: false,
+            message: "Secret orders-user-ca: tls.crt is not a CA certificate".into(),
+        }),
+    };
+    let plan = plan(&observed);
+    assert!(plan.actions.is_empty(), "{plan:#?}");
+    assert!(!plan.certificates.status);
+    assert_eq!(plan.certificates.reason, "SecretInvalid");
+    assert!(
+        plan.certificates
+            .message
+            .starts_with("spec.tls.ca.secretName: Secret orders-user-ca"),
+        "{:?}",
+        plan.certificates
+    );
+    assert!(
+        plan.certificates.message.contains("Secret orders-app"),
+        "{:?}",
+        plan.certificates
+    );
+    // The usable CA issues it on the next pass.
+    let plan = world.pass(usize::MAX);
+    assert_eq!(app_writes(&plan).len(), 1, "{plan:#?}");
+    assert_eq!(world.app.and_then(|l| l.issuer), world.user);
+}
+
 // ---------------------------------------------------------------- the simulation
 
 #[derive(Clone, Debug)]
@@ -916,6 +1167,8 @@ enum Step {
     Restart(u8),
     /// The user puts another CA in their Secret.
     ReplaceUserCa,
+    /// The user turns `clientCertificates` on.
+    EnableClientCertificates,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -927,6 +1180,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::AddInstance),
         1 => (0u8..4).prop_map(Step::Restart),
         1 => Just(Step::ReplaceUserCa),
+        1 => Just(Step::EnableClientCertificates),
     ]
 }
 
@@ -966,6 +1220,7 @@ fn run(world: &mut World, steps: &[Step]) -> Result<bool, TestCaseError> {
                     world.user = Some(world.make_ca());
                 }
             }
+            Step::EnableClientCertificates => world.app_wanted = true,
         }
         if let Err(broken) = world.check() {
             return Err(TestCaseError::fail(format!(
@@ -988,9 +1243,10 @@ proptest! {
     fn rotations_are_safe_and_finish(
         n in 1usize..4,
         user in proptest::bool::weighted(0.3),
+        app in any::<bool>(),
         steps in proptest::collection::vec(step(), 0..60),
     ) {
-        let mut world = stable(n, user);
+        let mut world = if app { stable_app(n, user) } else { stable(n, user) };
         let first = world.current.clone();
         let rotated = run(&mut world, &steps)?;
         settle(&mut world);
@@ -1012,8 +1268,9 @@ proptest! {
     fn a_restart_never_regresses_to_the_old_ca(
         steps in proptest::collection::vec(step(), 0..40),
         stage in 0u8..4,
+        app in any::<bool>(),
     ) {
-        let mut world = stable(3, false);
+        let mut world = if app { stable_app(3, false) } else { stable(3, false) };
         world.settings.rotate_ca = Some("go".into());
         run(&mut world, &steps)?;
         let old = world.current.clone().unwrap_or_default();

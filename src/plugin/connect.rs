@@ -17,6 +17,8 @@ use crate::resources::names;
 
 /// The key of a Tusk credentials Secret holding the CA clients verify with.
 const CA_KEY: &str = "ca.crt";
+/// The key of `<db>-app` holding the role's client certificate.
+const CLIENT_CERT_KEY: &str = "tls.crt";
 
 pub async fn run(
     session: &Session,
@@ -88,6 +90,16 @@ pub async fn run(
             let _ = writeln!(out, "\nCA certificate: Secret {app_name}, key {CA_KEY}");
         }
         None => out.push_str("\nCA certificate: none published (TLS not in use)\n"),
+    }
+    if app
+        .as_ref()
+        .is_some_and(|d| d.contains_key(CLIENT_CERT_KEY))
+    {
+        let _ = writeln!(
+            out,
+            "Client certificate (spec.tls.clientCertificates): Secret {app_name}, keys \
+             {CLIENT_CERT_KEY} and tls.key (tls.pk8 for JDBC); point PGSSLCERT and PGSSLKEY at them"
+        );
     }
     print!("{out}");
     if let Some(path) = ca_file {

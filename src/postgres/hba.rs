@@ -18,7 +18,8 @@
 //!   Plaintext TCP is rejected by an explicit `hostnossl` rule, unless the
 //!   user opted into plaintext (`spec.tls.allowPlaintext`): then ordinary
 //!   connections may also come without TLS with SCRAM, but replication still
-//!   needs the certificate over TLS.
+//!   needs the certificate over TLS, and the certificate users never get in
+//!   without TLS.
 //! - Everything else is rejected explicitly, so the file's intent is readable.
 
 /// `pg_hba.conf`'s part of TLS.
@@ -129,6 +130,10 @@ fn tls_rules(rules: &mut Vec<Rule>, replication_user: &str, tls: &Tls) {
         "reject",
     ));
     if tls.allow_plaintext {
+        // A certificate user has no password login, with or without TLS.
+        for user in &tls.cert_users {
+            rules.push(("hostnossl", "all", user.clone(), "all", "reject"));
+        }
         for address in ADDRESSES {
             rules.push((
                 "hostnossl",
@@ -292,6 +297,14 @@ mod tests {
             first_match(&r, false, false, "postgres", false),
             ["hostnossl", "all", "all", "0.0.0.0/0", "scram-sha-256"]
         );
+        // A certificate user has no password login without TLS either.
+        for v6 in [false, true] {
+            assert_eq!(
+                first_match(&r, false, false, "app", v6),
+                ["hostnossl", "all", "app", "all", "reject"],
+                "{open}"
+            );
+        }
         // The local socket rules are the same either way.
         assert_eq!(
             rules(&strict)[..3],

@@ -1,5 +1,6 @@
 //! Where the probe writes: the Database's `-rw` Service as its `-app`
-//! Secret describes it, with the libpq settings of an application that
+//! Secret describes it (its role's certificate presented when the Secret
+//! holds one), with the libpq settings of an application that
 //! wants to notice a vanished primary quickly (a short connect timeout, TCP
 //! keepalives and a user timeout, so a connection to a primary behind a cut
 //! network fails in seconds instead of TCP's minutes of retransmissions).
@@ -62,16 +63,24 @@ impl Target {
         if let Some(address) = address {
             config.hostaddr(address);
         }
+        // With spec.tls.clientCertificates the role logs in with its
+        // certificate: pg_hba refuses its password.
+        let identity = match (read("tls.crt")?, read("tls.key")?) {
+            (Some(cert), Some(key)) if !cert.is_empty() && !key.is_empty() => Some((cert, key)),
+            _ => None,
+        };
+        let identity = identity
+            .as_ref()
+            .map(|(cert, key)| (cert.as_str(), key.as_str()));
         let tls = match read("ca.crt")?.filter(|ca| !ca.is_empty()) {
             None => None,
             Some(ca) => {
                 config.ssl_mode(tokio_postgres::config::SslMode::Require);
-                let client = crate::tls::rustls_config::client_config(&ca, None, &host).map_err(
-                    |source| Error::Tls {
+                let client = crate::tls::rustls_config::client_config(&ca, identity, &host)
+                    .map_err(|source| Error::Tls {
                         host: host.clone(),
                         source,
-                    },
-                )?;
+                    })?;
                 Some(MakeRustls::new(client, &host).map_err(|_| Error::Name(host.clone()))?)
             }
         };
@@ -141,6 +150,32 @@ mod tests {
         secret(&dir, &[("ca.crt", crate::tls::test_support::USER_CA_CRT)]);
         let target = Target::load(&dir, None).unwrap();
         assert!(target.tls.is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// With the role's certificate in the Secret the probe presents it; a
+    /// certificate whose key is not beside it is refused, not ignored.
+    #[test]
+    fn a_secret_with_the_role_s_certificate_presents_it() {
+        use crate::tls::test_support::{ca, days, now};
+        let dir = scratch("client");
+        let ca = ca();
+        let leaf = ca.issue_client("app", days(1), now()).unwrap();
+        secret(&dir, &PLAIN);
+        secret(
+            &dir,
+            &[
+                ("ca.crt", ca.cert_pem()),
+                ("tls.crt", &leaf.cert_pem),
+                ("tls.key", &leaf.key_pem),
+            ],
+        );
+        let target = Target::load(&dir, None).unwrap();
+        assert!(target.tls.is_some());
+        let other = ca.issue_client("app", days(1), now()).unwrap();
+        secret(&dir, &[("tls.key", &other.key_pem)]);
+        let err = Target::load(&dir, None).err().unwrap();
+        assert!(matches!(err, Error::Tls { .. }), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -1,7 +1,9 @@
 //! `<db>-app-external`: what an application outside Kubernetes connects
 //! with, separate from the in-cluster `<db>-app` so it gets exactly what it
 //! needs. The same credentials as `<db>-app` (`username`, `password`,
-//! `dbname`), its `ca.crt` and `sslmode`, and for every published endpoint
+//! `dbname`), its `ca.crt` and `sslmode`, the role's `tls.crt`, `tls.key`
+//! and `tls.pk8` when it has them (`spec.tls.clientCertificates`), and for
+//! every published endpoint
 //! with an address `<target>-<lb|nodeport>-host`, `-port` and `-uri`; plain
 //! `host`, `port` and `uri` name the preferred endpoint: `rw` before `ro`
 //! before `r`, a load balancer before a node port. The host is the entry's
@@ -19,7 +21,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 
 use super::secret::{PASSWORD_KEY, SSLMODE, USERNAME_KEY, percent_encode};
-use super::tls::{CLIENT_CA_KEY, SSLMODE_KEY};
+use super::tls::{CLIENT_CA_KEY, KeyPair, SSLMODE_KEY, client_keys, held_client};
 use super::{labels, object_meta};
 use crate::api::expose::{EndpointStatus, external_secret_name, service_name};
 use crate::api::model::ValidatedDatabase;
@@ -35,6 +37,9 @@ pub struct AppCredentials {
     pub dbname: String,
     /// `ca.crt`: the CAs that verify the server's certificate.
     pub ca_pem: String,
+    /// The role's client certificate (`spec.tls.clientCertificates`): an
+    /// application outside needs it as much as one inside.
+    pub client: Option<KeyPair>,
 }
 
 impl AppCredentials {
@@ -53,6 +58,7 @@ impl AppCredentials {
             password: text(PASSWORD_KEY)?,
             dbname: text(DBNAME_KEY)?,
             ca_pem: text(CLIENT_CA_KEY).unwrap_or_default(),
+            client: held_client(secret),
         })
     }
 }
@@ -95,6 +101,9 @@ pub fn external_secret(
     put(SSLMODE_KEY.to_owned(), SSLMODE);
     if !app.ca_pem.is_empty() {
         put(CLIENT_CA_KEY.to_owned(), &app.ca_pem);
+    }
+    if let Some(client) = &app.client {
+        data.extend(client_keys(client));
     }
     Some(Secret {
         metadata: object_meta(db, external_secret_name(&db.name), labels::common(&db.name)),
@@ -142,6 +151,7 @@ mod tests {
             password: "p@ss".into(),
             dbname: "app".into(),
             ca_pem: "CA PEM".into(),
+            client: None,
         }
     }
 
@@ -276,6 +286,50 @@ mod tests {
         );
     }
 
+    /// With client certificates an application outside presents the
+    /// role's certificate too: it comes from `<db>-app` with the rest.
+    #[test]
+    fn the_role_s_certificate_goes_along_when_the_app_secret_has_one() {
+        let mut app_secret = crate::resources::secret(
+            &model(&sample_database()),
+            crate::resources::SecretKind::App,
+            "pw",
+        );
+        let ca = crate::tls::test_support::ca();
+        let leaf = ca
+            .issue_client(
+                "app",
+                jiff::SignedDuration::from_hours(24),
+                crate::tls::test_support::now(),
+            )
+            .unwrap();
+        let pair = KeyPair {
+            cert_pem: leaf.cert_pem,
+            key_pem: leaf.key_pem,
+        };
+        if let Some(data) = app_secret.data.as_mut() {
+            data.extend(client_keys(&pair));
+        }
+        let read = AppCredentials::from_secret(&app_secret).expect("complete");
+        assert_eq!(read.client.as_ref(), Some(&pair));
+        let rows = [row(
+            ExposeTarget::Rw,
+            ExposeType::LoadBalancer,
+            &["192.0.2.64"],
+            Some(5432),
+        )];
+        let secret = external_secret(&model(&sample_database()), &rows, &read).expect("built");
+        let data = secret.data.unwrap_or_default();
+        assert_eq!(data["tls.crt"].0, pair.cert_pem.as_bytes());
+        assert_eq!(data["tls.key"].0, pair.key_pem.as_bytes());
+        assert!(data.contains_key("tls.pk8"));
+        let without = external_secret(&model(&sample_database()), &rows, &app()).expect("built");
+        assert!(
+            !without.data.unwrap_or_default().contains_key("tls.crt"),
+            "no certificate unless <db>-app has one"
+        );
+    }
+
     #[test]
     fn credentials_come_from_the_app_secret() {
         let app_secret = crate::resources::secret(
@@ -291,6 +345,7 @@ mod tests {
                 password: "pw".into(),
                 dbname: "app".into(),
                 ca_pem: String::new(),
+                client: None,
             }
         );
         let mut broken = app_secret;

@@ -580,9 +580,10 @@ mod tests {
         };
         let plain = sample_database();
         type Edit = fn(&mut crate::api::v1::TlsSpec);
-        // clientCertificates is refused at admission for now.
-        let edits: [(&str, Edit); 2] = [
+        // clientCertificates reaches pg_hba through TUSK_TLS_CERT_USERS.
+        let edits: [(&str, Edit); 3] = [
             ("allowPlaintext", |t| t.allow_plaintext = true),
+            ("clientCertificates", |t| t.client_certificates = true),
             ("minProtocolVersion", |t| {
                 t.min_protocol_version = crate::api::v1::TlsVersion::Tls12;
             }),

@@ -24,11 +24,11 @@
 //! ([`credential_tls_apply`]) holds nothing but the Secret's name and the TLS
 //! keys: no `type`, no labels, no password, no `uri`. Server-side apply
 //! tracks ownership per key of `data`, so this manager owns exactly
-//! `ca.crt`, `sslmode` and (with client certificates) `tls.crt`/`tls.key`,
-//! and can never change or remove a password key; and when client
-//! certificates are turned off, applying the body without `tls.crt` and
-//! `tls.key` removes the keys this manager alone owned, which a merge patch
-//! would only do with explicit nulls. The password-bearing `uri` stays the
+//! `ca.crt`, `sslmode` and (with client certificates) `tls.crt`, `tls.key`
+//! and `tls.pk8`, and can never change or remove a password key; and when
+//! client certificates are turned off, applying the body without them
+//! removes the keys this manager alone owned, which a merge patch would only
+//! do with explicit nulls. The password-bearing `uri` stays the
 //! creator's: a Secret created from now on has `sslmode=verify-full` in it
 //! ([`super::secret::secret`]).
 
@@ -67,6 +67,9 @@ pub const CLIENT_CA_KEY: &str = "ca.crt";
 pub const SSLMODE_KEY: &str = "sslmode";
 pub const CLIENT_CERT_KEY: &str = "tls.crt";
 pub const CLIENT_KEY_KEY: &str = "tls.key";
+/// The role's key again, as PKCS#8 DER: what the PostgreSQL JDBC driver's
+/// default `sslkey` reads (it takes no PEM key).
+pub const CLIENT_PK8_KEY: &str = "tls.pk8";
 pub use super::secret::SSLMODE;
 
 /// The pod volume of the instance's TLS Secret.
@@ -183,21 +186,23 @@ pub fn instance_tls_secret(
 
 /// The server-side apply body of the TLS keys of credential Secret `kind`
 /// (`<db>-app` or `<db>-superuser`), for field manager
-/// [`TLS_FIELD_MANAGER`]: only the name, the namespace and `ca.crt`,
-/// `sslmode` and, when `material.client` is set (`<db>-app` with
-/// `spec.tls.clientCertificates`), `tls.crt` and `tls.key`. Never a
-/// password, a `uri`, the type or labels (see the module documentation).
+/// [`TLS_FIELD_MANAGER`]: only the name, the namespace and `ca.crt` (left
+/// out while no bundle is known), `sslmode` and, when `material.client` is
+/// set (`<db>-app` with `spec.tls.clientCertificates`), the keys of
+/// [`client_keys`]. Never a password, a `uri`, the type or labels (see the
+/// module documentation).
 pub fn credential_tls_apply(
     db: &ValidatedDatabase,
     kind: SecretKind,
     material: &ClientMaterial,
 ) -> Secret {
     let mut data = BTreeMap::new();
-    put(&mut data, CLIENT_CA_KEY, &material.ca_bundle);
+    if !material.ca_bundle.is_empty() {
+        put(&mut data, CLIENT_CA_KEY, &material.ca_bundle);
+    }
     put(&mut data, SSLMODE_KEY, SSLMODE);
     if let Some(client) = &material.client {
-        put(&mut data, CLIENT_CERT_KEY, &client.cert_pem);
-        put(&mut data, CLIENT_KEY_KEY, &client.key_pem);
+        data.extend(client_keys(client));
     }
     Secret {
         metadata: ObjectMeta {
@@ -208,6 +213,31 @@ pub fn credential_tls_apply(
         data: Some(data),
         ..Secret::default()
     }
+}
+
+/// The keys of a role's client certificate in a credential Secret:
+/// `tls.crt` and `tls.key` (PEM, libpq's `sslcert` and `sslkey`) and
+/// `tls.pk8` (the key as PKCS#8 DER, for JDBC; left out for a key that is
+/// not PKCS#8, which Tusk never issues).
+pub fn client_keys(client: &KeyPair) -> BTreeMap<String, ByteString> {
+    use rustls::pki_types::PrivatePkcs8KeyDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut data = BTreeMap::new();
+    put(&mut data, CLIENT_CERT_KEY, &client.cert_pem);
+    put(&mut data, CLIENT_KEY_KEY, &client.key_pem);
+    if let Ok(der) = PrivatePkcs8KeyDer::from_pem_slice(client.key_pem.as_bytes()) {
+        data.insert(
+            CLIENT_PK8_KEY.to_owned(),
+            ByteString(der.secret_pkcs8_der().to_vec()),
+        );
+    }
+    data
+}
+
+/// The role's client certificate and key in credential Secret `secret`
+/// (`tls.crt`, `tls.key`), when both are there.
+pub fn held_client(secret: &Secret) -> Option<KeyPair> {
+    pair(secret, CLIENT_CERT_KEY, CLIENT_KEY_KEY).ok()
 }
 
 /// The credential Secrets that carry TLS keys, and whether the role's
@@ -526,6 +556,54 @@ mod tests {
         assert_eq!(value(&with_cert, "tls.crt"), "CERT app");
     }
 
+    /// A real key: `tls.pk8` is the same key in PKCS#8 DER (what JDBC
+    /// reads), and the held pair reads back from the keys written.
+    #[test]
+    fn the_role_s_certificate_is_written_as_pem_and_its_key_as_pkcs8_der() {
+        let db = model(&sample_database());
+        let leaf = crate::tls::test_support::ca()
+            .issue_client(
+                "app",
+                jiff::SignedDuration::from_hours(24),
+                crate::tls::test_support::now(),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        let client = KeyPair {
+            cert_pem: leaf.cert_pem.clone(),
+            key_pem: leaf.key_pem.clone(),
+        };
+        let body = credential_tls_apply(
+            &db,
+            SecretKind::App,
+            &ClientMaterial {
+                ca_bundle: String::new(),
+                client: Some(client.clone()),
+            },
+        );
+        assert_eq!(
+            keys(&body),
+            ["sslmode", "tls.crt", "tls.key", "tls.pk8"],
+            "no ca.crt while no bundle is known: an empty one would replace it"
+        );
+        let der = body
+            .data
+            .as_ref()
+            .and_then(|d| d.get(CLIENT_PK8_KEY))
+            .map(|b| b.0.clone())
+            .unwrap_or_default();
+        let body_b64: String = leaf
+            .key_pem
+            .lines()
+            .filter(|l| !l.starts_with("-----"))
+            .collect();
+        use base64::Engine as _;
+        assert_eq!(
+            base64::engine::general_purpose::STANDARD.encode(&der),
+            body_b64
+        );
+        assert_eq!(held_client(&body), Some(client));
+    }
+
     #[test]
     fn only_the_app_secret_gets_a_client_certificate_and_only_when_asked() {
         let db = sample_database();
@@ -533,8 +611,6 @@ mod tests {
             credential_secrets(&model(&db)),
             [(SecretKind::Superuser, false), (SecretKind::App, false)]
         );
-        // Refused at admission until the controller issues the application
-        // role's certificate; the builders already handle it.
         let mut with_client = model(&db);
         with_client.tls.client_certificates = true;
         assert_eq!(

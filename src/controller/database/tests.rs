@@ -212,8 +212,10 @@ async fn a_first_pass_creates_credentials_services_and_the_first_volume_then_wri
                 .to_owned(),
             "GET /apis/rbac.authorization.k8s.io/v1/namespaces/shop/rolebindings/orders-instance"
                 .to_owned(),
-            // TLS: `<db>-ca` observed, then made (read again before the write).
+            // TLS: `<db>-ca` and `<db>-app` (the role's certificate)
+            // observed, then `<db>-ca` made (read again before the write).
             format!("GET {ns}/secrets/orders-ca"),
+            format!("GET {ns}/secrets/orders-app"),
             format!("POST {ns}/secrets"),
             format!("POST {ns}/secrets"),
             format!("POST {ns}/secrets"),

@@ -16,8 +16,8 @@ use crate::controller::database::observe::tls::{
 };
 use crate::lifecycle::tls::{CaRef, LeafKind, TlsAction};
 use crate::postgres::REPLICATION_USER;
-use crate::resources::names;
 use crate::resources::tls::{self as built, CaMaterial, InstanceMaterial, KeyPair};
+use crate::resources::{SecretKind, names};
 use crate::tls::{Authority, CertInfo};
 
 /// What `<db>-ca` holds now.
@@ -93,6 +93,57 @@ impl Applier<'_> {
                     .await?;
                 Ok(None)
             }
+            TlsAction::WriteApp { issuer } => self.write_app(&state, issuer.as_ref(), now).await,
+        }
+    }
+
+    /// Issues the application role's certificate into `<db>-app` from
+    /// `issuer` (common name = the role, which `cert` authentication maps
+    /// to the role), or removes it when `None`; `ca.crt` stays as the
+    /// instances' writes left it.
+    async fn write_app(
+        &self,
+        state: &CaState,
+        issuer: Option<&CaRef>,
+        now: jiff::Timestamp,
+    ) -> Result<Option<Done>, Error> {
+        let name = names::app_secret(&self.model.name);
+        let Some(existing) = self
+            .secrets()
+            .get_opt(&name)
+            .await
+            .map_err(Error::kube("reading the application Secret"))?
+        else {
+            // It is created with its password first: an apply here would
+            // create it without one. The next pass issues.
+            return Ok(None);
+        };
+        let role = &self.model.initdb.owner;
+        let client = match issuer {
+            Some(issuer) => Some(pair(
+                self.authority(state, issuer)?
+                    .issue_client(role, self.lifetime(), now)
+                    .map_err(tls_error("issuing the application role's certificate"))?,
+            )),
+            None => None,
+        };
+        let issued = client.is_some();
+        let material = built::ClientMaterial {
+            ca_bundle: built::text(&existing, built::CLIENT_CA_KEY).unwrap_or_default(),
+            client,
+        };
+        self.apply_credential_tls(SecretKind::App, &material)
+            .await?;
+        if issued {
+            done(
+                "ClientCertificateIssued",
+                format!("issued the certificate of role {role} into Secret {name}"),
+            )
+        } else {
+            done(
+                "ClientCertificateRemoved",
+                format!("removed the certificate of role {role} from Secret {name}"),
+            )
         }
     }
 
@@ -173,34 +224,49 @@ impl Applier<'_> {
     }
 
     /// The CA bundle of `<db>-app` and `<db>-superuser` follows the
-    /// instances' (their own field manager: never a password).
+    /// instances' (their own field manager: never a password). The
+    /// application role's certificate in `<db>-app` is carried over as it
+    /// is (one apply owns every TLS key: leaving it out would remove it);
+    /// `TlsAction::WriteApp` issues and removes it.
     async fn credential_bundles(&self, bundle: &str) -> Result<(), Error> {
         for (kind, client) in built::credential_secrets(self.model) {
-            if client {
-                // FOR THE LEAD: the app role's client certificate
-                // (spec.tls.clientCertificates) is not issued by this
-                // branch; leave that Secret's TLS keys alone rather than
-                // remove its certificate.
-                continue;
-            }
-            let body = built::credential_tls_apply(
-                self.model,
-                kind,
-                &built::ClientMaterial {
-                    ca_bundle: bundle.to_owned(),
-                    client: None,
-                },
-            );
-            let name = body.metadata.name.clone().unwrap_or_default();
-            self.secrets()
-                .patch(
-                    &name,
-                    &kube::api::PatchParams::apply(built::TLS_FIELD_MANAGER).force(),
-                    &kube::api::Patch::Apply(&body),
-                )
-                .await
-                .map_err(Error::kube("writing a credential Secret's CA bundle"))?;
+            let name = kind.secret_name(&self.model.name);
+            let client = if client {
+                self.secrets()
+                    .get_opt(&name)
+                    .await
+                    .map_err(Error::kube("reading a credential Secret"))?
+                    .as_ref()
+                    .and_then(built::held_client)
+            } else {
+                None
+            };
+            let material = built::ClientMaterial {
+                ca_bundle: bundle.to_owned(),
+                client,
+            };
+            self.apply_credential_tls(kind, &material).await?;
         }
+        Ok(())
+    }
+
+    /// Server-side applies the TLS keys of credential Secret `kind` under
+    /// their own field manager.
+    async fn apply_credential_tls(
+        &self,
+        kind: SecretKind,
+        material: &built::ClientMaterial,
+    ) -> Result<(), Error> {
+        let body = built::credential_tls_apply(self.model, kind, material);
+        let name = body.metadata.name.clone().unwrap_or_default();
+        self.secrets()
+            .patch(
+                &name,
+                &kube::api::PatchParams::apply(built::TLS_FIELD_MANAGER).force(),
+                &kube::api::Patch::Apply(&body),
+            )
+            .await
+            .map_err(Error::kube("writing a credential Secret's TLS keys"))?;
         Ok(())
     }
 

@@ -392,6 +392,7 @@ mod tests {
                 password: "pw".into(),
                 dbname: "app".into(),
                 ca_pem: "CA".into(),
+                client: None,
             }))
         };
         let (state, built) = compare(&model, &rows("192.0.2.64"), app(), None);

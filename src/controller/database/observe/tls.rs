@@ -22,8 +22,8 @@ use crate::contract::tls as files;
 use crate::controller::Error;
 use crate::controller::database::instances::ClientTls;
 use crate::lifecycle::tls::{
-    Authority, Ca, HeldSecret, InstanceTls, Leaf, Probe, Settings, Stage, TlsObserved, Unusable,
-    UserServer,
+    AppCert, Authority, Ca, HeldSecret, InstanceTls, Leaf, Probe, Settings, Stage, TlsObserved,
+    Unusable, UserServer,
 };
 use crate::lifecycle::{Observed, PodPhase};
 use crate::resources::tls::{self as built, KeyPair};
@@ -155,21 +155,20 @@ pub async fn observe(
         Some((_, name)) => Some(get(name.to_owned()).await?),
         None => None,
     };
+    let app = get(names::app_secret(&model.name)).await?;
     let mut instances = BTreeMap::new();
     for serial in observed.instances.keys() {
         let name = observed.name(*serial);
         let secret = get(names::instance_tls_secret(&name)).await?;
         instances.insert(name, secret);
     }
-    let (mut tls, material) = reduce(
-        model,
-        ca.as_ref(),
+    let read = TlsSecrets {
+        ca,
         user,
-        &instances,
-        snapshot,
-        observed,
-        recorded,
-    );
+        app,
+        instances,
+    };
+    let (mut tls, material) = reduce(model, &read, snapshot, observed, recorded);
     if crate::lifecycle::tls::wants_probe(&tls) {
         probe_all(&mut tls, &material, snapshot).await;
     }
@@ -217,16 +216,35 @@ async fn probe_all(tls: &mut TlsObserved, material: &TlsMaterial, snapshot: &Sna
     }
 }
 
+/// The Secrets the TLS planner's view is made of, as read.
+#[derive(Clone, Debug, Default)]
+pub struct TlsSecrets {
+    /// `<db>-ca`.
+    pub ca: Option<Secret>,
+    /// The Secret `spec.tls.ca` or `spec.tls.server` names, when one does
+    /// (`Some(None)`: it does not exist).
+    pub user: Option<Option<Secret>>,
+    /// `<db>-app`, for the application role's certificate.
+    pub app: Option<Secret>,
+    /// Each instance's `<instance>-tls`, by instance name.
+    pub instances: BTreeMap<String, Option<Secret>>,
+}
+
 /// The planner's view and the PEM text, from the Secrets as read. Pure.
 pub fn reduce(
     model: &ValidatedDatabase,
-    ca: Option<&Secret>,
-    user: Option<Option<Secret>>,
-    instances: &BTreeMap<String, Option<Secret>>,
+    read: &TlsSecrets,
     snapshot: &Snapshot,
     observed: &Observed,
     recorded: Stage,
 ) -> (TlsObserved, TlsMaterial) {
+    let TlsSecrets {
+        ca,
+        user,
+        app,
+        instances,
+    } = read;
+    let (ca, app) = (ca.as_ref(), app.as_ref());
     let now = observed.now;
     let namespace = model.namespace.clone().unwrap_or_default();
     let mut material = TlsMaterial {
@@ -290,7 +308,7 @@ pub fn reduce(
         (TlsSource::CaSecret(name), Some(secret)) => {
             let ca = match secret {
                 None => Err(absent(name)),
-                Some(secret) => match user_secret::check_ca(&secret, now) {
+                Some(secret) => match user_secret::check_ca(secret, now) {
                     Ok(authority) => {
                         material.user_ca = Some(KeyPair {
                             cert_pem: authority.cert_pem().to_owned(),
@@ -317,7 +335,7 @@ pub fn reduce(
             let leaf = match secret {
                 None => Err(absent(name)),
                 Some(secret) => {
-                    match user_secret::check_server(&secret, &material.service_names, now) {
+                    match user_secret::check_server(secret, &material.service_names, now) {
                         Ok(server) => {
                             let leaf = leaf_of(&server.info, None);
                             material.user_server = Some(server);
@@ -418,11 +436,20 @@ pub fn reduce(
         );
     }
     let operator = leaf(&material.operator);
+    let app = AppCert {
+        secret: names::app_secret(&model.name),
+        wanted: model.tls.client_certificates,
+        leaf: app
+            .and_then(|s| role_certificate(s, &model.initdb.owner))
+            .map(|info| leaf_of(&info, issuer_of(&info))),
+        held: app.is_some_and(tls_manager_holds_client),
+    };
     material.instances = parts;
     let tls = TlsObserved {
         authority,
         known: known.into_iter().map(|(fp, (ca, _))| (fp, ca)).collect(),
         operator,
+        app,
         instances: tls_instances,
         service_names: [
             material.service_names.clone(),
@@ -434,6 +461,36 @@ pub fn reduce(
         now,
     };
     (tls, material)
+}
+
+/// Whether the TLS field manager wrote a client certificate into the
+/// credential Secret `secret`: only what it owns can its apply remove (a
+/// `tls.crt` put there by hand would otherwise be "removed" on every pass).
+fn tls_manager_holds_client(secret: &Secret) -> bool {
+    secret
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .any(|entry| {
+            entry.manager.as_deref() == Some(built::TLS_FIELD_MANAGER)
+                && entry.fields_v1.as_ref().is_some_and(|fields| {
+                    [built::CLIENT_CERT_KEY, built::CLIENT_KEY_KEY]
+                        .iter()
+                        .any(|key| !fields.0["f:data"][format!("f:{key}")].is_null())
+                })
+        })
+}
+
+/// The application role's certificate in `<db>-app`: one that parses,
+/// matches the key beside it and names `role`; anything else is issued
+/// anew.
+fn role_certificate(secret: &Secret, role: &str) -> Option<CertInfo> {
+    let cert = built::text(secret, built::CLIENT_CERT_KEY).ok()?;
+    let key = built::text(secret, built::CLIENT_KEY_KEY).ok()?;
+    let info = CertInfo::parse(&cert).ok()?;
+    (info.common_name.as_deref() == Some(role) && crate::tls::key_matches(&cert, &key))
+        .then_some(info)
 }
 
 fn managed(current: Option<Ca>, next: Option<Ca>, material: &TlsMaterial) -> Authority {
@@ -574,6 +631,13 @@ pub fn set_metrics(
             seconds(l.not_after),
         )
     }));
+    all.extend(tls.app.leaf.iter().filter(|_| tls.app.wanted).map(|l| {
+        (
+            tls.app.secret.clone(),
+            CertificateKind::Client,
+            seconds(l.not_after),
+        )
+    }));
     for (name, instance) in &tls.instances {
         let Some(secret) = &instance.secret else {
             continue;
@@ -681,11 +745,14 @@ mod tests {
             name.clone(),
             Some(built::instance_tls_secret(&model, &name, &material)),
         )]);
+        let read = TlsSecrets {
+            ca: Some(ca_secret),
+            instances,
+            ..TlsSecrets::default()
+        };
         let (tls, material) = reduce(
             &model,
-            Some(&ca_secret),
-            None,
-            &instances,
+            &read,
             &Snapshot::default(),
             &observed,
             Stage::Stable,
@@ -711,6 +778,132 @@ mod tests {
         assert!(material.api_trust_bundle().contains("BEGIN CERTIFICATE"));
         let plan = crate::lifecycle::tls::plan(&tls);
         assert_eq!(plan.actions, vec![], "{plan:#?}");
+    }
+}
+
+#[cfg(test)]
+mod app_tests {
+    //! `<db>-app`'s certificate, as the apply step writes it, read back.
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+
+    use super::*;
+    use crate::api::arbitrary::sample_database;
+    use crate::resources::SecretKind;
+    use crate::resources::tls::{CaMaterial, ClientMaterial};
+    use crate::tls::Authority as Issuer;
+
+    fn pair(leaf: crate::tls::Leaf) -> KeyPair {
+        KeyPair {
+            cert_pem: leaf.cert_pem,
+            key_pem: leaf.key_pem,
+        }
+    }
+
+    /// `<db>-app` as created, with the TLS keys applied over it by the TLS
+    /// field manager (as the API server would record it).
+    fn app_secret(model: &ValidatedDatabase, client: Option<KeyPair>) -> Secret {
+        let mut secret = crate::resources::secret(model, SecretKind::App, "pw");
+        let tls = built::credential_tls_apply(
+            model,
+            SecretKind::App,
+            &ClientMaterial {
+                ca_bundle: "CA".into(),
+                client,
+            },
+        );
+        let owned: serde_json::Map<String, serde_json::Value> = tls
+            .data
+            .iter()
+            .flatten()
+            .map(|(k, _)| (format!("f:{k}"), serde_json::json!({})))
+            .collect();
+        secret
+            .data
+            .get_or_insert_with(Default::default)
+            .extend(tls.data.unwrap_or_default());
+        secret.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some(built::TLS_FIELD_MANAGER.to_owned()),
+            operation: Some("Apply".to_owned()),
+            fields_v1: Some(FieldsV1(serde_json::json!({ "f:data": owned }))),
+            ..ManagedFieldsEntry::default()
+        }]);
+        secret
+    }
+
+    #[test]
+    fn the_app_certificate_reads_back_only_when_it_is_the_role_s_and_its_key_s() {
+        let mut model = crate::resources::tests::model(&sample_database());
+        model.tls.client_certificates = true;
+        let now = jiff::Timestamp::now();
+        let week = SignedDuration::from_hours(7 * 24);
+        let ca = Issuer::generate("test CA", SignedDuration::from_hours(24 * 3650), now).unwrap();
+        let ca_secret = built::ca_secret(
+            &model,
+            &CaMaterial {
+                ca: Some(KeyPair {
+                    cert_pem: ca.cert_pem().to_owned(),
+                    key_pem: ca.key_pem().to_owned(),
+                }),
+                next: None,
+                operator: pair(ca.issue_client("tusk-operator", week, now).unwrap()),
+            },
+        );
+        let observed = Observed {
+            database: model.name.clone(),
+            now,
+            ..Observed::default()
+        };
+        let read = |app: Secret| {
+            let secrets = TlsSecrets {
+                ca: Some(ca_secret.clone()),
+                app: Some(app),
+                ..TlsSecrets::default()
+            };
+            reduce(
+                &model,
+                &secrets,
+                &Snapshot::default(),
+                &observed,
+                Stage::Stable,
+            )
+            .0
+            .app
+        };
+        let good = ca.issue_client("app", week, now).unwrap();
+        let app = read(app_secret(&model, Some(pair(good.clone()))));
+        assert_eq!(app.secret, "orders-app");
+        assert!(app.wanted && app.held);
+        let leaf = app.leaf.expect("the role's certificate");
+        assert_eq!(leaf.serial, good.info.serial);
+        assert_eq!(leaf.issuer.as_deref(), Some(ca.info().fingerprint.as_str()));
+
+        let someone = pair(ca.issue_client("someone", week, now).unwrap());
+        assert_eq!(
+            read(app_secret(&model, Some(someone))).leaf,
+            None,
+            "another role's"
+        );
+        let mismatched = KeyPair {
+            key_pem: ca.issue_client("app", week, now).unwrap().key_pem,
+            ..pair(good)
+        };
+        let app = read(app_secret(&model, Some(mismatched)));
+        assert_eq!(app.leaf, None, "not its key");
+        assert!(
+            app.held,
+            "but the TLS field manager wrote it: it can replace it"
+        );
+
+        let none = read(app_secret(&model, None));
+        assert_eq!((none.leaf, none.held), (None, false));
+        // Put there by someone else: not the TLS manager's to remove.
+        let mut by_hand = app_secret(&model, None);
+        by_hand
+            .data
+            .get_or_insert_with(Default::default)
+            .insert("tls.crt".into(), k8s_openapi::ByteString(b"PEM".to_vec()));
+        assert!(!read(by_hand).held);
     }
 }
 
@@ -820,15 +1013,13 @@ mod exposure_tests {
             )])
         };
         let plan_for = |observed: &Observed, instances: &BTreeMap<String, Option<Secret>>| {
-            let (tls, material) = reduce(
-                &model,
-                Some(&ca_secret),
-                None,
-                instances,
-                &Snapshot::default(),
-                observed,
-                Stage::Stable,
-            );
+            let read = TlsSecrets {
+                ca: Some(ca_secret.clone()),
+                instances: instances.clone(),
+                ..TlsSecrets::default()
+            };
+            let (tls, material) =
+                reduce(&model, &read, &Snapshot::default(), observed, Stage::Stable);
             (crate::lifecycle::tls::plan(&tls).actions, material)
         };
 
