@@ -23,6 +23,9 @@ RUN --mount=type=cache,id=tusk-cargo-registry,target=/usr/local/cargo/registry,s
     --mount=type=cache,id=tusk-cargo-git,target=/usr/local/cargo/git,sharing=locked \
     --mount=type=cache,id=tusk-target,target=/src/target,sharing=locked \
     set -eux; \
+    # The target cache may hold a build of another checkout whose files are
+    # newer than these (cargo judges by mtime): this crate always rebuilds.
+    find src -name '*.rs' -exec touch {} +; \
     RUSTFLAGS="-C target-feature=+crt-static" \
         cargo build --release --locked --target x86_64-unknown-linux-gnu --bin tusk; \
     mkdir -p /out/usr/local/bin /out/etc/ssl/certs /out/tmp; \
