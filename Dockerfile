@@ -18,13 +18,13 @@ COPY . .
 # A static-pie glibc binary: it runs in an empty root file system (no libc, no
 # NSS at run time). The registry, git and target dirs are cache mounts, so a
 # rebuild only compiles what changed; the binary is copied out of the target
-# cache in the same step.
+# cache in the same step. The target cache may hold a build of another
+# checkout whose files are newer than these (cargo judges freshness by mtime),
+# so this crate's sources are touched: it always rebuilds, its dependencies not.
 RUN --mount=type=cache,id=tusk-cargo-registry,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,id=tusk-cargo-git,target=/usr/local/cargo/git,sharing=locked \
     --mount=type=cache,id=tusk-target,target=/src/target,sharing=locked \
     set -eux; \
-    # The target cache may hold a build of another checkout whose files are
-    # newer than these (cargo judges by mtime): this crate always rebuilds.
     find src -name '*.rs' -exec touch {} +; \
     RUSTFLAGS="-C target-feature=+crt-static" \
         cargo build --release --locked --target x86_64-unknown-linux-gnu --bin tusk; \
