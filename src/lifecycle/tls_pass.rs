@@ -32,7 +32,14 @@ pub(super) fn hold_pods(
     let (Some(observed), Some(tls)) = (ctx.observed.tls.as_ref(), tls) else {
         return (additions, None);
     };
-    let user_server = observed.settings.user_server.is_some();
+    // A Secret PostgreSQL serves as is (spec.tls.server, cert-manager's)
+    // is copied into the instance's only once it can be used: until then a
+    // new pod would have no server certificate to start with.
+    let user_server = observed
+        .settings
+        .user_server
+        .as_ref()
+        .is_some_and(|u| u.leaf.is_ok());
     let complete = |name: &str| {
         let held = observed
             .instances

@@ -156,14 +156,9 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     // client would, each pass, until it does.
     let awaited = ctx.outage(&key, |o| o.awaiting_route().map(str::to_owned));
     let reached = match &awaited {
-        // A user's server certificate need not name the instance: then the
-        // EndpointSlice is the closest Tusk can tell.
-        Some(to)
-            if matches!(
-                model.tls.source,
-                crate::api::tls::TlsSource::ServerSecret(_)
-            ) =>
-        {
+        // A user's (or cert-manager's) server certificate need not name
+        // the instance: then the EndpointSlice is the closest Tusk can tell.
+        Some(to) if model.tls.source.served_secret().is_some() => {
             observed.routing.rw == [to.clone()]
         }
         Some(to) => observe::route::rw_reaches(&model.name, &snapshot, to)

@@ -32,6 +32,9 @@ struct CaState {
 impl Applier<'_> {
     /// Carries out one TLS step.
     pub(super) async fn tls(&self, action: &TlsAction) -> Result<Option<Done>, Error> {
+        if *action == TlsAction::ApplyCertificate {
+            return self.apply_certificate().await;
+        }
         let mut state = self.read_ca().await?;
         let now = jiff::Timestamp::now();
         match action {
@@ -93,7 +96,51 @@ impl Applier<'_> {
                     .await?;
                 Ok(None)
             }
+            TlsAction::ApplyCertificate => Ok(None),
         }
+    }
+
+    /// cert-manager's Certificate (`spec.tls.certManager`) for the names
+    /// observed this pass, server-side applied as any child is.
+    async fn apply_certificate(&self) -> Result<Option<Done>, Error> {
+        let crate::api::tls::TlsSource::CertManager { issuer, .. } = &self.model.tls.source else {
+            return Ok(None);
+        };
+        let none = TlsMaterial::default();
+        let names = self
+            .snapshot
+            .tls
+            .as_ref()
+            .unwrap_or(&none)
+            .certificate_names();
+        let object = crate::resources::cert_manager::certificate(
+            self.model,
+            issuer,
+            &names,
+            self.model.tls.certificate_lifetime,
+            self.model.tls.renew_before,
+        );
+        let name = object.metadata.name.clone().unwrap_or_default();
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            self.namespace,
+            &crate::resources::cert_manager::api_resource(),
+        );
+        api.patch(
+            &name,
+            &kube::api::PatchParams::apply(crate::controller::FIELD_MANAGER).force(),
+            &kube::api::Patch::Apply(&object),
+        )
+        .await
+        .map_err(Error::kube("writing the cert-manager Certificate"))?;
+        done(
+            "CertificateRequested",
+            format!(
+                "wrote cert-manager Certificate {name} ({}) for {} names",
+                issuer.describe(),
+                names.len()
+            ),
+        )
     }
 
     async fn write_instance(
