@@ -141,7 +141,7 @@ fn same_names(wanted: &Value, seen: Option<&Value>) -> bool {
 /// durations are hours, days and weeks); minutes only below an hour.
 fn go_duration(duration: Duration) -> String {
     let seconds = duration.as_secs();
-    if seconds % 3600 == 0 {
+    if seconds.is_multiple_of(3600) {
         format!("{}h", seconds / 3600)
     } else {
         format!("{}m", seconds.div_ceil(60))
