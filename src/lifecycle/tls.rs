@@ -179,6 +179,9 @@ pub struct Settings {
     pub user_server: Option<UserServer>,
     /// `spec.tls.certManager`: cert-manager's side.
     pub cert_manager: Option<CertManagerObserved>,
+    /// A Certificate Tusk wrote for `spec.tls.certManager`, which is no
+    /// longer set: cert-manager would go on renewing it for nobody.
+    pub leftover_certificate: Option<String>,
 }
 
 /// The rotation stages of `status.tls.stage`.
@@ -269,6 +272,8 @@ pub enum TlsAction {
     /// Write cert-manager's `Certificate` (`spec.tls.certManager`) for the
     /// names every server certificate carries.
     ApplyCertificate,
+    /// Delete the Certificate `spec.tls.certManager` no longer asks for.
+    DeleteCertificate { name: String },
 }
 
 impl TlsAction {
@@ -329,6 +334,10 @@ pub fn plan(observed: &TlsObserved) -> TlsPlan {
         .is_some_and(CertManagerObserved::wants_apply)
     {
         out.actions.push(TlsAction::ApplyCertificate);
+    }
+    if let Some(name) = &observed.settings.leftover_certificate {
+        out.actions
+            .push(TlsAction::DeleteCertificate { name: name.clone() });
     }
     let Some(target) = target(observed, &mut out) else {
         return out.finish(observed, Stage::Stable, None);

@@ -31,6 +31,7 @@ fn settings() -> Settings {
         rotate_ca: None,
         user_server: None,
         cert_manager: None,
+        leftover_certificate: None,
     }
 }
 
@@ -241,7 +242,7 @@ impl World {
                     self.operator = Some(self.issue(&fp, vec!["tusk-operator".into()]));
                 }
                 // cert-manager is not part of this world.
-                TlsAction::ApplyCertificate => {}
+                TlsAction::ApplyCertificate | TlsAction::DeleteCertificate { .. } => {}
                 TlsAction::PromoteNext => {
                     assert!(self.next.is_some(), "promoted without a next CA");
                     self.current = self.next.take();
@@ -1280,4 +1281,25 @@ fn a_new_pod_waits_for_a_usable_served_secret() {
     let (kept, verdict) = hold_pods(&ctx, Some(&planned), additions.clone());
     assert_eq!(kept, additions);
     assert_eq!(verdict, None);
+}
+
+/// `spec.tls.certManager` unset: the Certificate Tusk wrote is deleted.
+#[test]
+fn a_certificate_no_longer_asked_for_is_deleted() {
+    let mut world = stable(1, false);
+    world.settings.leftover_certificate = Some("orders-server".into());
+    let planned = plan(&world.observe());
+    assert!(
+        planned.actions.contains(&TlsAction::DeleteCertificate {
+            name: "orders-server".into()
+        }),
+        "{planned:#?}"
+    );
+    world.settings.leftover_certificate = None;
+    assert!(
+        !plan(&world.observe())
+            .actions
+            .iter()
+            .any(|a| matches!(a, TlsAction::DeleteCertificate { .. }))
+    );
 }

@@ -127,6 +127,12 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     // The published addresses first: the server certificates must name them.
     observe::endpoints::services(&model, &snapshot, &mut observed);
     observe::tls::observe(&ctx.client, &model, &mut snapshot, &mut observed, recorded).await?;
+    if let Some(tls) = observed.tls.as_mut() {
+        let source = db.status.as_ref().and_then(|s| s.tls.as_ref()?.source);
+        let uid = db.metadata.uid.as_deref();
+        tls.settings.leftover_certificate =
+            observe::cert_manager::leftover(&ctx.client, &model, source, uid).await?;
+    }
     observe::endpoints::probe_and_secret(&ctx.client, &model, &mut snapshot, &mut observed).await?;
     if let Some(tls) = &observed.tls {
         observe::tls::set_metrics(&ctx.metrics, &namespace, &model.name, tls);

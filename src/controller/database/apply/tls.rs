@@ -32,8 +32,10 @@ struct CaState {
 impl Applier<'_> {
     /// Carries out one TLS step.
     pub(super) async fn tls(&self, action: &TlsAction) -> Result<Option<Done>, Error> {
-        if *action == TlsAction::ApplyCertificate {
-            return self.apply_certificate().await;
+        match action {
+            TlsAction::ApplyCertificate => return self.apply_certificate().await,
+            TlsAction::DeleteCertificate { name } => return self.delete_certificate(name).await,
+            _ => {}
         }
         let mut state = self.read_ca().await?;
         let now = jiff::Timestamp::now();
@@ -96,8 +98,27 @@ impl Applier<'_> {
                     .await?;
                 Ok(None)
             }
-            TlsAction::ApplyCertificate => Ok(None),
+            TlsAction::ApplyCertificate | TlsAction::DeleteCertificate { .. } => Ok(None),
         }
+    }
+
+    /// The Certificate `spec.tls.certManager` asked for, once it is unset
+    /// (gone already is as good).
+    async fn delete_certificate(&self, name: &str) -> Result<Option<Done>, Error> {
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            self.namespace,
+            &crate::resources::cert_manager::api_resource(),
+        );
+        match api.delete(name, &kube::api::DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
+            Err(e) => return Err(Error::kube("deleting the cert-manager Certificate")(e)),
+        }
+        done(
+            "CertificateDeleted",
+            format!("deleted cert-manager Certificate {name}: spec.tls.certManager is unset"),
+        )
     }
 
     /// cert-manager's Certificate (`spec.tls.certManager`) for the names

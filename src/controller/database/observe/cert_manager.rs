@@ -9,7 +9,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
 
 use crate::api::model::ValidatedDatabase;
-use crate::api::tls::TlsSource;
+use crate::api::tls::{TlsSource, TlsSourceStatus};
 use crate::api::tls_cert_manager::{self as api, Issuer};
 use crate::controller::Error;
 use crate::lifecycle::tls_cert_manager::CertManagerObserved;
@@ -63,6 +63,39 @@ pub async fn observe(
         ready: seen.as_ref().and_then(ready),
         issuer_ready,
     }))
+}
+
+/// The Certificate Tusk wrote while `spec.tls.certManager` was set, now
+/// that it is not: looked for only when status still says the
+/// certificates came from cert-manager (`recorded`), so that no other
+/// Database pays a request for it. One the Database does not own is left.
+pub async fn leftover(
+    client: &kube::Client,
+    model: &ValidatedDatabase,
+    recorded: Option<TlsSourceStatus>,
+    uid: Option<&str>,
+) -> Result<Option<String>, Error> {
+    if matches!(model.tls.source, TlsSource::CertManager { .. })
+        || recorded != Some(TlsSourceStatus::CertManager)
+    {
+        return Ok(None);
+    }
+    let namespace = model.namespace.clone().unwrap_or_default();
+    let certificates: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &namespace, &built::api_resource());
+    let name = api::certificate_name(&model.name);
+    match certificates.get_opt(&name).await {
+        Ok(Some(found)) => Ok(found
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| Some(o.uid.as_str()) == uid)
+            .then_some(name)),
+        Ok(None) => Ok(None),
+        Err(kube::Error::Api(status)) if status.code == 403 => Ok(None),
+        Err(e) => Err(Error::kube("reading the cert-manager Certificate")(e)),
+    }
 }
 
 /// The readiness of cert-manager's own issuer: `Err` saying it does not

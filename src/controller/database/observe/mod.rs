@@ -446,7 +446,7 @@ async fn lease_access(client: &kube::Client, name: &str, namespace: &str) -> Res
     Ok(lease.is_some() && sa.is_some() && role.is_some() && binding.is_some())
 }
 
-mod cert_manager;
+pub mod cert_manager;
 mod cpu;
 pub mod endpoints;
 mod exposure;

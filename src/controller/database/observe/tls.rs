@@ -472,6 +472,7 @@ fn settings(model: &ValidatedDatabase, user_server: Option<UserServer>) -> Setti
         user_server,
         // Read by [`observe`] after this pure reduction (it needs the API).
         cert_manager: None,
+        leftover_certificate: None,
     }
 }
 
