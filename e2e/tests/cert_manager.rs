@@ -165,7 +165,7 @@ async fn served_from_cert_manager_and_renewed_by_reload() {
         panic!("{e}");
     }
     install_operator(&client).await;
-    in_namespace("cert-manager", Duration::from_secs(900), |client, ns| async move {
+    in_namespace("tls-cm", Duration::from_secs(900), |client, ns| async move {
         ca_issuer(&client, &ns).await?;
         let params = PatchParams::apply(MANAGER);
         let spec = |issuer: &str| {
