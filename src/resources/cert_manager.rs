@@ -33,7 +33,8 @@ pub fn issuer_resource(kind: &str) -> ApiResource {
 
 /// The label on the Secret cert-manager fills (through the Certificate's
 /// `secretTemplate`), so that the operator can watch it and wake the
-/// Database when cert-manager renews it.
+/// Database when cert-manager renews it (with [`labels::DATABASE`], which
+/// names the Database to wake).
 pub const SECRET_COMPONENT: &str = "server-certificate";
 
 /// The private key: ECDSA P-256 as Tusk's own leaves, PKCS#8 (cert-manager's
