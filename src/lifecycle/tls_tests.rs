@@ -11,7 +11,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::lifecycle::action::Action;
-use crate::lifecycle::tls_pass::{for_pass, hold_pods};
+use crate::lifecycle::tls_pass::{for_pass, hold_pods, hold_unserved};
 
 const DAY: i64 = 86_400;
 
@@ -1301,5 +1301,45 @@ fn a_certificate_no_longer_asked_for_is_deleted() {
             .actions
             .iter()
             .any(|a| matches!(a, TlsAction::DeleteCertificate { .. }))
+    );
+}
+
+/// The first primary's (or a restarted instance's) pod waits too while the
+/// served Secret cannot be used and its own Secret has no server
+/// certificate; one whose Secret has one restarts.
+#[test]
+fn an_existing_instance_s_pod_waits_for_a_server_certificate_to_serve() {
+    let world = stable(1, false);
+    let spec = crate::lifecycle::tests::async_spec(3);
+    let mut observed = database_tls(&world);
+    let pod = |serial| Action::CreatePod {
+        serial,
+        bootstrap: crate::contract::Bootstrap::Initdb,
+        role: crate::api::status::InstanceRole::Primary,
+        image: "postgres".into(),
+    };
+    let actions = vec![pod(1), pod(2), Action::CreatePvc { serial: 2 }];
+    let ctx = super::super::context::Context::new(&spec, None, &observed);
+    assert_eq!(
+        hold_unserved(&ctx, actions.clone()),
+        (actions.clone(), None),
+        "Tusk's own certificates hold nothing back"
+    );
+    if let Some(tls) = observed.tls.as_mut() {
+        tls.settings.user_server = Some(UserServer {
+            secret: "orders-server-tls".into(),
+            leaf: Err(Unusable {
+                missing: true,
+                message: "Secret \"orders-server-tls\" does not exist".into(),
+            }),
+        });
+    }
+    let ctx = super::super::context::Context::new(&spec, None, &observed);
+    let (kept, verdict) = hold_unserved(&ctx, actions);
+    assert_eq!(kept, vec![pod(1), Action::CreatePvc { serial: 2 }]);
+    assert!(
+        matches!(&verdict, Some(Verdict::Progress { reason: "WaitingForCertificates", message })
+            if message.starts_with("orders-2 wait for a server certificate")),
+        "{verdict:?}"
     );
 }
