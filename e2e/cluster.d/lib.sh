@@ -51,6 +51,11 @@ METALLB_DIR=$CACHE/metallb/$METALLB_VERSION
 # NetworkPolicy enforcement (kube-router's policy controller only); started
 # once the node is registered, stopped first
 NETPOL_COMPONENTS=(kube-router)
+# cert-manager's controller (e2e/cert-manager, built by build-cert-manager)
+# and the namespace its ClusterIssuers keep their Secrets in
+CERTMANAGER_DIR=$("$D/build-cert-manager" --dir)
+CERTMANAGER_COMPONENTS=(cert-manager)
+CERTMANAGER_NS=cert-manager
 
 # fd 3 = the caller's stderr, so messages survive wait_for's redirections
 exec 3>&2
@@ -66,6 +71,7 @@ comp_bin() {
     containerd) echo /usr/bin/containerd ;;
     csi-*) echo "$CSI_BIN/$1" ;;
     kube-router) echo "$CACHE/kube-router/$KUBE_ROUTER_VERSION/kube-router" ;;
+    cert-manager) echo "$CERTMANAGER_DIR/cert-manager" ;;
     *) echo "$BIN/$1" ;;
   esac
 }
@@ -147,6 +153,7 @@ ensure_parts() {
   "$D/build-k8s"
   "$D/build-extras"
   "$D/build-csi" >/dev/null
+  "$D/build-cert-manager" >/dev/null
 }
 
 # --- PKI -------------------------------------------------------------------------
@@ -814,10 +821,50 @@ netpol_up() {
   netpol_hooks
 }
 
+# --- cert-manager ------------------------------------------------------------------------
+# cert-manager's controller as a host process (it only needs a kubeconfig),
+# with its CRDs; no webhook and no cainjector (see e2e/cert-manager/main.go).
+# Only Issuers and Certificates the tests create: nothing cluster-wide.
+
+# A cert-manager built from another module state (a version bump) is
+# stopped, so the current one starts.
+certmanager_stop_stale() {
+  local pid exe
+  [[ -f $RUN/cert-manager.pid ]] || return 0
+  pid=$(<"$RUN/cert-manager.pid")
+  exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 0
+  exe=${exe% (deleted)}
+  if [[ $exe == "$CACHE"/cert-manager/*/cert-manager && $exe != "$(comp_bin cert-manager)" ]]; then
+    log "stopping cert-manager of another build ($exe)"
+    kill -TERM "$pid" 2>/dev/null || true
+    wait_for "old cert-manager to exit" 15 csi_gone "$pid"
+  fi
+}
+
+certmanager_crds_established() {
+  kc wait --for condition=established --timeout=5s -f "$CERTMANAGER_DIR/crds.yaml"
+}
+
+# Apply the CRDs and start the controller; callable alone on a running
+# cluster (`e2e/cluster certmanager-up`): it touches nothing else.
+certmanager_up() {
+  api_ready >/dev/null 2>&1 || die "kube-apiserver does not answer; start the cluster with: e2e/cluster up"
+  CERTMANAGER_DIR=$("$D/build-cert-manager")
+  certmanager_stop_stale
+  kc apply --server-side --force-conflicts -f "$CERTMANAGER_DIR/crds.yaml" >/dev/null
+  wait_for "cert-manager's CRDs" 60 certmanager_crds_established
+  kc create namespace "$CERTMANAGER_NS" --dry-run=client -o yaml | kc apply -f - >/dev/null
+  log "starting cert-manager's controller ($CERTMANAGER_DIR)"
+  start_comp cert-manager --kubeconfig "$KUBECONFIG_ADMIN" \
+    --cluster-resource-namespace "$CERTMANAGER_NS" --v=1
+  sleep 1
+  comp_alive cert-manager
+}
+
 # --- verbs -------------------------------------------------------------------------------
 all_running() {
   local c
-  for c in "${COMPONENTS[@]}" "${NETPOL_COMPONENTS[@]}" "${CSI_COMPONENTS[@]}"; do comp_pid "$c" >/dev/null || return 1; done
+  for c in "${COMPONENTS[@]}" "${NETPOL_COMPONENTS[@]}" "${CSI_COMPONENTS[@]}" "${CERTMANAGER_COMPONENTS[@]}"; do comp_pid "$c" >/dev/null || return 1; done
   node_ready && lb_ready && netpol_hooks_ok
 }
 
@@ -863,6 +910,7 @@ cluster_up() {
   wait_for "local-path-provisioner rollout" 120 kc -n local-path-storage rollout status deploy/local-path-provisioner --timeout=5s
   csi_up
   lb_up
+  certmanager_up
 
   log "up in $((SECONDS - t0))s: Kubernetes $K8S_VERSION, node $NODE_NAME, containerd $SOCK"
   print_export
@@ -910,6 +958,7 @@ remove_cgroups() {
 
 cluster_down() {
   [[ $(id -u) == 0 ]] || die "must run as root"
+  stop_comps cert-manager
   stop_comps kube-router
   netpol_hooks_down
   stop_comps csi-resizer csi-provisioner csi-loop
@@ -930,7 +979,7 @@ cluster_down() {
 
 cluster_status() {
   local c pid rc=0
-  for c in "${COMPONENTS[@]}" "${NETPOL_COMPONENTS[@]}" "${CSI_COMPONENTS[@]}"; do
+  for c in "${COMPONENTS[@]}" "${NETPOL_COMPONENTS[@]}" "${CSI_COMPONENTS[@]}" "${CERTMANAGER_COMPONENTS[@]}"; do
     if pid=$(comp_pid "$c"); then
       printf '%-24s running (pid %s)\n' "$c" "$pid"
     else
@@ -959,7 +1008,7 @@ cluster_status() {
 cluster_logs() {
   local c=${1:-}
   if [[ -z $c ]]; then
-    echo "components: ${COMPONENTS[*]} ${NETPOL_COMPONENTS[*]} ${CSI_COMPONENTS[*]} ${METALLB_PARTS[*]}"
+    echo "components: ${COMPONENTS[*]} ${NETPOL_COMPONENTS[*]} ${CSI_COMPONENTS[*]} ${CERTMANAGER_COMPONENTS[*]} ${METALLB_PARTS[*]}"
     echo "logs in $LOGS (MetalLB's: kubectl logs of its pods in $METALLB_NS)"
     return 0
   fi
@@ -971,7 +1020,7 @@ cluster_logs() {
       return
       ;;
   esac
-  [[ -f $LOGS/$c.log ]] || die "no log for '$c' (components: ${COMPONENTS[*]} ${NETPOL_COMPONENTS[*]} ${CSI_COMPONENTS[*]})"
+  [[ -f $LOGS/$c.log ]] || die "no log for '$c' (components: ${COMPONENTS[*]} ${NETPOL_COMPONENTS[*]} ${CSI_COMPONENTS[*]} ${CERTMANAGER_COMPONENTS[*]})"
   if [[ -t 1 ]]; then tail -n 200 -F "$LOGS/$c.log"; else tail -n "${TUSK_LOG_LINES:-200}" "$LOGS/$c.log"; fi
 }
 

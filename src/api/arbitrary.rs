@@ -114,6 +114,7 @@ fn tls_status() -> BoxedStrategy<TlsStatus> {
             TlsSourceStatus::Operator,
             TlsSourceStatus::CaSecret,
             TlsSourceStatus::ServerSecret,
+            TlsSourceStatus::CertManager,
         ])),
         option::of(Just("2036-11-26T04:00:00Z".to_owned())),
         vec(
@@ -157,13 +158,18 @@ fn tls() -> BoxedStrategy<v1::TlsSpec> {
             option::of("[1-9][0-9]{0,3}d"),
             option::of("[1-9][0-9]{0,2}d"),
         ),
-        (secret(), secret(), option::of(small_string())),
+        (
+            secret(),
+            secret(),
+            option::of(small_string()),
+            cert_manager(),
+        ),
     )
         .prop_map(
             |(
                 (allow_plaintext, min_protocol_version, client_certificates),
                 (certificate_lifetime, renew_before, ca_lifetime, ca_renew_before),
-                (ca, server, rotate_ca),
+                (ca, server, rotate_ca, cert_manager),
             )| v1::TlsSpec {
                 allow_plaintext,
                 min_protocol_version,
@@ -175,9 +181,31 @@ fn tls() -> BoxedStrategy<v1::TlsSpec> {
                 ca,
                 server,
                 rotate_ca,
+                cert_manager,
             },
         )
         .boxed()
+}
+
+/// `spec.tls.certManager`: absent, or an issuer with or without its kind
+/// and group.
+fn cert_manager() -> BoxedStrategy<Option<crate::api::tls_cert_manager::CertManagerTls>> {
+    use crate::api::tls_cert_manager::{CertManagerTls, IssuerReference};
+    option::of(
+        (
+            "[a-z]{1,12}",
+            option::of(prop_oneof![Just("Issuer"), Just("ClusterIssuer")]),
+            option::of(Just("cert-manager.io")),
+        )
+            .prop_map(|(name, kind, group)| CertManagerTls {
+                issuer_ref: IssuerReference {
+                    name,
+                    kind: kind.map(str::to_owned),
+                    group: group.map(str::to_owned),
+                },
+            }),
+    )
+    .boxed()
 }
 
 fn database_status_base() -> impl Strategy<Value = DatabaseStatus> {

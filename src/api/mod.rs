@@ -14,6 +14,7 @@ pub mod resources;
 pub mod status;
 pub mod store;
 pub mod tls;
+pub mod tls_cert_manager;
 pub mod v1;
 pub mod v1alpha1;
 pub mod validate;

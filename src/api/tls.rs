@@ -14,8 +14,9 @@
 //! and the instance API, still come from Tusk's CA). `ca` and `server`
 //! together are refused: a user CA already issues the server certificate,
 //! and a server certificate beside it would leave two issuers for clients to
-//! trust with no rule saying which of them rotates what. cert-manager by
-//! reference is not supported yet.
+//! trust with no rule saying which of them rotates what. A fourth source,
+//! cert-manager by reference (`certManager`, [`super::tls_cert_manager`]),
+//! is served like a `server` Secret that cert-manager fills and renews.
 //!
 //! Durations use the grammar of `spec.backup.retention`: a number and a
 //! unit, `h`, `d` or `w` (`7d`, `36h`, `4w`).
@@ -26,6 +27,7 @@ use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
 use super::field::FieldError;
+use super::tls_cert_manager::{self as cert_manager, CertManagerTls, Issuer};
 
 /// `spec.tls.certificateLifetime` when unset.
 pub const DEFAULT_CERTIFICATE_LIFETIME: &str = "7d";
@@ -49,6 +51,7 @@ pub const MAX_CA_LIFETIME: Duration = Duration::from_secs(36_500 * 86_400);
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!(has(self.ca) && has(self.server))").message("spec.tls.ca and spec.tls.server are mutually exclusive: with ca Tusk issues every certificate (the server's too) from your CA; with server only PostgreSQL's serving certificate is yours").field_path(".server"))]
+#[x_kube(validation = Rule::new(cert_manager::rules::exclusive()).message(cert_manager::rules::EXCLUSIVE).field_path(".certManager"))]
 #[x_kube(validation = Rule::new("!(has(self.ca) && has(self.rotateCA))").message("spec.tls.rotateCA rotates Tusk's own CA; with spec.tls.ca you rotate your CA yourself by updating its Secret").field_path(".rotateCA"))]
 pub struct TlsSpec {
     /// Also accept clients without TLS (plaintext TCP, password
@@ -120,6 +123,13 @@ pub struct TlsSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<TlsSecretReference>,
 
+    /// PostgreSQL's serving certificate from cert-manager, issued by the
+    /// issuer you name: Tusk creates the `Certificate` (`<name>-server`,
+    /// into Secret `<name>-server-tls`) for every name clients use and
+    /// serves it like a `server` Secret. Not with `ca` or `server`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_manager: Option<CertManagerTls>,
+
     /// Any new value starts a staged rotation of Tusk's own CA: the new CA
     /// is trusted everywhere, certificates are reissued from it, then the old
     /// CA is dropped; `status.tls.stage` shows the progress. A date such as
@@ -174,6 +184,11 @@ pub enum TlsSource {
     /// The user's server certificate (`spec.tls.server.secretName`) for
     /// PostgreSQL; everything else from Tusk's CA.
     ServerSecret(String),
+    /// PostgreSQL's server certificate from cert-manager
+    /// (`spec.tls.certManager`): a `Certificate` Tusk writes, served from
+    /// the Secret cert-manager fills (`secret`) as [`Self::ServerSecret`]
+    /// is; everything else from Tusk's CA.
+    CertManager { issuer: Issuer, secret: String },
 }
 
 impl TlsSource {
@@ -189,6 +204,7 @@ impl TlsSource {
             Self::Operator => TlsSourceStatus::Operator,
             Self::CaSecret(_) => TlsSourceStatus::CaSecret,
             Self::ServerSecret(_) => TlsSourceStatus::ServerSecret,
+            Self::CertManager { .. } => TlsSourceStatus::CertManager,
         }
     }
 
@@ -198,6 +214,16 @@ impl TlsSource {
             Self::Operator => None,
             Self::CaSecret(name) => Some(("spec.tls.ca.secretName", name)),
             Self::ServerSecret(name) => Some(("spec.tls.server.secretName", name)),
+            Self::CertManager { secret, .. } => Some(("spec.tls.certManager", secret)),
+        }
+    }
+
+    /// The Secret PostgreSQL serves as is (`server` or cert-manager's),
+    /// with the field that says so.
+    pub fn served_secret(&self) -> Option<(&'static str, &str)> {
+        match self {
+            Self::ServerSecret(_) | Self::CertManager { .. } => self.user_secret(),
+            Self::Operator | Self::CaSecret(_) => None,
         }
     }
 }
@@ -220,7 +246,7 @@ pub struct TlsSettings {
     pub ca_lifetime: Duration,
     /// `caRenewBefore`.
     pub ca_renew_before: Duration,
-    /// `ca` / `server`.
+    /// `ca` / `server` / `certManager`.
     pub source: TlsSource,
     /// `rotateCA`.
     pub rotate_ca: Option<String>,
@@ -230,6 +256,12 @@ impl TlsSettings {
     /// `spec` resolved; `None` when a duration does not parse ([`errors`]
     /// refuses such a spec before the model is built).
     pub fn resolve(spec: &TlsSpec) -> Option<Self> {
+        Self::resolve_for(spec, "")
+    }
+
+    /// [`Self::resolve`] for Database `database`, whose name the
+    /// cert-manager Secret's carries.
+    pub fn resolve_for(spec: &TlsSpec, database: &str) -> Option<Self> {
         let certificate_lifetime = parse_duration(
             spec.certificate_lifetime
                 .as_deref()
@@ -240,10 +272,14 @@ impl TlsSettings {
             Some(value) => parse_duration(value).ok()?,
             None => certificate_lifetime / 3,
         };
-        let source = match (&spec.ca, &spec.server) {
-            (Some(ca), _) => TlsSource::CaSecret(ca.secret_name.clone()),
-            (None, Some(server)) => TlsSource::ServerSecret(server.secret_name.clone()),
-            (None, None) => TlsSource::Operator,
+        let source = match (&spec.ca, &spec.server, &spec.cert_manager) {
+            (Some(ca), _, _) => TlsSource::CaSecret(ca.secret_name.clone()),
+            (None, Some(server), _) => TlsSource::ServerSecret(server.secret_name.clone()),
+            (None, None, Some(cert_manager)) => TlsSource::CertManager {
+                issuer: Issuer::resolve(&cert_manager.issuer_ref),
+                secret: cert_manager::secret_name(database),
+            },
+            (None, None, None) => TlsSource::Operator,
         };
         Some(Self {
             allow_plaintext: spec.allow_plaintext,
@@ -357,6 +393,12 @@ pub fn errors(spec: &TlsSpec) -> Vec<FieldError> {
         ca_renew_before,
     ));
     errors.extend(source_errors(spec));
+    errors.extend(cert_manager::errors(
+        spec.cert_manager.as_ref(),
+        spec.ca.is_some(),
+        spec.server.is_some(),
+        is_dns_subdomain,
+    ));
     errors
 }
 
@@ -481,8 +523,18 @@ pub mod condition {
     pub const MISMATCHED: &str = "Mismatched";
     /// A server certificate does not name every Service and instance.
     pub const NAMES_NOT_COVERED: &str = "NamesNotCovered";
-    /// The Secret `spec.tls.ca` or `spec.tls.server` names does not exist.
+    /// The Secret `spec.tls.ca` or `spec.tls.server` names does not exist,
+    /// or cert-manager has not filled `spec.tls.certManager`'s yet.
     pub const SECRET_MISSING: &str = "SecretMissing";
+    /// `spec.tls.certManager`, but cert-manager's `Certificate` resource is
+    /// not installed in the cluster.
+    pub const CERT_MANAGER_MISSING: &str = "CertManagerNotInstalled";
+    /// `spec.tls.certManager`: the issuer it names does not exist or is not
+    /// ready.
+    pub const ISSUER_NOT_READY: &str = "IssuerNotReady";
+    /// `spec.tls.certManager`: cert-manager reports the `Certificate` not
+    /// ready (issuing, or failing to).
+    pub const CERTIFICATE_NOT_READY: &str = "CertificateNotReady";
     /// That Secret lacks a key, or a key does not parse.
     pub const SECRET_INVALID: &str = "SecretInvalid";
 }
@@ -498,7 +550,8 @@ pub struct TlsStatus {
     pub stage: TlsStage,
 
     /// Where the certificates come from: `operator` (Tusk's CA),
-    /// `ca-secret` (`spec.tls.ca`) or `server-secret` (`spec.tls.server`).
+    /// `ca-secret` (`spec.tls.ca`), `server-secret` (`spec.tls.server`) or
+    /// `cert-manager` (`spec.tls.certManager`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<TlsSourceStatus>,
 
@@ -546,6 +599,8 @@ pub enum TlsSourceStatus {
     CaSecret,
     /// The user's server certificate (`spec.tls.server`).
     ServerSecret,
+    /// PostgreSQL's certificate from cert-manager (`spec.tls.certManager`).
+    CertManager,
 }
 
 /// The TLS state of one instance.

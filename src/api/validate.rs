@@ -83,7 +83,11 @@ pub fn validated(
         )]
     })?;
     // [`database`] refused durations that do not parse.
-    let tls = super::tls::TlsSettings::resolve(&db.spec.tls).ok_or_else(|| {
+    let tls = super::tls::TlsSettings::resolve_for(
+        &db.spec.tls,
+        db.metadata.name.as_deref().unwrap_or_default(),
+    )
+    .ok_or_else(|| {
         vec![FieldError::new(
             "spec.tls",
             "has a duration that does not parse",

@@ -48,6 +48,7 @@ mod scheduling;
 mod serving;
 mod shape;
 pub mod tls;
+pub mod tls_cert_manager;
 mod tls_pass;
 mod topology;
 

@@ -202,6 +202,12 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     let (additions, tls_hold) =
         super::tls_pass::hold_pods(&ctx, tls.as_ref(), std::mem::take(&mut topology.additions));
     topology.additions = additions;
+    let (first, unserved) =
+        super::tls_pass::hold_unserved(&ctx, std::mem::take(&mut topology.first));
+    topology.first = first;
+    let (repairs, unserved_repairs) =
+        super::tls_pass::hold_unserved(&ctx, std::mem::take(&mut topology.repairs));
+    topology.repairs = repairs;
     let backups = backups::plan(&ctx);
     if upgrade.hold {
         return held(&ctx, requests.verdicts, objects, upgrade, topology, backups);
@@ -241,6 +247,8 @@ pub fn plan(spec: &DatabaseSpec, previous: Option<&DatabaseStatus>, observed: &O
     let members = primary::members_actions(&ctx);
     verdicts.extend(backups.verdicts);
     verdicts.extend(tls_hold);
+    verdicts.extend(unserved);
+    verdicts.extend(unserved_repairs);
     verdicts.extend(tls.iter().flat_map(|t| t.verdicts.iter().cloned()));
 
     // The order that keeps every step safe: credentials and Services first;

@@ -35,6 +35,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::contract::tls::TlsReport;
 
+use super::tls_cert_manager::{CertManagerObserved, Finding};
 use super::verdict::{Desired, Verdict};
 use crate::api::tls::{InstanceTlsStatus, TlsSourceStatus, TlsStatus, condition};
 
@@ -195,7 +196,14 @@ pub struct Settings {
     pub ca_renew_before: SignedDuration,
     /// `spec.tls.rotateCA`.
     pub rotate_ca: Option<String>,
+    /// The Secret PostgreSQL serves as is: `spec.tls.server`'s, or
+    /// cert-manager's with `spec.tls.certManager`.
     pub user_server: Option<UserServer>,
+    /// `spec.tls.certManager`: cert-manager's side.
+    pub cert_manager: Option<CertManagerObserved>,
+    /// A Certificate Tusk wrote for `spec.tls.certManager`, which is no
+    /// longer set: cert-manager would go on renewing it for nobody.
+    pub leftover_certificate: Option<String>,
 }
 
 /// The rotation stages of `status.tls.stage`.
@@ -289,6 +297,11 @@ pub enum TlsAction {
     /// issued anew from `issuer`, or removed when `None`
     /// (`clientCertificates` turned off). Its `ca.crt` is kept.
     WriteApp { issuer: Option<CaRef> },
+    /// Write cert-manager's `Certificate` (`spec.tls.certManager`) for the
+    /// names every server certificate carries.
+    ApplyCertificate,
+    /// Delete the Certificate `spec.tls.certManager` no longer asks for.
+    DeleteCertificate { name: String },
 }
 
 impl TlsAction {
@@ -342,6 +355,18 @@ pub fn wants_probe(observed: &TlsObserved) -> bool {
 /// Decides the TLS actions, stage and condition of one pass. Pure.
 pub fn plan(observed: &TlsObserved) -> TlsPlan {
     let mut out = Out::default();
+    if observed
+        .settings
+        .cert_manager
+        .as_ref()
+        .is_some_and(CertManagerObserved::wants_apply)
+    {
+        out.actions.push(TlsAction::ApplyCertificate);
+    }
+    if let Some(name) = &observed.settings.leftover_certificate {
+        out.actions
+            .push(TlsAction::DeleteCertificate { name: name.clone() });
+    }
     let Some(target) = target(observed, &mut out) else {
         return out.finish(observed, Stage::Stable, None);
     };
@@ -842,6 +867,8 @@ struct Out {
     blocked: Option<(&'static str, String)>,
     rotation_started: bool,
     renewing: bool,
+    /// cert-manager is writing, issuing or renewing: look again soon.
+    cert_manager_pending: bool,
 }
 
 impl Out {
@@ -927,7 +954,10 @@ impl Out {
             )
         };
         let not_after = not_after(observed, target.as_deref());
-        let busy = rotating || !self.actions.is_empty() || !waiting.is_empty();
+        let busy = rotating
+            || !self.actions.is_empty()
+            || !waiting.is_empty()
+            || self.cert_manager_pending;
         let requeue_seconds = if busy {
             Some(CONFIRM_POLL_SECONDS)
         } else {
@@ -980,10 +1010,15 @@ fn status(
     target: Option<&str>,
     earliest: Option<Timestamp>,
 ) -> TlsStatus {
-    let source = match (&observed.authority, &observed.settings.user_server) {
-        (Authority::User { .. }, _) => TlsSourceStatus::CaSecret,
-        (Authority::Managed { .. }, Some(_)) => TlsSourceStatus::ServerSecret,
-        (Authority::Managed { .. }, None) => TlsSourceStatus::Operator,
+    let source = match (
+        &observed.authority,
+        &observed.settings.user_server,
+        &observed.settings.cert_manager,
+    ) {
+        (Authority::User { .. }, _, _) => TlsSourceStatus::CaSecret,
+        (Authority::Managed { .. }, _, Some(_)) => TlsSourceStatus::CertManager,
+        (Authority::Managed { .. }, Some(_), None) => TlsSourceStatus::ServerSecret,
+        (Authority::Managed { .. }, None, None) => TlsSourceStatus::Operator,
     };
     let instances = observed
         .instances
@@ -1017,11 +1052,15 @@ fn status(
     }
 }
 
-/// The user's server certificate: its end is the user's to renew.
+/// The user's server certificate: its end is the user's to renew (or
+/// cert-manager's, with `spec.tls.certManager`).
 fn user_server(observed: &TlsObserved, out: &mut Out) {
     let Some(user) = &observed.settings.user_server else {
         return;
     };
+    if let Some(cert_manager) = &observed.settings.cert_manager {
+        return cert_manager_server(cert_manager, user, observed, out);
+    }
     match &user.leaf {
         Err(why) => {
             let message = format!("spec.tls.server.secretName: {}", why.message);
@@ -1038,6 +1077,38 @@ fn user_server(observed: &TlsObserved, out: &mut Out) {
             user.secret, leaf.not_after
         )),
         Ok(_) => {}
+    }
+}
+
+/// The Secret cert-manager fills: served like a `spec.tls.server` one,
+/// renewed by cert-manager; what holds it up is named on the condition.
+fn cert_manager_server(
+    cert_manager: &CertManagerObserved,
+    user: &UserServer,
+    observed: &TlsObserved,
+    out: &mut Out,
+) {
+    out.cert_manager_pending = cert_manager.pending(user.leaf.is_ok());
+    let finding = match &user.leaf {
+        Err(why) => cert_manager.unusable(why.missing, &why.message),
+        Ok(leaf) if leaf.not_after <= observed.now => {
+            out.expired.push(format!(
+                "{}: the certificate in Secret {} expired at {}; cert-manager has not renewed it",
+                super::tls_cert_manager::FIELD,
+                user.secret,
+                leaf.not_after
+            ));
+            cert_manager.serving()
+        }
+        Ok(_) => cert_manager.serving(),
+    };
+    match finding {
+        Finding::Fine => {}
+        Finding::Warning(message) => out.warnings.push(message),
+        Finding::Blocked(reason, message) => {
+            out.verdicts.push(Verdict::blocked(reason, message.clone()));
+            out.blocked.get_or_insert((reason, message));
+        }
     }
 }
 

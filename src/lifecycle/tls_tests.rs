@@ -11,7 +11,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::lifecycle::action::Action;
-use crate::lifecycle::tls_pass::{for_pass, hold_pods};
+use crate::lifecycle::tls_pass::{for_pass, hold_pods, hold_unserved};
 
 const DAY: i64 = 86_400;
 
@@ -30,6 +30,8 @@ fn settings() -> Settings {
         ca_renew_before: days(90),
         rotate_ca: None,
         user_server: None,
+        cert_manager: None,
+        leftover_certificate: None,
     }
 }
 
@@ -254,6 +256,8 @@ impl World {
                     };
                     self.operator = Some(self.issue(&fp, vec!["tusk-operator".into()]));
                 }
+                // cert-manager is not part of this world.
+                TlsAction::ApplyCertificate | TlsAction::DeleteCertificate { .. } => {}
                 TlsAction::PromoteNext => {
                     assert!(self.next.is_some(), "promoted without a next CA");
                     self.current = self.next.take();
@@ -1400,4 +1404,199 @@ fn the_database_plan_applies_tls_steps_before_pods_and_shows_certificates() {
         decided.conditions
     );
     assert!(decided.tls.is_some_and(|t| t.status.instances.len() == 3));
+}
+
+/// `spec.tls.certManager`: the Certificate is written when it is missing or
+/// stale, its Secret is served as a user's is, and what holds it up is
+/// named on the condition, looked at again soon.
+#[test]
+fn cert_manager_writes_its_certificate_and_names_what_holds_it_up() {
+    use crate::lifecycle::tls_cert_manager::CertManagerObserved;
+    let seen = CertManagerObserved {
+        certificate: "orders-server".into(),
+        secret: "orders-server-tls".into(),
+        issuer: "Issuer \"ca\"".into(),
+        installed: true,
+        up_to_date: false,
+        ready: None,
+        issuer_ready: Some(Err("does not exist in namespace shop".into())),
+    };
+    let mut world = stable(1, false);
+    world.settings.user_server = Some(UserServer {
+        secret: "orders-server-tls".into(),
+        leaf: Err(Unusable {
+            missing: true,
+            message: "Secret \"orders-server-tls\" does not exist".into(),
+        }),
+    });
+    world.settings.cert_manager = Some(seen.clone());
+    let planned = plan(&world.observe());
+    assert_eq!(
+        planned.actions.first(),
+        Some(&TlsAction::ApplyCertificate),
+        "{planned:#?}"
+    );
+    assert!(!planned.certificates.status);
+    assert_eq!(planned.certificates.reason, "IssuerNotReady");
+    assert_eq!(
+        planned.certificates.message,
+        "spec.tls.certManager.issuerRef: Issuer \"ca\" does not exist in namespace shop"
+    );
+    assert!(planned.verdicts.iter().any(|v| matches!(
+        v,
+        Verdict::Blocked {
+            reason: "IssuerNotReady",
+            ..
+        }
+    )));
+    assert_eq!(planned.requeue_seconds, Some(CONFIRM_POLL_SECONDS));
+    assert_eq!(planned.status.source, Some(TlsSourceStatus::CertManager));
+
+    // Issued and current: served like a user's certificate, nothing to do
+    // beyond copying it, no condition against it.
+    world.settings.user_server = Some(UserServer {
+        secret: "orders-server-tls".into(),
+        leaf: Ok(Leaf {
+            serial: "beef".into(),
+            issuer: None,
+            not_before: t0(),
+            not_after: t0() + days(7),
+            names: vec!["orders-rw".into()],
+        }),
+    });
+    world.settings.cert_manager = Some(CertManagerObserved {
+        up_to_date: true,
+        ready: Some(Ok(())),
+        issuer_ready: Some(Ok(())),
+        ..seen
+    });
+    let planned = plan(&world.observe());
+    assert!(
+        planned
+            .actions
+            .iter()
+            .all(|a| matches!(a, TlsAction::WriteInstance { issue, .. } if issue.is_empty())),
+        "{planned:#?}"
+    );
+    assert!(planned.certificates.status, "{:?}", planned.certificates);
+    assert!(!planned.actions.contains(&TlsAction::ApplyCertificate));
+}
+
+/// A new instance's pod waits while the Secret PostgreSQL would serve (a
+/// user's, or cert-manager's) cannot be used: it would have no server
+/// certificate to start with. Once usable, it starts.
+#[test]
+fn a_new_pod_waits_for_a_usable_served_secret() {
+    let world = stable(3, false);
+    let spec = crate::lifecycle::tests::async_spec(3);
+    let additions = vec![
+        Action::CreatePvc { serial: 4 },
+        Action::CreatePod {
+            serial: 4,
+            bootstrap: crate::contract::Bootstrap::Clone,
+            role: crate::api::status::InstanceRole::Replica,
+            image: "postgres".into(),
+        },
+    ];
+    let with_served = |leaf: Result<Leaf, Unusable>| {
+        let mut observed = database_tls(&world);
+        if let Some(tls) = observed.tls.as_mut() {
+            tls.settings.user_server = Some(UserServer {
+                secret: "orders-server-tls".into(),
+                leaf,
+            });
+        }
+        observed
+    };
+    let missing = with_served(Err(Unusable {
+        missing: true,
+        message: "Secret \"orders-server-tls\" does not exist".into(),
+    }));
+    let ctx = super::super::context::Context::new(&spec, None, &missing);
+    let planned = for_pass(&ctx, &additions).unwrap_or_else(|| unreachable!());
+    let (kept, verdict) = hold_pods(&ctx, Some(&planned), additions.clone());
+    assert_eq!(kept, vec![Action::CreatePvc { serial: 4 }]);
+    assert!(
+        matches!(
+            &verdict,
+            Some(Verdict::Progress {
+                reason: "WaitingForCertificates",
+                ..
+            })
+        ),
+        "{verdict:?}"
+    );
+    let usable = with_served(Ok(Leaf {
+        serial: "beef".into(),
+        issuer: None,
+        not_before: t0(),
+        not_after: t0() + days(7),
+        names: vec!["orders-rw".into()],
+    }));
+    let ctx = super::super::context::Context::new(&spec, None, &usable);
+    let planned = for_pass(&ctx, &additions).unwrap_or_else(|| unreachable!());
+    let (kept, verdict) = hold_pods(&ctx, Some(&planned), additions.clone());
+    assert_eq!(kept, additions);
+    assert_eq!(verdict, None);
+}
+
+/// `spec.tls.certManager` unset: the Certificate Tusk wrote is deleted.
+#[test]
+fn a_certificate_no_longer_asked_for_is_deleted() {
+    let mut world = stable(1, false);
+    world.settings.leftover_certificate = Some("orders-server".into());
+    let planned = plan(&world.observe());
+    assert!(
+        planned.actions.contains(&TlsAction::DeleteCertificate {
+            name: "orders-server".into()
+        }),
+        "{planned:#?}"
+    );
+    world.settings.leftover_certificate = None;
+    assert!(
+        !plan(&world.observe())
+            .actions
+            .iter()
+            .any(|a| matches!(a, TlsAction::DeleteCertificate { .. }))
+    );
+}
+
+/// The first primary's (or a restarted instance's) pod waits too while the
+/// served Secret cannot be used and its own Secret has no server
+/// certificate; one whose Secret has one restarts.
+#[test]
+fn an_existing_instance_s_pod_waits_for_a_server_certificate_to_serve() {
+    let world = stable(1, false);
+    let spec = crate::lifecycle::tests::async_spec(3);
+    let mut observed = database_tls(&world);
+    let pod = |serial| Action::CreatePod {
+        serial,
+        bootstrap: crate::contract::Bootstrap::Initdb,
+        role: crate::api::status::InstanceRole::Primary,
+        image: "postgres".into(),
+    };
+    let actions = vec![pod(1), pod(2), Action::CreatePvc { serial: 2 }];
+    let ctx = super::super::context::Context::new(&spec, None, &observed);
+    assert_eq!(
+        hold_unserved(&ctx, actions.clone()),
+        (actions.clone(), None),
+        "Tusk's own certificates hold nothing back"
+    );
+    if let Some(tls) = observed.tls.as_mut() {
+        tls.settings.user_server = Some(UserServer {
+            secret: "orders-server-tls".into(),
+            leaf: Err(Unusable {
+                missing: true,
+                message: "Secret \"orders-server-tls\" does not exist".into(),
+            }),
+        });
+    }
+    let ctx = super::super::context::Context::new(&spec, None, &observed);
+    let (kept, verdict) = hold_unserved(&ctx, actions);
+    assert_eq!(kept, vec![pod(1), Action::CreatePvc { serial: 2 }]);
+    assert!(
+        matches!(&verdict, Some(Verdict::Progress { reason: "WaitingForCertificates", message })
+            if message.starts_with("orders-2 wait for a server certificate")),
+        "{verdict:?}"
+    );
 }

@@ -328,6 +328,27 @@ fn run_database(
             Some(ObjectRef::new(database).within(&namespace))
         },
     );
+    // The Secret cert-manager fills for `spec.tls.certManager` wakes its
+    // Database when it is issued or renewed: the new certificate is then
+    // copied to the instances and reloaded at once, not at the next steady
+    // requeue. cert-manager labels it as the Certificate's `secretTemplate`
+    // asks (`resources::cert_manager`); it is not Tusk's, so not owned.
+    let controller = controller.watches(
+        same_scope::<Secret>(&client, &api),
+        watcher::Config::default()
+            .labels(&format!(
+                "{}={},{}",
+                labels::COMPONENT,
+                crate::resources::cert_manager::SECRET_COMPONENT,
+                labels::DATABASE
+            ))
+            .any_semantic(),
+        |secret: Secret| {
+            let namespace = secret.namespace()?;
+            let database = secret.labels().get(labels::DATABASE)?;
+            Some(ObjectRef::new(database).within(&namespace))
+        },
+    );
     // A primary lease that stops changing, or changes hands, wakes its
     // Database at once: the failover clock starts there.
     let controller = controller.reconcile_on(

@@ -15,6 +15,7 @@
 
 mod access;
 mod backup;
+pub mod cert_manager;
 pub mod compare;
 pub mod compute;
 mod container;

@@ -17,6 +17,8 @@ use super::{Error, names};
 pub const CA_FIELD: &str = "spec.tls.ca.secretName";
 /// The field naming the user's server certificate Secret.
 pub const SERVER_FIELD: &str = "spec.tls.server.secretName";
+/// The field whose Certificate cert-manager fills a server Secret for.
+pub const CERT_MANAGER_FIELD: &str = "spec.tls.certManager";
 /// Keys of a `kubernetes.io/tls` Secret (cert-manager adds `ca.crt`).
 pub const TLS_CRT: &str = "tls.crt";
 pub const TLS_KEY: &str = "tls.key";
@@ -124,6 +126,17 @@ pub fn check_server(
     required_names: &[String],
     now: Timestamp,
 ) -> Result<ServerMaterial, UserSecretError> {
+    check_served(SERVER_FIELD, secret, required_names, now)
+}
+
+/// [`check_server`] of a Secret that `field` names or has filled
+/// ([`SERVER_FIELD`], [`CERT_MANAGER_FIELD`]): errors name that field.
+pub fn check_served(
+    field: &'static str,
+    secret: &Secret,
+    required_names: &[String],
+    now: Timestamp,
+) -> Result<ServerMaterial, UserSecretError> {
     let empty = BTreeMap::new();
     check_server_data(
         &secret_ref(secret),
@@ -131,6 +144,7 @@ pub fn check_server(
         required_names,
         now,
     )
+    .map_err(|error| UserSecretError { field, ..error })
 }
 
 /// [`check_server`] on a Secret's data; `secret` is `namespace/name`.
@@ -414,6 +428,34 @@ mod tests {
             let err = check_server_data("shop/my-cert", &given, &required(), at).unwrap_err();
             assert_eq!(err.to_string(), message, "{case}");
         }
+    }
+
+    /// cert-manager's Secret is checked as a user's, its problems naming
+    /// `spec.tls.certManager`.
+    #[test]
+    fn a_secret_cert_manager_fills_is_checked_naming_its_field() {
+        let ca = ca();
+        let leaf = ca.issue_server(&required(), days(30), now()).unwrap();
+        let secret = |data| Secret {
+            metadata: ObjectMeta {
+                name: Some("shop-server-tls".to_owned()),
+                namespace: Some("prod".to_owned()),
+                ..ObjectMeta::default()
+            },
+            data: Some(data),
+            ..Secret::default()
+        };
+        let good = secret(server_data(&leaf, ca.cert_pem()));
+        let material = check_served(CERT_MANAGER_FIELD, &good, &required(), now()).unwrap();
+        assert_eq!(material.info, leaf.info);
+        // An issuer that writes no ca.crt.
+        let no_ca = secret(data(&[(TLS_CRT, &leaf.cert_pem), (TLS_KEY, &leaf.key_pem)]));
+        assert_eq!(
+            check_served(CERT_MANAGER_FIELD, &no_ca, &required(), now())
+                .unwrap_err()
+                .to_string(),
+            r#"spec.tls.certManager: Secret "prod/shop-server-tls" lacks ca.crt"#
+        );
     }
 
     /// root -> intermediate -> leaf, with `tls.crt` = leaf + intermediate and

@@ -127,6 +127,12 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     // The published addresses first: the server certificates must name them.
     observe::endpoints::services(&model, &snapshot, &mut observed);
     observe::tls::observe(&ctx.client, &model, &mut snapshot, &mut observed, recorded).await?;
+    if let Some(tls) = observed.tls.as_mut() {
+        let source = db.status.as_ref().and_then(|s| s.tls.as_ref()?.source);
+        let uid = db.metadata.uid.as_deref();
+        tls.settings.leftover_certificate =
+            observe::cert_manager::leftover(&ctx.client, &model, source, uid).await?;
+    }
     observe::endpoints::probe_and_secret(&ctx.client, &model, &mut snapshot, &mut observed).await?;
     if let Some(tls) = &observed.tls {
         observe::tls::set_metrics(&ctx.metrics, &namespace, &model.name, tls);
@@ -156,14 +162,9 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     // client would, each pass, until it does.
     let awaited = ctx.outage(&key, |o| o.awaiting_route().map(str::to_owned));
     let reached = match &awaited {
-        // A user's server certificate need not name the instance: then the
-        // EndpointSlice is the closest Tusk can tell.
-        Some(to)
-            if matches!(
-                model.tls.source,
-                crate::api::tls::TlsSource::ServerSecret(_)
-            ) =>
-        {
+        // A user's (or cert-manager's) server certificate need not name
+        // the instance: then the EndpointSlice is the closest Tusk can tell.
+        Some(to) if model.tls.source.served_secret().is_some() => {
             observed.routing.rw == [to.clone()]
         }
         Some(to) => observe::route::rw_reaches(&model.name, &snapshot, to)

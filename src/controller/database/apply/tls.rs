@@ -32,6 +32,11 @@ struct CaState {
 impl Applier<'_> {
     /// Carries out one TLS step.
     pub(super) async fn tls(&self, action: &TlsAction) -> Result<Option<Done>, Error> {
+        match action {
+            TlsAction::ApplyCertificate => return self.apply_certificate().await,
+            TlsAction::DeleteCertificate { name } => return self.delete_certificate(name).await,
+            _ => {}
+        }
         let mut state = self.read_ca().await?;
         let now = jiff::Timestamp::now();
         match action {
@@ -94,6 +99,7 @@ impl Applier<'_> {
                 Ok(None)
             }
             TlsAction::WriteApp { issuer } => self.write_app(&state, issuer.as_ref(), now).await,
+            TlsAction::ApplyCertificate | TlsAction::DeleteCertificate { .. } => Ok(None),
         }
     }
 
@@ -145,6 +151,68 @@ impl Applier<'_> {
                 format!("removed the certificate of role {role} from Secret {name}"),
             )
         }
+    }
+
+    /// The Certificate `spec.tls.certManager` asked for, once it is unset
+    /// (gone already is as good).
+    async fn delete_certificate(&self, name: &str) -> Result<Option<Done>, Error> {
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            self.namespace,
+            &crate::resources::cert_manager::api_resource(),
+        );
+        match api.delete(name, &kube::api::DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
+            Err(e) => return Err(Error::kube("deleting the cert-manager Certificate")(e)),
+        }
+        done(
+            "CertificateDeleted",
+            format!("deleted cert-manager Certificate {name}: spec.tls.certManager is unset"),
+        )
+    }
+
+    /// cert-manager's Certificate (`spec.tls.certManager`) for the names
+    /// observed this pass, server-side applied as any child is.
+    async fn apply_certificate(&self) -> Result<Option<Done>, Error> {
+        let crate::api::tls::TlsSource::CertManager { issuer, .. } = &self.model.tls.source else {
+            return Ok(None);
+        };
+        let none = TlsMaterial::default();
+        let names = self
+            .snapshot
+            .tls
+            .as_ref()
+            .unwrap_or(&none)
+            .certificate_names();
+        let object = crate::resources::cert_manager::certificate(
+            self.model,
+            issuer,
+            &names,
+            self.model.tls.certificate_lifetime,
+            self.model.tls.renew_before,
+        );
+        let name = object.metadata.name.clone().unwrap_or_default();
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            self.namespace,
+            &crate::resources::cert_manager::api_resource(),
+        );
+        api.patch(
+            &name,
+            &kube::api::PatchParams::apply(crate::controller::FIELD_MANAGER).force(),
+            &kube::api::Patch::Apply(&object),
+        )
+        .await
+        .map_err(Error::kube("writing the cert-manager Certificate"))?;
+        done(
+            "CertificateRequested",
+            format!(
+                "wrote cert-manager Certificate {name} ({}) for {} names",
+                issuer.describe(),
+                names.len()
+            ),
+        )
     }
 
     async fn write_instance(

@@ -471,6 +471,7 @@ async fn lease_access(
     ))
 }
 
+pub mod cert_manager;
 mod cpu;
 pub mod endpoints;
 mod exposure;

@@ -1,6 +1,7 @@
 //! Observe the TLS material of a Database for `lifecycle::tls`: `<db>-ca`,
 //! each instance's `<instance>-tls`, the user's Secret when `spec.tls.ca` or
-//! `spec.tls.server` names one, what each manager reports loaded
+//! `spec.tls.server` names one (or cert-manager's, with
+//! `spec.tls.certManager`: [`super::cert_manager`]), what each manager reports loaded
 //! (`Status.tls`), and, only while something is in flight or unconfirmed
 //! (`lifecycle::tls::wants_probe`), a TLS handshake with each serving pod's
 //! PostgreSQL port to see which certificate it presents. The certificates
@@ -77,6 +78,13 @@ impl TlsMaterial {
             instance,
             &self.exposure_names,
         )
+    }
+
+    /// The names of a certificate for the Services and the published
+    /// endpoints, no instance's: what cert-manager's Certificate carries
+    /// (`spec.tls.certManager`).
+    pub fn certificate_names(&self) -> Vec<String> {
+        [self.service_names.clone(), self.exposure_names.clone()].concat()
     }
 
     /// The trust bundle of the operator's instance-API client: every CA
@@ -169,6 +177,8 @@ pub async fn observe(
         instances,
     };
     let (mut tls, material) = reduce(model, &read, snapshot, observed, recorded);
+    tls.settings.cert_manager =
+        super::cert_manager::observe(client, model, &material.certificate_names()).await?;
     if crate::lifecycle::tls::wants_probe(&tls) {
         probe_all(&mut tls, &material, snapshot).await;
     }
@@ -331,11 +341,18 @@ pub fn reduce(
                 None,
             )
         }
-        (TlsSource::ServerSecret(name), Some(secret)) => {
+        (
+            TlsSource::ServerSecret(name) | TlsSource::CertManager { secret: name, .. },
+            Some(secret),
+        ) => {
+            let field = match &model.tls.source {
+                TlsSource::CertManager { .. } => user_secret::CERT_MANAGER_FIELD,
+                _ => user_secret::SERVER_FIELD,
+            };
             let leaf = match secret {
                 None => Err(absent(name)),
                 Some(secret) => {
-                    match user_secret::check_server(secret, &material.service_names, now) {
+                    match user_secret::check_served(field, secret, &material.service_names, now) {
                         Ok(server) => {
                             let leaf = leaf_of(&server.info, None);
                             material.user_server = Some(server);
@@ -510,6 +527,9 @@ fn settings(model: &ValidatedDatabase, user_server: Option<UserServer>) -> Setti
         ca_renew_before: duration(model.tls.ca_renew_before),
         rotate_ca: model.tls.rotate_ca.clone(),
         user_server,
+        // Read by [`observe`] after this pure reduction (it needs the API).
+        cert_manager: None,
+        leftover_certificate: None,
     }
 }
 
