@@ -113,6 +113,7 @@ async fn a_manager_labels_its_own_pod_and_nothing_else() {
                 database(
                     DB,
                     json!({
+                        "version": "17",
                         "instances": 2,
                         "storage": { "size": "1Gi" },
                         "replication": { "mode": "sync", "minSyncReplicas": 1 },
