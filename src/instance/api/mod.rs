@@ -135,6 +135,25 @@ async fn traced<R: IntoResponse>(
     response
 }
 
+/// Runs a role change to its end even when the caller goes away. Axum drops
+/// a handler whose client disconnected, and a promotion dropped between
+/// taking the primary lease and `pg_promote()` leaves the lease held and no
+/// primary until another operator leader asks again: with the operator
+/// killed mid-failover that was its 15 s leader lease. The caller, when it
+/// is still there, gets the answer.
+async fn detached<T, F>(
+    shared: AppState,
+    operation: impl FnOnce(AppState) -> F,
+) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: Future<Output = Result<T, ApiError>> + Send + 'static,
+{
+    tokio::spawn(operation(shared).in_current_span())
+        .await
+        .map_err(|error| ApiError::internal(format!("the operation did not finish: {error}")))?
+}
+
 /// Kubelet probes this every few seconds: its span is at debug level, so it
 /// reaches a trace backend only when `RUST_LOG` asks for it.
 async fn readyz(State(shared): State<AppState>, headers: HeaderMap) -> Response {
@@ -181,9 +200,12 @@ async fn promote(
     let span = operation_span!(Level::INFO, "instance.promote");
     traced(span, &headers, async {
         auth?;
-        ops::promote(&shared, body.decode_or_default()?)
-            .await
-            .map(Json)
+        let request = body.decode_or_default()?;
+        detached(shared, move |shared| async move {
+            ops::promote(&shared, request).await
+        })
+        .await
+        .map(Json)
     })
     .await
 }
@@ -217,7 +239,12 @@ async fn switchover(
     let span = operation_span!(Level::INFO, "instance.switchover");
     traced(span, &headers, async {
         auth?;
-        ops::switchover(&shared, body.decode()?).await.map(Json)
+        let request = body.decode()?;
+        detached(shared, move |shared| async move {
+            ops::switchover(&shared, request).await
+        })
+        .await
+        .map(Json)
     })
     .await
 }
