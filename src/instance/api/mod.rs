@@ -425,6 +425,30 @@ mod tests {
         config: InstanceConfig,
     }
 
+    /// The operator's connection dropping mid-promotion cancels the handler;
+    /// the role change it started must still finish.
+    #[tokio::test]
+    async fn a_detached_operation_outlives_its_caller() {
+        let (finished_tx, finished_rx) = tokio::sync::oneshot::channel();
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+        let caller = tokio::spawn(detached(
+            shared("/nonexistent/pgdata", None),
+            move |_| async move {
+                let _ = started_tx.send(());
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                let _ = finished_tx.send(());
+                Ok::<_, ApiError>(())
+            },
+        ));
+        started_rx.await.expect("the operation started");
+        caller.abort();
+        assert!(caller.await.is_err_and(|e| e.is_cancelled()));
+        tokio::time::timeout(std::time::Duration::from_secs(5), finished_rx)
+            .await
+            .expect("the operation went on after its caller was cancelled")
+            .expect("the operation finished");
+    }
+
     /// An API on a loopback port for an instance with `token` (no
     /// PostgreSQL behind it: only what answers without one is asked).
     async fn api(token: Option<&str>) -> (String, watch::Sender<bool>) {
