@@ -50,6 +50,14 @@ const STARTUP_FAILURE_THRESHOLD: i32 = 3600;
 /// period is part of the write pause (10 s made a killed primary's container
 /// pause writes 9 s; the probe is an HTTP call to the manager).
 const STARTUP_PERIOD_SECONDS: i32 = 1;
+/// After a restart in place (a killed container) a primary is published on
+/// `-rw` at the first readiness probe after it is ready: the probe's period
+/// is a random wait of up to that long in the write pause (2 s made a
+/// killed primary's pause vary by as much). The kubelet's shortest.
+const READINESS_PERIOD_SECONDS: i32 = 1;
+/// Six failures a second apart: an instance leaves the Services after about
+/// 6 s of not being ready, as with 3 failures 2 s apart before.
+const READINESS_FAILURE_THRESHOLD: i32 = 6;
 /// Time for a clean ("fast") shutdown: checkpoint, WAL flushed to replicas.
 const TERMINATION_GRACE_SECONDS: i64 = 60;
 
@@ -233,8 +241,8 @@ fn postgres_container(
             container_port("tusk", HEALTH_PORT),
         ]),
         readiness_probe: Some(Probe {
-            period_seconds: Some(2),
-            failure_threshold: Some(3),
+            period_seconds: Some(READINESS_PERIOD_SECONDS),
+            failure_threshold: Some(READINESS_FAILURE_THRESHOLD),
             ..http_probe("/readyz")
         }),
         liveness_probe: Some(Probe {
@@ -671,6 +679,18 @@ mod tests {
         assert_eq!(
             target(pg.startup_probe.clone()),
             ("/healthz".into(), IntOrString::Int(8000))
+        );
+        let readiness = pg.readiness_probe.clone().unwrap_or_default();
+        assert_eq!(
+            readiness.period_seconds,
+            Some(1),
+            "each second of the period is a random wait after a restart"
+        );
+        let tolerance =
+            readiness.period_seconds.unwrap_or(10) * readiness.failure_threshold.unwrap_or(3);
+        assert!(
+            tolerance >= 6,
+            "an instance leaves the Services after {tolerance}s of failed probes"
         );
         let startup = pg.startup_probe.unwrap_or_default();
         let patience =
