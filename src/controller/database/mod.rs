@@ -140,7 +140,7 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
     let mut decision = lifecycle::plan(&db.spec, db.status.as_ref(), &observed);
     debug!(actions = ?decision.actions, "planned");
     let key = key_of(db);
-    ctx.outage(&key, |o| {
+    let lost = ctx.outage(&key, |o| {
         o.observe(
             serving_primary(&observed)
                 .as_ref()
@@ -148,6 +148,10 @@ async fn apply(db: &Database, api: &Api<Database>, ctx: &Context) -> Result<Acti
             std::time::Instant::now(),
         )
     });
+    if let Some(primary) = lost {
+        // The failover's first step on record (bench/failover reads it).
+        info!(%primary, "the primary stopped serving");
+    }
     let run = Run {
         ctx,
         db,

@@ -68,15 +68,20 @@ pub struct Cost {
 
 impl Outage {
     /// A pass found `serving` (name, WAL position) as the primary, or nobody.
-    pub fn observe(&mut self, serving: Option<(&str, u64)>, now: Instant) {
+    /// Returns the primary last seen serving when this pass is the first to
+    /// find none, so that the moment the operator noticed is on record.
+    pub fn observe(&mut self, serving: Option<(&str, u64)>, now: Instant) -> Option<String> {
         match serving {
             Some((name, lsn)) => {
                 self.last_primary = Some((name.to_owned(), lsn));
                 self.down_since = None;
+                None
             }
-            None => {
-                self.down_since.get_or_insert(now);
+            None if self.down_since.is_none() => {
+                self.down_since = Some(now);
+                self.last_primary.as_ref().map(|(name, _)| name.clone())
             }
+            None => None,
         }
     }
 
@@ -150,6 +155,18 @@ impl Outage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_first_pass_without_a_serving_primary_names_the_lost_one() {
+        let start = Instant::now();
+        let mut outage = Outage::default();
+        assert_eq!(outage.observe(None, start), None, "never saw one serving");
+        assert_eq!(outage.observe(Some(("pg-1", 10)), start), None);
+        assert_eq!(outage.observe(None, start), Some("pg-1".to_owned()));
+        assert_eq!(outage.observe(None, start + Duration::from_secs(1)), None);
+        assert_eq!(outage.observe(Some(("pg-2", 12)), start), None);
+        assert_eq!(outage.observe(None, start), Some("pg-2".to_owned()));
+    }
 
     #[test]
     fn a_switchover_costs_until_a_client_of_rw_reaches_the_new_primary() {
