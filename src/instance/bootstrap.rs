@@ -348,28 +348,23 @@ pub(super) fn stderr_tail(stderr: &str) -> &str {
 /// replication slot present on whichever instance is primary, so that after a
 /// failover the new primary keeps WAL for it too.
 pub async fn maintain(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut interval = tokio::time::interval(Duration::from_secs(1));
     let mut last_slot_check: Option<tokio::time::Instant> = None;
-    // Whether the last look found PostgreSQL answering: until it does
-    // (not started yet, recovering, restarting), look again soon.
-    let mut answered = false;
     loop {
         tokio::select! {
-            _ = tokio::time::sleep(look_again(answered)) => {}
+            _ = interval.tick() => {}
             _ = stop.wait_for(|stop| *stop) => return,
         }
-        answered = false;
         if !is_set(&shared.running) {
             continue;
         }
-        // Still starting (crash recovery), or restarting: look again soon.
-        let Ok(client) = sql::connect_local(&shared.config.socket_dir, shared.config.port).await
-        else {
-            continue;
+        let client = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
+            Ok(client) => client,
+            Err(_) => continue, // still starting, or restarting
         };
         let Ok(in_recovery) = sql::in_recovery(&client).await else {
             continue;
         };
-        answered = true;
         if is_set(&shared.upgrade_pending) {
             // Before anything else (the primary's setup, and with it
             // readiness): from now on a rollback refuses.
@@ -419,20 +414,6 @@ pub async fn maintain(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
 }
 
 const SLOT_CHECK_INTERVAL: Duration = Duration::from_secs(15);
-/// How often [`maintain`] looks at a PostgreSQL that answers.
-const LOOK_EVERY: Duration = Duration::from_secs(1);
-/// How soon it looks again at one that runs but does not answer yet: a
-/// primary is ready (and `-rw` routes to it) only once its setup ran, so
-/// after every start, a crash's included, each tick of waiting is part of
-/// the write pause; a second's tick added 0 to 1 s to it at random.
-const LOOK_SOON: Duration = Duration::from_millis(100);
-
-/// When [`maintain`] looks next, after a look that found PostgreSQL
-/// answering or not (not running, starting, recovering: a look then costs
-/// at most a refused connection).
-fn look_again(answered: bool) -> Duration {
-    if answered { LOOK_EVERY } else { LOOK_SOON }
-}
 
 /// `vacuumdb --all --analyze-in-stages`, as SQL: pg_upgrade does not carry
 /// the planner's statistics over, so every database is analysed at
@@ -480,16 +461,5 @@ async fn analyze_in_stages(shared: Arc<Shared>) {
     match result {
         Ok(n) => tracing::info!(databases = n, "statistics rebuilt after the upgrade"),
         Err(error) => tracing::warn!(%error, "rebuilding statistics after the upgrade failed"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_postgres_that_does_not_answer_yet_is_looked_at_again_soon() {
-        assert!(look_again(false) <= Duration::from_millis(100));
-        assert_eq!(look_again(true), Duration::from_secs(1));
     }
 }

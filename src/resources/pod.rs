@@ -50,14 +50,6 @@ const STARTUP_FAILURE_THRESHOLD: i32 = 3600;
 /// period is part of the write pause (10 s made a killed primary's container
 /// pause writes 9 s; the probe is an HTTP call to the manager).
 const STARTUP_PERIOD_SECONDS: i32 = 1;
-/// After a restart in place (a killed container) a primary is published on
-/// `-rw` at the first readiness probe after it is ready: the probe's period
-/// is a random wait of up to that long in the write pause (2 s made a
-/// killed primary's pause vary by as much). The kubelet's shortest.
-const READINESS_PERIOD_SECONDS: i32 = 1;
-/// Six failures a second apart: an instance leaves the Services after about
-/// 6 s of not being ready, as with 3 failures 2 s apart before.
-const READINESS_FAILURE_THRESHOLD: i32 = 6;
 /// Time for a clean ("fast") shutdown: checkpoint, WAL flushed to replicas.
 const TERMINATION_GRACE_SECONDS: i64 = 60;
 
@@ -241,8 +233,8 @@ fn postgres_container(
             container_port("tusk", HEALTH_PORT),
         ]),
         readiness_probe: Some(Probe {
-            period_seconds: Some(READINESS_PERIOD_SECONDS),
-            failure_threshold: Some(READINESS_FAILURE_THRESHOLD),
+            period_seconds: Some(2),
+            failure_threshold: Some(3),
             ..http_probe("/readyz")
         }),
         liveness_probe: Some(Probe {
@@ -680,18 +672,6 @@ mod tests {
             target(pg.startup_probe.clone()),
             ("/healthz".into(), IntOrString::Int(8000))
         );
-        let readiness = pg.readiness_probe.clone().unwrap_or_default();
-        assert_eq!(
-            readiness.period_seconds,
-            Some(1),
-            "each second of the period is a random wait after a restart"
-        );
-        let tolerance =
-            readiness.period_seconds.unwrap_or(10) * readiness.failure_threshold.unwrap_or(3);
-        assert!(
-            tolerance >= 6,
-            "an instance leaves the Services after {tolerance}s of failed probes"
-        );
         let startup = pg.startup_probe.unwrap_or_default();
         let patience =
             startup.period_seconds.unwrap_or(10) * startup.failure_threshold.unwrap_or(3);
@@ -1032,9 +1012,7 @@ mod tests {
     /// everywhere (#27: the TLS Secret volume and environment): the operator
     /// upgrade that brings TLS rolls every instance once, which is how TLS
     /// reaches the pods built before it (peers reach a not-yet-rolled pod
-    /// the old way meanwhile: `contract::Member.tls`). And once more, in the
-    /// same release, with readiness probed every second (#31): that upgrade
-    /// rolls every instance anyway.
+    /// the old way meanwhile: `contract::Member.tls`).
     #[test]
     fn instance_spec_hash_is_the_hash_a_whole_pod_build_wrote() {
         let config = config();
@@ -1080,18 +1058,18 @@ mod tests {
             ..Default::default()
         });
         let cases = [
-            (&plain, &config, 1, "9333068ba4db5b62"),
-            (&plain, &config, 7, "1535836e3a745ef2"),
-            (&plain, &traced, 1, "9ec97e700c55d803"),
-            (&plain, &traced, 7, "aec1164028b1d00b"),
-            (&tuned, &config, 1, "145b082233155dae"),
-            (&tuned, &config, 7, "2d8af717bbd808c2"),
-            (&tuned, &traced, 1, "e0cfc73e23f96c75"),
-            (&tuned, &traced, 7, "ca383b3bd0587bcd"),
-            (&stored, &config, 1, "55a850f35e1c695b"),
-            (&stored, &config, 7, "d96b8a2148e4ec4b"),
-            (&stored, &traced, 1, "9f5ab3b37629fa5e"),
-            (&stored, &traced, 7, "87517ed67078a08e"),
+            (&plain, &config, 1, "db06054e50245138"),
+            (&plain, &config, 7, "9ae3b87ea3a7ecd0"),
+            (&plain, &traced, 1, "505cdd70f2f6e87d"),
+            (&plain, &traced, 7, "b4da6d3ae8c51cb5"),
+            (&tuned, &config, 1, "3206a5fc1d31197c"),
+            (&tuned, &config, 7, "433a285acbb434e0"),
+            (&tuned, &traced, 1, "95070f8a673f2b73"),
+            (&tuned, &traced, 7, "5cd595a1f93ecb8b"),
+            (&stored, &config, 1, "5740be39b71f71c1"),
+            (&stored, &config, 7, "141ce5f3d6224c59"),
+            (&stored, &traced, 1, "1c482818d459cbf0"),
+            (&stored, &traced, 7, "a2519a986032ada8"),
         ];
         for (db, config, serial, before) in cases {
             let model = model_of(db, config);
