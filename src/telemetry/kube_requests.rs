@@ -112,10 +112,16 @@ mod tests {
     #[tokio::test]
     async fn every_request_through_the_layer_is_counted() {
         let counts = KubeRequests::default();
-        let mut service = counts.layer().layer(tower::service_fn(|_: Request<()>| async {
-            Ok::<_, std::convert::Infallible>(())
-        }));
-        for uri in ["/api/v1/pods?watch=true", "/api/v1/pods", "/api/v1/pods?x=1"] {
+        let mut service = counts
+            .layer()
+            .layer(tower::service_fn(|_: Request<()>| async {
+                Ok::<_, std::convert::Infallible>(())
+            }));
+        for uri in [
+            "/api/v1/pods?watch=true",
+            "/api/v1/pods",
+            "/api/v1/pods?x=1",
+        ] {
             let request = Request::get(uri).body(()).unwrap_or_default();
             let _ = service.call(request).await;
         }

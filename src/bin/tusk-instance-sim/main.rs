@@ -22,7 +22,10 @@ use clap::Parser;
 use tokio::net::TcpListener;
 
 #[derive(Parser, Debug)]
-#[command(name = "tusk-instance-sim", about = "Simulated instance managers for bench/scale")]
+#[command(
+    name = "tusk-instance-sim",
+    about = "Simulated instance managers for bench/scale"
+)]
 struct Args {
     /// Address to listen on (every pod IP must reach it).
     #[arg(long, default_value = "0.0.0.0")]

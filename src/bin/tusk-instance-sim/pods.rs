@@ -38,12 +38,16 @@ pub struct Material {
     pub report: TlsReport,
 }
 
+/// Built material by namespace and instance, with the Secret version it
+/// was built from.
+type MaterialCache = HashMap<(String, String), (String, Arc<Material>)>;
+
 /// The watched pods and Secrets, and the material built from each Secret
 /// version.
 pub struct Pods {
     pods: Store<Pod>,
     secrets: Store<Secret>,
-    material: Mutex<HashMap<(String, String), (String, Arc<Material>)>>,
+    material: Mutex<MaterialCache>,
 }
 
 impl Pods {

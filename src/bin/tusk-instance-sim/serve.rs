@@ -81,7 +81,11 @@ where
         .map_err(|e| e.to_string())
 }
 
-async fn answer(request: Request<Incoming>, found: &Found, shared: &Shared) -> Response<Full<Bytes>> {
+async fn answer(
+    request: Request<Incoming>,
+    found: &Found,
+    shared: &Shared,
+) -> Response<Full<Bytes>> {
     let (parts, body) = request.into_parts();
     let body = body
         .collect()

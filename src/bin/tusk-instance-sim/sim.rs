@@ -12,9 +12,9 @@ use tusk::contract::tls::TlsReport;
 use tusk::contract::{
     API_VERSION, Backups, Change, DropSlotRequest, DropSlotResponse, ErrorBody, HaStatus, Lsn,
     Members, PasswordRequest, PasswordResponse, PeerStatus, PeerView, PgStatus, PromoteRequest,
-    ReloadRequest, ReloadResponse, RestartResponse, RetentionReport, Role, Status, SwitchoverRequest,
-    SwitchoverResponse, SyncResponse, SyncSettings, VolumeKind, VolumeUsage, Volumes,
-    WalSwitchResponse, path,
+    ReloadRequest, ReloadResponse, RestartResponse, RetentionReport, Role, Status,
+    SwitchoverRequest, SwitchoverResponse, SyncResponse, SyncSettings, VolumeKind, VolumeUsage,
+    Volumes, WalSwitchResponse, path,
 };
 
 /// Parameters PostgreSQL applies only at a restart (`context = postmaster`):
@@ -118,7 +118,8 @@ impl Sim {
         let key = (namespace.to_owned(), name.to_owned());
         if !self.instances.contains_key(&key) {
             let seed = seed();
-            self.instances.insert(key.clone(), Instance::new(namespace, name, seed));
+            self.instances
+                .insert(key.clone(), Instance::new(namespace, name, seed));
         }
         let is_get = *request.method == Method::GET;
         if !is_get && !request.bearer {
@@ -195,10 +196,7 @@ impl Sim {
             (false, path::SWITCHOVER) => self.switchover(&key, request.body),
             _ => error(
                 StatusCode::NOT_IMPLEMENTED,
-                &format!(
-                    "{} {} is not simulated",
-                    request.method, request.path
-                ),
+                &format!("{} {} is not simulated", request.method, request.path),
             ),
         }
     }
@@ -471,7 +469,10 @@ mod tests {
         assert_eq!(one.postgres.role, Role::Primary);
         assert_eq!(two.postgres.role, Role::Replica);
         assert_eq!(one.api_version, API_VERSION);
-        assert_eq!(one.postgres.system_identifier, two.postgres.system_identifier);
+        assert_eq!(
+            one.postgres.system_identifier,
+            two.postgres.system_identifier
+        );
         assert_eq!(one.postgres.version_num, 170_006);
         assert_eq!(two.postgres.received(), one.postgres.received());
         assert_eq!(
