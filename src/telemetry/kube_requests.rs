@@ -1,4 +1,4 @@
-//! `tusk_kube_requests_total{verb}`: every request the operator's Kubernetes
+//! `tusk_kube_requests_total{verb,resource}`: every request the operator's Kubernetes
 //! client sends, counted in a tower layer around it. The API server's own
 //! `apiserver_request_total` does not say who asked, and the figure that
 //! decides how many Databases one operator carries is how much of the API
@@ -14,15 +14,17 @@ use prometheus_client::registry::Registry;
 use tower::{Layer, Service};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct VerbLabels {
-    /// `watch` for a GET with `watch=true`, else the lower-case method.
+pub struct RequestLabels {
+    /// `list`, `get`, `watch`, `create`, `patch`, `update` or `delete`.
     pub verb: String,
+    /// The resource's plural, with its subresource (`databases/status`).
+    pub resource: String,
 }
 
 /// The counter family, cloned into the layer and registered once.
 #[derive(Clone, Debug, Default)]
 pub struct KubeRequests {
-    requests: Family<VerbLabels, Counter>,
+    requests: Family<RequestLabels, Counter>,
 }
 
 impl KubeRequests {
@@ -31,7 +33,7 @@ impl KubeRequests {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "kube_requests",
-            "Requests the operator sent to the Kubernetes API server, by verb (watch for a GET with watch=true)",
+            "Requests the operator sent to the Kubernetes API server, by verb and resource",
             self.requests.clone(),
         );
     }
@@ -44,18 +46,46 @@ impl KubeRequests {
     }
 }
 
-/// The verb a request counts under.
-pub fn verb(method: &Method, query: Option<&str>) -> String {
+/// What a request counts under, from its method and path: a GET of a
+/// collection is a `list` (a `watch` with `watch=true`), of one object a
+/// `get`.
+pub fn classify(method: &Method, path: &str, query: Option<&str>) -> RequestLabels {
+    // `/api/v1/...` or `/apis/<group>/<version>/...`
+    let rest: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let rest = match rest.as_slice() {
+        ["api", _, rest @ ..] | ["apis", _, _, rest @ ..] => rest,
+        _ => &[][..],
+    };
+    let (resource, below) = match rest {
+        ["namespaces", _, resource, below @ ..] => (*resource, below),
+        [resource, below @ ..] => (*resource, below),
+        [] => ("", &[][..]),
+    };
+    let resource = match below {
+        [_, subresource, ..] => format!("{resource}/{subresource}"),
+        _ => resource.to_owned(),
+    };
+    let named = !below.is_empty();
     let watching = query.is_some_and(|q| q.split('&').any(|pair| pair == "watch=true"));
-    if *method == Method::GET && watching {
-        return "watch".to_owned();
+    let verb = match *method {
+        Method::GET if watching => "watch",
+        Method::GET if named => "get",
+        Method::GET => "list",
+        Method::POST => "create",
+        Method::PATCH => "patch",
+        Method::PUT => "update",
+        Method::DELETE => "delete",
+        _ => method.as_str(),
+    };
+    RequestLabels {
+        verb: verb.to_ascii_lowercase(),
+        resource,
     }
-    method.as_str().to_ascii_lowercase()
 }
 
 #[derive(Clone, Debug)]
 pub struct CountLayer {
-    requests: Family<VerbLabels, Counter>,
+    requests: Family<RequestLabels, Counter>,
 }
 
 impl<S> Layer<S> for CountLayer {
@@ -72,7 +102,7 @@ impl<S> Layer<S> for CountLayer {
 #[derive(Clone, Debug)]
 pub struct CountService<S> {
     inner: S,
-    requests: Family<VerbLabels, Counter>,
+    requests: Family<RequestLabels, Counter>,
 }
 
 impl<S, B> Service<Request<B>> for CountService<S>
@@ -88,8 +118,12 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let verb = verb(request.method(), request.uri().query());
-        self.requests.get_or_create(&VerbLabels { verb }).inc();
+        let labels = classify(
+            request.method(),
+            request.uri().path(),
+            request.uri().query(),
+        );
+        self.requests.get_or_create(&labels).inc();
         self.inner.call(request)
     }
 }
@@ -98,15 +132,55 @@ where
 mod tests {
     use super::*;
 
+    fn labels(method: Method, uri: &str) -> (String, String) {
+        let uri: http::Uri = uri.parse().unwrap_or_default();
+        let l = classify(&method, uri.path(), uri.query());
+        (l.verb, l.resource)
+    }
+
     #[test]
-    fn a_get_with_watch_counts_as_a_watch_and_the_rest_by_method() {
+    fn requests_count_by_verb_and_resource() {
+        let pair = |v: &str, r: &str| (v.to_owned(), r.to_owned());
         assert_eq!(
-            verb(&Method::GET, Some("labelSelector=a&watch=true")),
-            "watch"
+            labels(
+                Method::GET,
+                "/api/v1/namespaces/shop/secrets?labelSelector=a"
+            ),
+            pair("list", "secrets")
         );
-        assert_eq!(verb(&Method::GET, Some("watch=truex")), "get");
-        assert_eq!(verb(&Method::GET, None), "get");
-        assert_eq!(verb(&Method::PATCH, Some("fieldManager=tusk")), "patch");
+        assert_eq!(
+            labels(Method::GET, "/api/v1/pods?watch=true&resourceVersion=1"),
+            pair("watch", "pods")
+        );
+        assert_eq!(
+            labels(Method::GET, "/api/v1/namespaces/shop/secrets/orders-ca"),
+            pair("get", "secrets")
+        );
+        assert_eq!(
+            labels(
+                Method::PATCH,
+                "/apis/tusk.dev/v1/namespaces/shop/databases/orders/status?fieldManager=tusk"
+            ),
+            pair("patch", "databases/status")
+        );
+        assert_eq!(
+            labels(Method::GET, "/api/v1/namespaces/shop"),
+            pair("get", "namespaces")
+        );
+        assert_eq!(
+            labels(
+                Method::POST,
+                "/apis/events.k8s.io/v1/namespaces/shop/events"
+            ),
+            pair("create", "events")
+        );
+        assert_eq!(
+            labels(
+                Method::GET,
+                "/apis/storage.k8s.io/v1/storageclasses/standard"
+            ),
+            pair("get", "storageclasses")
+        );
     }
 
     #[tokio::test]
@@ -128,12 +202,13 @@ mod tests {
         let count = |verb: &str| {
             counts
                 .requests
-                .get_or_create(&VerbLabels {
+                .get_or_create(&RequestLabels {
                     verb: verb.to_owned(),
+                    resource: "pods".to_owned(),
                 })
                 .get()
         };
         assert_eq!(count("watch"), 1);
-        assert_eq!(count("get"), 2);
+        assert_eq!(count("list"), 2);
     }
 }
