@@ -630,18 +630,34 @@ async fn run_controllers(
     join_all(tasks).await;
 }
 
+/// The client of the inferred configuration, its requests counted by
+/// `tusk_kube_requests_total`.
+async fn counted_client(
+    requests: &telemetry::kube_requests::KubeRequests,
+) -> Result<Client, Error> {
+    let config = kube::Config::infer()
+        .await
+        .map_err(|e| Error::KubeConfig(kube::Error::InferConfig(e)))?;
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .map_err(Error::KubeConfig)?
+        .with_layer(&requests.layer())
+        .build())
+}
+
 pub async fn run(config: OperatorConfig) -> Result<(), Error> {
     telemetry::init_logging()?;
     // One process-wide TLS provider (ring, as kube uses) for the webhook server.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = Client::try_default().await.map_err(Error::KubeConfig)?;
+    let mut registry = Registry::default();
+    let kube_requests = telemetry::kube_requests::KubeRequests::default();
+    kube_requests.register(registry.sub_registry_with_prefix("tusk"));
+    let client = counted_client(&kube_requests).await?;
     let identity = config
         .identity
         .clone()
         .unwrap_or_else(|| format!("tusk-{}", std::process::id()));
     info!(%identity, namespaces = ?config.namespaces, "starting the operator");
 
-    let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let (stop, shutdown) = watch::channel(false);
     tokio::spawn(on_signal(stop.clone()));

@@ -2,6 +2,7 @@
 //! Prometheus metrics.
 
 pub mod drill_metrics;
+pub mod kube_requests;
 pub mod metrics;
 mod otel;
 
