@@ -16,19 +16,8 @@ use tusk::contract::{
     SwitchoverRequest, SwitchoverResponse, SyncResponse, SyncSettings, VolumeKind, VolumeUsage,
     Volumes, WalSwitchResponse, path,
 };
-
-/// Parameters PostgreSQL applies only at a restart (`context = postmaster`):
-/// the ones a spec is likely to change; a reload of any other applies.
-const RESTART_PARAMETERS: &[&str] = &[
-    "shared_buffers",
-    "max_connections",
-    "max_wal_senders",
-    "max_replication_slots",
-    "max_worker_processes",
-    "shared_preload_libraries",
-    "wal_level",
-    "huge_pages",
-];
+use tusk::postgres::config::{SyncReplication, synchronous_standby_names};
+use tusk::postgres::params::RESTART_PARAMETERS;
 
 /// A volume as the simulated filesystem reports it: 1 GiB, 10% used.
 const VOLUME_BYTES: u64 = 1 << 30;
@@ -399,16 +388,10 @@ pub fn change(from: &BTreeMap<String, String>, to: &BTreeMap<String, String>) ->
 
 /// `synchronous_standby_names` as the manager renders it.
 pub fn render_sync(sync: &SyncSettings) -> String {
-    let standbys = if sync.standbys.is_empty() {
-        "*".to_owned()
-    } else {
-        sync.standbys
-            .iter()
-            .map(|s| format!("\"{s}\""))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    format!("ANY {} ({standbys})", sync.min)
+    synchronous_standby_names(&SyncReplication {
+        min: sync.min,
+        standbys: sync.standbys.clone(),
+    })
 }
 
 /// A stable identifier per Database, as `initdb` would have drawn one: the
