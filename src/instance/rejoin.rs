@@ -181,6 +181,7 @@ mod tests {
             host: "orders-1".to_owned(),
             hostaddr: Some("10.0.0.8".to_owned()),
             tls: true,
+            holder: Some("orders-1".to_owned()),
         };
         assert_eq!(
             source_conninfo(&tls, 5432, Some(&files)),
@@ -192,6 +193,7 @@ mod tests {
             host: "10.0.0.8".to_owned(),
             hostaddr: None,
             tls: false,
+            holder: Some("orders-1".to_owned()),
         };
         assert_eq!(
             source_conninfo(&plain, 5432, Some(&files)),

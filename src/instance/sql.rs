@@ -459,6 +459,54 @@ pub async fn primary_end_lsn(shared: &Shared) -> Option<Lsn> {
         .flatten()
 }
 
+/// Whether this replica's WAL receiver streams from the primary
+/// [`connect_primary`] reaches (the lease holder): it streams here, and the
+/// holder runs a walsender for this instance's `application_name`.
+/// `pg_stat_activity`, not `pg_stat_replication`: the latter hides a
+/// walsender's state from a role without `pg_read_all_stats`, while the
+/// former shows a role its own sessions.
+/// `false` when either cannot be told in time.
+pub async fn streams_from_primary(shared: &Shared) -> bool {
+    let check = async {
+        let local = connect_local(&shared.config.socket_dir, shared.config.port)
+            .await
+            .ok()?;
+        let streaming: Option<bool> = local
+            .query_one(
+                "SELECT (SELECT status = 'streaming' FROM pg_stat_wal_receiver)",
+                &[],
+            )
+            .await
+            .ok()?
+            .try_get(0)
+            .ok()?;
+        if streaming != Some(true) {
+            return Some(false);
+        }
+        let primary = connect_primary(shared).await.ok()?;
+        primary
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity \
+                                 WHERE backend_type = 'walsender' AND application_name = $1 \
+                                   AND usename = current_user)",
+                &[&shared.config.instance],
+            )
+            .await
+            .ok()?
+            .try_get(0)
+            .ok()
+    };
+    tokio::time::timeout(STREAMS_FROM_PRIMARY_TIMEOUT, check)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
+}
+
+/// How long [`streams_from_primary`] waits: once per start, inside a lease
+/// loop period; past it the replica reloads as it would without the check.
+const STREAMS_FROM_PRIMARY_TIMEOUT: Duration = Duration::from_millis(800);
+
 /// How long [`primary_end_lsn`] waits: well inside the lease loop's period.
 const PRIMARY_END_TIMEOUT: Duration = Duration::from_millis(400);
 

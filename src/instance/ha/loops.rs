@@ -7,7 +7,7 @@ use tokio::sync::watch;
 
 use crate::failover::fencing::Writable;
 
-use super::super::tls::upstream::Upstream;
+use super::super::tls::upstream::{Redial, Upstream, redial};
 use super::super::{Shared, files, is_set, sql};
 use super::leadership::ClaimOutcome;
 use super::lease::LeaseError;
@@ -63,7 +63,15 @@ pub async fn lease_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             // The whole upstream, not only its address: a primary whose pod
             // gained TLS changes how it is reached, not where.
             let upstream = shared.upstream();
-            if upstream != following && follow(&shared, upstream.as_ref()).await {
+            let followed = match redial(following.as_ref(), upstream.as_ref()) {
+                Redial::Stay => false,
+                Redial::Reload => follow(&shared, upstream.as_ref(), true).await,
+                Redial::ReloadUnlessStreaming => {
+                    let streaming = sql::streams_from_primary(&shared).await;
+                    follow(&shared, upstream.as_ref(), !streaming).await
+                }
+            };
+            if followed {
                 following = upstream;
             }
         }
@@ -73,12 +81,20 @@ pub async fn lease_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
 /// Point a running replica's `primary_conninfo` at `upstream`: PostgreSQL
 /// restarts its WAL receiver when a reload changes it, so the replica leaves
 /// a primary that is gone (or cut off, whose connection would otherwise hang
-/// until `wal_receiver_timeout`) for the one that took the lease. `false`
-/// when it could not: the next period tries again.
-async fn follow(shared: &Shared, upstream: Option<&Upstream>) -> bool {
+/// until `wal_receiver_timeout`) for the one that took the lease. Without
+/// `reload` only the file changes, for the receiver's next connection.
+/// `false` when it could not: the next period tries again.
+async fn follow(shared: &Shared, upstream: Option<&Upstream>, reload: bool) -> bool {
     if let Err(error) = files::write_config(shared) {
         tracing::warn!(%error, "cannot write the configuration to follow the new primary");
         return false;
+    }
+    if !reload {
+        tracing::info!(
+            ?upstream,
+            "already streaming from the primary: its address is written for the next connection, the WAL receiver is left alone"
+        );
+        return true;
     }
     let reloaded = match sql::connect_local(&shared.config.socket_dir, shared.config.port).await {
         Ok(client) => sql::reload(&client).await,

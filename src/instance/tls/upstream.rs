@@ -24,6 +24,9 @@ pub struct Upstream {
     /// Verify the primary's certificate and name, and present the
     /// replication certificate instead of a password.
     pub tls: bool,
+    /// The lease holder this reaches, by instance name; `None`: whichever
+    /// primary the Service routes to.
+    pub holder: Option<String>,
 }
 
 /// The decision, from what the manager knows: whether it has TLS itself,
@@ -52,18 +55,16 @@ pub fn decide(
             Some(service) if !pin_instance => service.to_owned(),
             _ => holder.name.clone(),
         };
-        return Some(if tls {
-            Upstream {
-                host: verified,
-                hostaddr: Some(holder.address.clone()),
-                tls,
-            }
+        let (host, hostaddr) = if tls {
+            (verified, Some(holder.address.clone()))
         } else {
-            Upstream {
-                host: holder.address.clone(),
-                hostaddr: None,
-                tls,
-            }
+            (holder.address.clone(), None)
+        };
+        return Some(Upstream {
+            host,
+            hostaddr,
+            tls,
+            holder: Some(holder.name.clone()),
         });
     }
     let service = service?;
@@ -72,7 +73,50 @@ pub fn decide(
         host: service.to_owned(),
         hostaddr: None,
         tls: own_tls && !plain_member,
+        holder: None,
     })
+}
+
+/// What a running replica does when the upstream it should follow is `next`
+/// and the one its configuration names is `following` (`None`: the
+/// configuration written at start, before the lease loop knew anything).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redial {
+    /// The same upstream: nothing to do.
+    Stay,
+    /// Write the configuration and reload: PostgreSQL restarts its WAL
+    /// receiver towards `next`.
+    Reload,
+    /// The first holder the lease loop knows, after a configuration that
+    /// dialled the primary Service (or the one written at start): the
+    /// receiver may stream from that very holder already, through the
+    /// Service, and restarting it only to dial the holder by address is a
+    /// needless gap in streaming, which the operator rightly reports as a
+    /// replica not streaming. So: reload unless the WAL receiver streams from
+    /// the holder; then write the file for the next connection and leave the
+    /// receiver alone.
+    ReloadUnlessStreaming,
+}
+
+/// See [`Redial`]. A holder replacing another one, TLS coming or going, or
+/// the holder forgotten always reloads: the receiver must leave whatever it
+/// streams from.
+pub fn redial(following: Option<&Upstream>, next: Option<&Upstream>) -> Redial {
+    let Some(next) = next else {
+        return match following {
+            None => Redial::Stay,
+            Some(_) => Redial::Reload,
+        };
+    };
+    match following {
+        Some(current) if current == next => Redial::Stay,
+        Some(current) if current.holder.is_some() || current.tls != next.tls => Redial::Reload,
+        _ if next.holder.is_some() => Redial::ReloadUnlessStreaming,
+        // Still the Service, as written at start (or as TLS of the members
+        // changed it, handled above): nothing to gain by keeping it.
+        None => Redial::ReloadUnlessStreaming,
+        Some(_) => Redial::Reload,
+    }
 }
 
 /// The TLS files a connection to the primary uses: the private copies.
@@ -166,7 +210,8 @@ mod tests {
             Upstream {
                 host: "orders-1".to_owned(),
                 hostaddr: Some("10.0.0.8".to_owned()),
-                tls: true
+                tls: true,
+                holder: Some("orders-1".to_owned()),
             }
         );
         let pairs = libpq_pairs(&upstream, 5432, "tusk_replication", Some(&files()));
@@ -207,6 +252,53 @@ mod tests {
     }
 
     #[test]
+    fn only_the_first_holder_after_the_service_may_keep_a_streaming_receiver() {
+        let holder = |name, tls| {
+            decide(
+                true,
+                true,
+                Some(&member(name, tls)),
+                Some("orders-rw"),
+                &[],
+                "orders-3",
+            )
+        };
+        let (one, two) = (holder("orders-1", true), holder("orders-22", true));
+        let service = decide(true, true, None, Some("orders-rw"), &[], "orders-3");
+        assert_eq!(
+            one.as_ref().and_then(|u| u.holder.as_deref()),
+            Some("orders-1")
+        );
+        assert_eq!(service.as_ref().and_then(|u| u.holder.as_deref()), None);
+        assert_eq!(redial(None, None), Redial::Stay);
+        assert_eq!(
+            redial(None, service.as_ref()),
+            Redial::ReloadUnlessStreaming
+        );
+        assert_eq!(redial(None, one.as_ref()), Redial::ReloadUnlessStreaming);
+        assert_eq!(
+            redial(service.as_ref(), one.as_ref()),
+            Redial::ReloadUnlessStreaming
+        );
+        assert_eq!(redial(one.as_ref(), one.as_ref()), Redial::Stay);
+        assert_eq!(redial(service.as_ref(), service.as_ref()), Redial::Stay);
+        // A new holder, TLS changing, or the holder forgotten: the receiver
+        // must leave whatever it streams from.
+        assert_eq!(redial(one.as_ref(), two.as_ref()), Redial::Reload);
+        assert_eq!(
+            redial(one.as_ref(), holder("orders-1", false).as_ref()),
+            Redial::Reload
+        );
+        assert_eq!(redial(one.as_ref(), service.as_ref()), Redial::Reload);
+        assert_eq!(redial(one.as_ref(), None), Redial::Reload);
+        let plain_service = decide(false, true, None, Some("orders-rw"), &[], "orders-3");
+        assert_eq!(
+            redial(service.as_ref(), plain_service.as_ref()),
+            Redial::Reload
+        );
+    }
+
+    #[test]
     fn without_a_holder_the_service_is_verified_unless_a_peer_lacks_tls() {
         let all_tls = [member("orders-1", true), member("orders-2", true)];
         let upstream =
@@ -216,7 +308,8 @@ mod tests {
             Upstream {
                 host: "orders-rw".to_owned(),
                 hostaddr: None,
-                tls: true
+                tls: true,
+                holder: None,
             }
         );
         // Only this instance lacking TLS does not matter; another one does.
