@@ -9,8 +9,10 @@
 //! connection's local address says which instance it is for ([`pods`]).
 //!
 //! Not a product binary: a bench tool. It takes no part in leader selection
-//! (no Lease is renewed) and takes no backups.
+//! (with `--leases` it makes the managers' lease calls, see [`leases`]) and
+//! takes no backups.
 
+mod leases;
 mod pods;
 mod serve;
 mod sim;
@@ -36,6 +38,9 @@ struct Args {
     /// PostgreSQL's port (TLS probes only).
     #[arg(long, default_value_t = 5432)]
     postgres_port: u16,
+    /// Read and renew the primary Leases as the managers do, every period.
+    #[arg(long)]
+    leases: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -71,13 +76,25 @@ async fn main() -> Result<(), Error> {
     let api = listen(SocketAddr::new(args.listen, args.api_port)).await?;
     let postgres = listen(SocketAddr::new(args.listen, args.postgres_port)).await?;
     let client = kube::Client::try_default().await?;
-    let pods = pods::Pods::watch(client).await?;
+    let pods = pods::Pods::watch(client.clone()).await?;
     tracing::info!(listen = %args.listen, api_port = args.api_port, postgres_port = args.postgres_port, "simulating instance managers");
     let shared = serve::Shared {
         pods: pods.clone(),
         sim: Arc::new(Mutex::new(sim::Sim::default())),
     };
+    let renew_leases = args.leases;
+    let leases = {
+        let (pods, sim) = (pods.clone(), shared.sim.clone());
+        async move {
+            if renew_leases {
+                leases::run(client, pods, sim).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        }
+    };
     tokio::select! {
+        () = leases => {}
         () = serve::api(api, shared) => {}
         () = serve::postgres(postgres, pods) => {}
         _ = tokio::signal::ctrl_c() => {}

@@ -91,6 +91,13 @@ impl Pods {
         })
     }
 
+    /// Whether instance pod `name` exists and is not being deleted.
+    pub fn exists(&self, namespace: &str, name: &str) -> bool {
+        self.pods
+            .get(&ObjectRef::new(name).within(namespace))
+            .is_some_and(|p| p.metadata.deletion_timestamp.is_none())
+    }
+
     /// The material of instance `name`'s TLS Secret as it is now; `None`
     /// while the Secret is not there or not usable.
     pub fn material(&self, namespace: &str, name: &str) -> Option<Arc<Material>> {

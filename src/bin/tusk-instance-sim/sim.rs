@@ -92,7 +92,29 @@ pub struct Sim {
     instances: HashMap<(String, String), Instance>,
 }
 
+/// A simulated instance, as leader selection sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub namespace: String,
+    pub name: String,
+    pub database: String,
+    pub primary: bool,
+}
+
 impl Sim {
+    /// Every instance simulated so far (answered at least once).
+    pub fn members(&self) -> Vec<Member> {
+        self.instances
+            .values()
+            .map(|i| Member {
+                namespace: i.namespace.clone(),
+                name: i.name.clone(),
+                database: i.seed.database.clone(),
+                primary: i.role == Role::Primary,
+            })
+            .collect()
+    }
+
     /// Answers `request` for instance `name` in `namespace`, created from
     /// `seed` on its first call; `tls` is what its manager would report
     /// loaded from its TLS Secret.

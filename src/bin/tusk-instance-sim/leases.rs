@@ -1,0 +1,114 @@
+//! The lease traffic of leader selection, made as the real managers make it
+//! (`--leases`): every period each primary reads its Database's primary
+//! Lease and renews it, and each replica reads it. That is the API-server
+//! load (and the operator's lease watch events) that decide how short a
+//! lease one cluster can afford for thousands of Databases. Only the calls
+//! are real: a simulated primary never loses, takes over or hands on the
+//! lease.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::PostParams;
+use kube::{Api, Client};
+use tusk::failover::Timing;
+
+use super::pods::Pods;
+use super::sim::Sim;
+
+/// Calls in flight at once: a bound, so that a slow API server delays the
+/// renewals (as it would the managers') rather than piling them up.
+const CONCURRENCY: usize = 64;
+
+/// Every period, for every simulated instance whose pod still exists: a
+/// read of its primary Lease, and for a primary the renewal.
+pub async fn run(client: Client, pods: Arc<Pods>, sim: Arc<Mutex<Sim>>) {
+    let timing = Timing::DEFAULT;
+    let mut interval = tokio::time::interval(timing.period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let members = sim.lock().unwrap_or_else(PoisonError::into_inner).members();
+        futures::stream::iter(members.into_iter().filter(|m| pods.exists(&m.namespace, &m.name)))
+            .for_each_concurrent(CONCURRENCY, |member| {
+                let client = client.clone();
+                async move {
+                    if let Err(error) = call(client, &member, timing.lease).await {
+                        tracing::debug!(namespace = %member.namespace, instance = %member.name, %error, "lease call failed");
+                    }
+                }
+            })
+            .await;
+    }
+}
+
+async fn call(
+    client: Client,
+    member: &super::sim::Member,
+    duration: Duration,
+) -> Result<(), kube::Error> {
+    let api: Api<Lease> = Api::namespaced(client, &member.namespace);
+    let name = tusk::resources::names::primary_lease(&member.database);
+    let Some(lease) = api.get_opt(&name).await? else {
+        return Ok(());
+    };
+    if !member.primary {
+        return Ok(());
+    }
+    if let Some(renewed) = renewal(lease, &member.name, duration) {
+        api.replace(&name, &PostParams::default(), &renewed).await?;
+    }
+    Ok(())
+}
+
+/// `lease` renewed by `me` now, when `me` holds it or nobody does; `None`
+/// when another instance holds it (a simulated primary does not fight).
+fn renewal(mut lease: Lease, me: &str, duration: Duration) -> Option<Lease> {
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    match spec.holder_identity.as_deref() {
+        Some(holder) if !holder.is_empty() && holder != me => return None,
+        _ => {}
+    }
+    let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+    if spec.holder_identity.as_deref() != Some(me) {
+        spec.holder_identity = Some(me.to_owned());
+        spec.acquire_time = Some(now.clone());
+    }
+    spec.renew_time = Some(now);
+    spec.lease_duration_seconds = Some(i32::try_from(duration.as_secs()).unwrap_or(i32::MAX));
+    Some(lease)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+
+    fn held_by(holder: Option<&str>) -> Lease {
+        Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(str::to_owned),
+                ..LeaseSpec::default()
+            }),
+            ..Lease::default()
+        }
+    }
+
+    #[test]
+    fn a_primary_renews_its_own_or_a_free_lease_and_leaves_another_holders() {
+        let five = Duration::from_secs(5);
+        let renewed = renewal(held_by(Some("pg-1")), "pg-1", five).expect("renewed");
+        let spec = renewed.spec.expect("spec");
+        assert!(spec.renew_time.is_some());
+        assert_eq!(spec.acquire_time, None, "a renewal is not an acquisition");
+        assert_eq!(spec.lease_duration_seconds, Some(5));
+        let taken = renewal(held_by(None), "pg-1", five).expect("taken");
+        let spec = taken.spec.expect("spec");
+        assert_eq!(spec.holder_identity.as_deref(), Some("pg-1"));
+        assert!(spec.acquire_time.is_some());
+        assert!(renewal(held_by(Some("pg-2")), "pg-1", five).is_none());
+    }
+}
