@@ -15,6 +15,7 @@
 //! lifecycle decides failovers, recreations and removals from their
 //! absence, which must not lag the previous pass's writes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -43,6 +44,10 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 #[derive(Clone, Default)]
 pub struct Caches {
     scopes: Vec<ScopeCaches>,
+    /// Set once every cache has its first list. A store's own readiness
+    /// wakes only the last of many waiters (a oneshot channel holds one
+    /// waker), so one pass waits on the stores and the others on this.
+    filled: Arc<tokio::sync::OnceCell<()>>,
 }
 
 /// The caches of one scope.
@@ -118,18 +123,22 @@ impl Caches {
 
     /// Waits until every cache holds its first list; a pass reads none before.
     pub async fn ready(&self) -> Result<(), Error> {
-        let all = self.scopes.iter().map(|scope| async move {
-            let waits = futures::join!(
-                scope.services.wait_until_ready(),
-                scope.secrets.wait_until_ready(),
-                scope.budgets.wait_until_ready(),
-                scope.slices.wait_until_ready(),
-            );
-            waits.0.is_ok() && waits.1.is_ok() && waits.2.is_ok() && waits.3.is_ok()
+        let fill = self.filled.get_or_try_init(|| async {
+            for scope in &self.scopes {
+                let waits = futures::join!(
+                    scope.services.wait_until_ready(),
+                    scope.secrets.wait_until_ready(),
+                    scope.budgets.wait_until_ready(),
+                    scope.slices.wait_until_ready(),
+                );
+                if waits.0.is_err() || waits.1.is_err() || waits.2.is_err() || waits.3.is_err() {
+                    return Err(Error::CachesNotReady("a watch ended"));
+                }
+            }
+            Ok(())
         });
-        match tokio::time::timeout(READY_TIMEOUT, futures::future::join_all(all)).await {
-            Ok(done) if done.iter().all(|ok| *ok) => Ok(()),
-            Ok(_) => Err(Error::CachesNotReady("a watch ended")),
+        match tokio::time::timeout(READY_TIMEOUT, fill).await {
+            Ok(result) => result.map(|_| ()),
             Err(_) => Err(Error::CachesNotReady("the first lists have not arrived")),
         }
     }
@@ -187,6 +196,7 @@ impl Caches {
                 budgets: filled(Vec::new()),
                 slices: filled(Vec::new()),
             }],
+            filled: Arc::default(),
         }
     }
 }
@@ -257,6 +267,32 @@ mod tests {
             name: Some(name.into()),
             ..ObjectMeta::default()
         }
+    }
+
+    /// Every waiting pass goes on once the caches are filled, not only the
+    /// last to wait (a store's readiness wakes one waiter).
+    #[tokio::test(start_paused = true)]
+    async fn every_waiting_pass_goes_on_when_the_caches_are_filled() {
+        let (services, mut services_writer) = reflector::store::<Service>();
+        let filled_now = |writer: &mut reflector::store::Writer<_>| {
+            writer.apply_watcher_event(&watcher::Event::Init);
+            writer.apply_watcher_event(&watcher::Event::InitDone);
+        };
+        let mut caches = Caches::filled(Vec::new(), Vec::new());
+        caches.scopes[0].services = services;
+        let waits: Vec<_> = (0..3)
+            .map(|_| {
+                let caches = caches.clone();
+                tokio::spawn(async move { caches.ready().await.is_ok() })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        filled_now(&mut services_writer);
+        let started = tokio::time::Instant::now();
+        for wait in waits {
+            assert!(wait.await.unwrap());
+        }
+        assert!(started.elapsed() < Duration::from_secs(1));
     }
 
     #[test]
