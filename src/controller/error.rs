@@ -49,6 +49,10 @@ pub enum Error {
         context: &'static str,
         message: String,
     },
+
+    /// The caches a pass reads are not filled yet ([`super::caches`]).
+    #[error("the operator's caches are not ready: {0}")]
+    CachesNotReady(&'static str),
 }
 
 impl Error {
@@ -73,6 +77,8 @@ impl Error {
             Error::Instance { source, .. } => source.category(),
             // An instance manager that cannot be reached now may be on the next pass.
             Error::InstanceUnreachable { .. } => Category::Api,
+            // A watch still listing, or retrying after the API server failed it.
+            Error::CachesNotReady(_) => Category::Api,
         }
     }
 }

@@ -10,6 +10,7 @@
 //! pass), which the planners receive as observations.
 
 pub mod backup;
+pub mod caches;
 pub mod conditions;
 pub mod credentials;
 pub mod database;
@@ -54,6 +55,9 @@ pub struct Context {
     pub instances: Arc<dyn Instances>,
     /// Every primary Lease, as this process observes it.
     pub leases: Arc<leases::Leases>,
+    /// The objects a Database pass reads from caches (empty for the other
+    /// controllers).
+    pub caches: caches::Caches,
     recorder: Recorder,
     /// Consecutive failures per object, for exponential backoff.
     failures: Mutex<HashMap<String, u32>>,
@@ -98,6 +102,42 @@ impl Context {
         build: BuildConfig,
         instances: Arc<dyn Instances>,
     ) -> Arc<Self> {
+        Self::assemble(
+            client,
+            metrics,
+            reporter,
+            build,
+            instances,
+            caches::Caches::default(),
+        )
+    }
+
+    /// The Database controller's: [`Context::new`] whose passes read `caches`.
+    pub fn for_databases(
+        client: Client,
+        metrics: Metrics,
+        reporter: Reporter,
+        build: BuildConfig,
+        caches: caches::Caches,
+    ) -> Arc<Self> {
+        Self::assemble(
+            client,
+            metrics,
+            reporter,
+            build,
+            Arc::new(HttpInstances::default()),
+            caches,
+        )
+    }
+
+    fn assemble(
+        client: Client,
+        metrics: Metrics,
+        reporter: Reporter,
+        build: BuildConfig,
+        instances: Arc<dyn Instances>,
+        caches: caches::Caches,
+    ) -> Arc<Self> {
         Arc::new(Self {
             recorder: Recorder::new(client.clone(), reporter),
             client,
@@ -105,6 +145,7 @@ impl Context {
             build,
             instances,
             leases: Arc::default(),
+            caches,
             failures: Mutex::default(),
             status_writes: Mutex::default(),
             finished: Mutex::default(),

@@ -10,9 +10,8 @@ use std::sync::Arc;
 use futures::future::{BoxFuture, join_all};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::events::Reporter;
@@ -25,6 +24,7 @@ use tracing::{error, info, warn};
 
 use crate::api::expose::NodePortRange;
 use crate::api::v1::{Backup, Database, Drill, ObjectStore};
+use crate::controller::caches::{Caches, ScopeFeeds};
 use crate::controller::{self, Context, backup, database, drill, guarded, store_credentials};
 use crate::resources::{BuildConfig, labels};
 use crate::telemetry::{self, metrics::Metrics};
@@ -275,13 +275,17 @@ where
 fn run_database(
     client: Client,
     api: Api<Database>,
+    feeds: ScopeFeeds,
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
 ) -> (Store<DeserializeGuard<Database>>, BoxFuture<'static, ()>) {
     // What Tusk creates wakes its Database as it changes: a pod becoming ready
     // is the usual next step, and an edited Service or PDB or a deleted Secret
     // is drift to correct now rather than at the next steady requeue. Only
-    // Tusk's own are watched.
+    // Tusk's own are watched (or, for the Services and Secrets a pass finds
+    // by name, only those a Database owns wake one). The Services, Secrets
+    // and budgets come through the caches a pass reads
+    // (`controller::caches`).
     let owned = watcher::Config::default()
         .labels(&format!(
             "{}={}",
@@ -292,13 +296,10 @@ fn run_database(
     let guarded = same_scope::<DeserializeGuard<Database>>(&client, &api);
     let controller = Controller::new(guarded, watcher::Config::default().any_semantic())
         .owns(same_scope::<Pod>(&client, &api), owned.clone())
-        .owns(
-            same_scope::<PersistentVolumeClaim>(&client, &api),
-            owned.clone(),
-        )
-        .owns(same_scope::<Service>(&client, &api), owned.clone())
-        .owns(same_scope::<Secret>(&client, &api), owned.clone())
-        .owns(same_scope::<PodDisruptionBudget>(&client, &api), owned)
+        .owns(same_scope::<PersistentVolumeClaim>(&client, &api), owned)
+        .owns_stream(feeds.services)
+        .owns_stream(feeds.secrets)
+        .owns_stream(feeds.budgets)
         // Any Backup of a Database wakes it: `status.lastBackup`, the next
         // scheduled run, retention after a backup, a final backup's end.
         .watches(
@@ -313,21 +314,11 @@ fn run_database(
     // The `-rw`/`-ro` endpoints moving wakes their Database: Ready waits for
     // the Services to route, and a switchover's pause ends there. The
     // EndpointSlice controller copies the Service's labels onto its slices.
-    let controller = controller.watches(
-        same_scope::<EndpointSlice>(&client, &api),
-        watcher::Config::default()
-            .labels(&format!(
-                "{}={}",
-                labels::MANAGED_BY,
-                labels::MANAGED_BY_VALUE
-            ))
-            .any_semantic(),
-        |slice: EndpointSlice| {
-            let namespace = slice.namespace()?;
-            let database = slice.labels().get(labels::DATABASE)?;
-            Some(ObjectRef::new(database).within(&namespace))
-        },
-    );
+    let controller = controller.watches_stream(feeds.slices, |slice: EndpointSlice| {
+        let namespace = slice.namespace()?;
+        let database = slice.labels().get(labels::DATABASE)?;
+        Some(ObjectRef::new(database).within(&namespace))
+    });
     // The Secret cert-manager fills for `spec.tls.certManager` wakes its
     // Database when it is issued or renewed: the new certificate is then
     // copied to the instances and reloaded at once, not at the next steady
@@ -552,11 +543,25 @@ async fn run_controllers(
     let operator_namespace = &config.lease_namespace;
     let build = config.build_config();
     info!("leading: starting the controllers");
-    let db_ctx = Context::new(
+    let mut caches = Caches::default();
+    let scopes: Vec<(Api<Database>, ScopeFeeds)> = apis::<Database>(&client, namespaces)
+        .into_iter()
+        .map(|api| {
+            let feeds = caches.add_scope(
+                same_scope(&client, &api),
+                same_scope(&client, &api),
+                same_scope(&client, &api),
+                same_scope(&client, &api),
+            );
+            (api, feeds)
+        })
+        .collect();
+    let db_ctx = Context::for_databases(
         client.clone(),
         metrics.clone(),
         reporter.clone(),
         build.clone(),
+        caches,
     );
     let backup_ctx = Context::new(
         client.clone(),
@@ -591,8 +596,9 @@ async fn run_controllers(
         }
     }
     let mut db_stores = Vec::new();
-    for api in apis::<Database>(&client, namespaces) {
-        let (store, run) = run_database(client.clone(), api, db_ctx.clone(), shutdown.clone());
+    for (api, feeds) in scopes {
+        let (store, run) =
+            run_database(client.clone(), api, feeds, db_ctx.clone(), shutdown.clone());
         db_stores.push(store);
         tasks.push(run);
     }

@@ -21,6 +21,11 @@ pub(super) type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>
 
 /// A Context whose client talks to a mock API server (the returned handle).
 pub(super) fn context() -> (Arc<Context>, Handle) {
+    context_with(crate::controller::caches::Caches::default())
+}
+
+/// [`context`] whose passes read `caches`.
+fn context_with(caches: crate::controller::caches::Caches) -> (Arc<Context>, Handle) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = Client::new(service, "default");
     let metrics = Metrics::register(&mut Registry::default());
@@ -37,7 +42,10 @@ pub(super) fn context() -> (Arc<Context>, Handle) {
         instance_self_label: false,
         node_ports: Default::default(),
     };
-    (Context::new(client, metrics, reporter, build), handle)
+    (
+        Context::for_databases(client, metrics, reporter, build, caches),
+        handle,
+    )
 }
 
 /// Waits for the next request, checks its method and path, and answers with `reply`.
@@ -109,16 +117,7 @@ fn with_finalizer(mut db: Database) -> Database {
 
 /// Answers every request like an empty namespace would: lists are empty, and
 /// creates and applies echo the object. Returns each request's method, path and body.
-async fn serve_empty_namespace(handle: Handle, db: Value) -> Vec<(Method, String, Value)> {
-    serve_namespace(handle, db, Vec::new()).await
-}
-
-/// [`serve_empty_namespace`], with `services` in the list of Services.
-async fn serve_namespace(
-    mut handle: Handle,
-    db: Value,
-    services: Vec<Value>,
-) -> Vec<(Method, String, Value)> {
+async fn serve_empty_namespace(mut handle: Handle, db: Value) -> Vec<(Method, String, Value)> {
     let mut seen = Vec::new();
     while let Ok(Some((request, send))) =
         tokio::time::timeout(std::time::Duration::from_secs(2), handle.next_request()).await
@@ -153,9 +152,7 @@ async fn serve_namespace(
             seen.push((method, path, body));
             continue;
         }
-        let reply = if method == Method::GET && path.ends_with("/services") {
-            json!({ "apiVersion": "v1", "kind": "List", "metadata": {}, "items": services })
-        } else if method == Method::GET {
+        let reply = if method == Method::GET {
             json!({ "apiVersion": "v1", "kind": "List", "metadata": {}, "items": [] })
         } else if path.ends_with("/status") {
             db.clone()
@@ -200,10 +197,6 @@ async fn a_first_pass_creates_credentials_services_and_the_first_volume_then_wri
             format!("GET {ns}/persistentvolumeclaims"),
             "GET /apis/batch/v1/namespaces/shop/jobs".to_owned(),
             format!("GET {ns}/pods"),
-            format!("GET {ns}/secrets"),
-            format!("GET {ns}/services"),
-            "GET /apis/policy/v1/namespaces/shop/poddisruptionbudgets".to_owned(),
-            "GET /apis/discovery.k8s.io/v1/namespaces/shop/endpointslices".to_owned(),
             // The operator's client material, before the managers are polled.
             format!("GET {ns}/secrets/orders-ca"),
             "GET /apis/coordination.k8s.io/v1/namespaces/shop/leases/orders-primary".to_owned(),
@@ -525,7 +518,6 @@ async fn deletion_in_a_terminating_namespace_releases_without_a_final_backup() {
 #[tokio::test]
 async fn a_pass_applies_the_exposure_services_and_deletes_an_unlisted_one() {
     use crate::api::expose::{ExposeSpec, ExposeTarget, ExposeType};
-    let (ctx, handle) = context();
     let mut db = with_finalizer(sample_database());
     db.metadata.uid = Some("uid-orders".into());
     db.spec.expose = vec![ExposeSpec {
@@ -550,14 +542,21 @@ async fn a_pass_applies_the_exposure_services_and_deletes_an_unlisted_one() {
             "spec": { "type": "NodePort" },
         })
     };
-    let server = tokio::spawn(serve_namespace(
+    let services = [
+        service("orders-ro-nodeport", "ro", "uid-orders"),
+        // Another Database's of the same name, gone and recreated: not ours.
+        service("orders-r-nodeport", "r", "uid-previous-orders"),
+    ]
+    .into_iter()
+    .map(|s| serde_json::from_value(s).unwrap())
+    .collect();
+    let (ctx, handle) = context_with(crate::controller::caches::Caches::filled(
+        services,
+        Vec::new(),
+    ));
+    let server = tokio::spawn(serve_empty_namespace(
         handle,
         serde_json::to_value(&db).unwrap(),
-        vec![
-            service("orders-ro-nodeport", "ro", "uid-orders"),
-            // Another Database's of the same name, gone and recreated: not ours.
-            service("orders-r-nodeport", "r", "uid-previous-orders"),
-        ],
     ));
     reconcile(Arc::new(db), ctx).await.unwrap();
     let seen = server.await.unwrap();

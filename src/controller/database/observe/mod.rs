@@ -2,8 +2,9 @@
 //! Services, PDBs, the Services' EndpointSlices, its Backups, the published
 //! endpoints and the probes through them: [`exposure`]) and what each
 //! instance manager says, reduced to the [`Observed`] the lifecycle decides
-//! on by comparing each object with what the builders make. Listing and
-//! polling are the async edge ([`snapshot`] for a live Database,
+//! on by comparing each object with what the builders make. Listing, reading
+//! the operator's caches (`crate::controller::caches`) and polling are the
+//! async edge ([`snapshot`] for a live Database,
 //! [`deletion_snapshot`] for one being deleted); [`reduce`] is pure.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,6 +25,7 @@ use crate::api::v1::Backup;
 use crate::api::v1::{Database, ObjectStore};
 use crate::contract::env::BOOTSTRAP_ANNOTATION;
 use crate::contract::{API_VERSION, Bootstrap, RestoreProgress, Status, Volumes};
+use crate::controller::caches::Caches;
 use crate::controller::{Context, Error, key_of};
 use crate::lifecycle::RetentionPass;
 use crate::resources::{self, SecretKind, labels, names};
@@ -150,10 +152,12 @@ impl Snapshot {
     }
 }
 
-/// Lists everything of `db` by its label and polls every running pod's manager
-/// concurrently.
+/// Lists `db`'s Pods, PVCs and Jobs by its label, reads its Secrets,
+/// Services, budgets and EndpointSlices from `caches`, and polls every
+/// running pod's manager concurrently.
 pub async fn snapshot(
     client: &kube::Client,
+    caches: &Caches,
     api: &dyn Instances,
     db: &Database,
     namespace: &str,
@@ -194,23 +198,12 @@ pub async fn snapshot(
                         .is_some_and(|j| job_names.contains(j))
             })
             .partition(|p| names::serial_of(&name, &p.name_any()).is_some());
-    let secrets = list_secrets(client, db, namespace).await?;
-    let services = list_services(client, &name, uid.as_deref(), namespace).await?;
-    let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), namespace)
-        .list(&params)
-        .await
-        .map_err(Error::kube("listing the Database's PodDisruptionBudgets"))?
-        .items;
-    let routed = format!(
-        "{SERVICE_NAME_LABEL} in ({},{})",
-        names::rw_service(&name),
-        names::ro_service(&name)
-    );
-    let endpoints = Api::<EndpointSlice>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default().labels(&routed))
-        .await
-        .map_err(Error::kube("listing the Services' EndpointSlices"))?
-        .items;
+    let secrets = caches.secrets(namespace, &secret_names(db));
+    let services = caches.services(namespace, |s| databases_service(s, &name, uid.as_deref()));
+    let pdbs = caches.budgets(namespace, |b| {
+        b.labels().get(labels::DATABASE) == Some(&name)
+    });
+    let endpoints = caches.slices(namespace, |s| routes(s, &name));
     let user_ca = db.spec.tls.ca.as_ref().map(|r| r.secret_name.as_str());
     let client_tls = tls::client_tls(client, namespace, &name, user_ca).await?;
     let (managers, volumes) = futures::join!(
@@ -257,14 +250,10 @@ pub async fn snapshot(
     })
 }
 
-/// The metadata of the Database's Secrets and its store's credentials. By
+/// The names of the Database's Secrets and of its store's credentials. By
 /// name, not label: a Secret whose labels a user removed must still be found
 /// (and relabelled), not recreated over.
-async fn list_secrets(
-    client: &kube::Client,
-    db: &Database,
-    namespace: &str,
-) -> Result<Vec<ObjectMeta>, Error> {
+fn secret_names(db: &Database) -> Vec<String> {
     let name = db.name_any();
     let mut secret_names: Vec<String> = SecretKind::ALL
         .iter()
@@ -274,46 +263,37 @@ async fn list_secrets(
     secret_names.extend(reduce::store_credentials(db));
     // Found even once spec.expose is empty: it is deleted then.
     secret_names.push(crate::api::expose::external_secret_name(&name));
-    Ok(Api::<Secret>::namespaced(client.clone(), namespace)
-        .list_metadata(&ListParams::default())
-        .await
-        .map_err(Error::kube("listing the Database's Secrets"))?
-        .items
-        .into_iter()
-        .map(|s| s.metadata)
-        .filter(|m| m.name.as_ref().is_some_and(|n| secret_names.contains(n)))
-        .collect())
+    secret_names
 }
 
-/// The rw, ro and r Services, by name; and those of `spec.expose` (of
-/// earlier specs too: label [`labels::EXPOSED`], owned by the Database), which
-/// only Tusk removes.
-async fn list_services(
-    client: &kube::Client,
-    name: &str,
-    uid: Option<&str>,
-    namespace: &str,
-) -> Result<Vec<Service>, Error> {
-    let service_names = [
+/// Whether `service` is one of Database `name`'s: the rw, ro and r Services,
+/// by name; and those of `spec.expose` (of earlier specs too: label
+/// [`labels::EXPOSED`], owned by the Database of `uid`), which only Tusk
+/// removes.
+fn databases_service(service: &Service, name: &str, uid: Option<&str>) -> bool {
+    let service_name = service.name_any();
+    [
         names::rw_service(name),
         names::ro_service(name),
         names::r_service(name),
-    ];
-    Ok(Api::<Service>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(Error::kube("listing the Database's Services"))?
-        .items
-        .into_iter()
-        .filter(|s| {
-            service_names.contains(&s.name_any())
-                || (s.labels().contains_key(labels::EXPOSED)
-                    && s.labels().get(labels::DATABASE).map(String::as_str) == Some(name)
-                    && s.owner_references()
-                        .iter()
-                        .any(|r| Some(r.uid.as_str()) == uid))
+    ]
+    .contains(&service_name)
+        || (service.labels().contains_key(labels::EXPOSED)
+            && service.labels().get(labels::DATABASE).map(String::as_str) == Some(name)
+            && service
+                .owner_references()
+                .iter()
+                .any(|r| Some(r.uid.as_str()) == uid))
+}
+
+/// Whether `slice` is one of the `-rw` or `-ro` Service's of Database `name`.
+fn routes(slice: &EndpointSlice, name: &str) -> bool {
+    slice
+        .labels()
+        .get(SERVICE_NAME_LABEL)
+        .is_some_and(|service| {
+            *service == names::rw_service(name) || *service == names::ro_service(name)
         })
-        .collect())
 }
 
 /// `/status` of every running pod's manager, concurrently, by pod name; a
@@ -377,8 +357,10 @@ async fn poll_restoring(
 /// the Database's Backups when it has a store, the time, and the last
 /// retention pass.
 pub async fn live(ctx: &Context, db: &Database, namespace: &str) -> Result<Snapshot, Error> {
+    ctx.caches.ready().await?;
     let mut snapshot = snapshot(
         &ctx.client,
+        &ctx.caches,
         ctx.instances.as_ref(),
         db,
         namespace,
@@ -483,5 +465,103 @@ mod volume_usage;
 mod volumes;
 
 pub use reduce::{reduce, reduce_deletion};
+
 pub use views::{applied, instance_statuses};
 pub use volumes::volume_statuses;
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    use super::*;
+
+    fn labelled(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("shop".into()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn owned_by(mut metadata: ObjectMeta, uid: &str) -> ObjectMeta {
+        metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "tusk.dev/v1".into(),
+            kind: "Database".into(),
+            name: "orders".into(),
+            uid: uid.into(),
+            ..OwnerReference::default()
+        }]);
+        metadata
+    }
+
+    fn service(metadata: ObjectMeta) -> Service {
+        Service {
+            metadata,
+            ..Service::default()
+        }
+    }
+
+    #[test]
+    fn a_databases_services_are_its_own_by_name_and_its_exposed_by_label_and_owner() {
+        let exposed = [(labels::EXPOSED, "rw"), (labels::DATABASE, "orders")];
+        let ours = |s: &Service| databases_service(s, "orders", Some("uid-orders"));
+        // By name, even with every label stripped.
+        assert!(ours(&service(labelled("orders-rw", &[]))));
+        assert!(ours(&service(labelled("orders-ro", &[]))));
+        assert!(ours(&service(labelled("orders-r", &[]))));
+        assert!(ours(&service(owned_by(
+            labelled("orders-rw-lb", &exposed),
+            "uid-orders"
+        ))));
+        // Another Database's of the same name, gone and recreated.
+        assert!(!ours(&service(owned_by(
+            labelled("orders-rw-lb", &exposed),
+            "uid-previous"
+        ))));
+        // Labelled but not owned, or another Database's, or a stranger.
+        assert!(!ours(&service(labelled("orders-rw-lb", &exposed))));
+        assert!(!ours(&service(labelled("billing-rw", &[]))));
+        assert!(!ours(&service(labelled("orders-rw-x", &[]))));
+        assert!(!databases_service(
+            &service(owned_by(labelled("orders-rw-lb", &exposed), "uid-orders")),
+            "orders",
+            None
+        ));
+    }
+
+    #[test]
+    fn a_databases_endpoints_are_the_slices_of_its_rw_and_ro_services() {
+        let slice = |service: &str| EndpointSlice {
+            metadata: labelled("slice", &[(SERVICE_NAME_LABEL, service)]),
+            ..EndpointSlice::default()
+        };
+        assert!(routes(&slice("orders-rw"), "orders"));
+        assert!(routes(&slice("orders-ro"), "orders"));
+        assert!(!routes(&slice("orders-r"), "orders"));
+        assert!(!routes(&slice("billing-rw"), "orders"));
+        assert!(!routes(
+            &EndpointSlice {
+                metadata: labelled("slice", &[]),
+                ..EndpointSlice::default()
+            },
+            "orders"
+        ));
+    }
+
+    #[test]
+    fn a_databases_secrets_are_named_for_it_with_the_external_one() {
+        let db = crate::api::arbitrary::sample_database();
+        let name = db.name_any();
+        let names = secret_names(&db);
+        for kind in SecretKind::ALL {
+            assert!(names.contains(&kind.secret_name(&name)));
+        }
+        assert!(names.contains(&crate::api::expose::external_secret_name(&name)));
+    }
+}
