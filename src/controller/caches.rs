@@ -85,13 +85,7 @@ impl Caches {
     ) -> ScopeFeeds {
         // Only Tusk's own budgets and slices (the EndpointSlice controller
         // copies the Service's labels onto its slices).
-        let owned = watcher::Config::default()
-            .labels(&format!(
-                "{}={}",
-                labels::MANAGED_BY,
-                labels::MANAGED_BY_VALUE
-            ))
-            .any_semantic();
+        let owned = tusks_own();
         let every = watcher::Config::default().any_semantic();
         let (services_cache, services_writer) = reflector::store();
         let (secrets_cache, secrets_writer) = reflector::store();
@@ -199,6 +193,17 @@ impl Caches {
             filled: Arc::default(),
         }
     }
+}
+
+/// A watch of the objects Tusk made (its managed-by label).
+pub fn tusks_own() -> watcher::Config {
+    watcher::Config::default()
+        .labels(&format!(
+            "{}={}",
+            labels::MANAGED_BY,
+            labels::MANAGED_BY_VALUE
+        ))
+        .any_semantic()
 }
 
 /// A watch of full objects with their managed fields dropped, filling

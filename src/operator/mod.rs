@@ -286,13 +286,7 @@ fn run_database(
     // by name, only those a Database owns wake one). The Services, Secrets
     // and budgets come through the caches a pass reads
     // (`controller::caches`).
-    let owned = watcher::Config::default()
-        .labels(&format!(
-            "{}={}",
-            labels::MANAGED_BY,
-            labels::MANAGED_BY_VALUE
-        ))
-        .any_semantic();
+    let owned = crate::controller::caches::tusks_own();
     let guarded = same_scope::<DeserializeGuard<Database>>(&client, &api);
     let controller = Controller::new(guarded, watcher::Config::default().any_semantic())
         .owns(same_scope::<Pod>(&client, &api), owned.clone())
