@@ -30,7 +30,10 @@ use super::shape::Topology;
 use super::verdict::Verdict;
 
 /// The members as the managers should know them: every instance with a pod
-/// address, by name.
+/// address, by name; and the lease holder while the lease names it, at the
+/// address the managers last had for it, when its pod is gone. A primary
+/// that vanished without releasing its lease can only be failed over once
+/// the replicas confirm it silent, which they judge only of members.
 fn members(ctx: &Context) -> Vec<Member> {
     let mut members: Vec<Member> = ctx
         .members
@@ -44,6 +47,19 @@ fn members(ctx: &Context) -> Vec<Member> {
             })
         })
         .collect();
+    if let Some(holder) = ctx.observed.lease.holder()
+        && !members.iter().any(|m| m.name == holder)
+        && ctx.members.iter().any(|s| ctx.name(*s) == holder)
+        && let Some(known) = ctx
+            .observed
+            .instances
+            .values()
+            .filter_map(|i| i.pod.as_ref()?.ha.as_ref())
+            .flat_map(|ha| &ha.members)
+            .find(|m| m.name == holder)
+    {
+        members.push(known.clone());
+    }
     members.sort();
     members
 }

@@ -436,3 +436,54 @@ fn a_replica_whose_volume_is_full_is_not_promoted() {
     );
     assert_eq!(promotions(&decided.actions), [name(2)]);
 }
+
+#[test]
+fn a_vanished_lease_holder_stays_a_member_at_its_last_address() {
+    let mut observed = lost_primary(expired(), 0);
+    // orders-1's pod is gone; the replicas last knew it at 198.18.0.1.
+    if let Some(instance) = observed.instances.get_mut(&1) {
+        instance.pod = None;
+    }
+    for serial in [2, 3] {
+        if let Some(ha) = observed
+            .instances
+            .get_mut(&serial)
+            .and_then(|i| i.pod.as_mut())
+            .and_then(|p| p.ha.as_mut())
+        {
+            ha.members = (1..=3)
+                .map(|s| Member {
+                    name: name(s),
+                    address: format!("198.18.0.{s}"),
+                    tls: false,
+                })
+                .collect();
+        }
+    }
+    let pushed = |observed: &Observed| -> Vec<Vec<String>> {
+        plan(&async_spec(3), status(P::Ready, Some(1)).as_ref(), observed)
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::SetMembers { members, .. } => {
+                    Some(members.iter().map(|m| m.name.clone()).collect())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    // The lease still names orders-1: nothing to push, it stays a member.
+    assert!(
+        pushed(&observed).iter().all(|m| m.contains(&name(1))),
+        "{:?}",
+        pushed(&observed)
+    );
+    // Once another instance holds the lease, orders-1 leaves the members.
+    observed.lease = LeaseState::Held {
+        holder: name(2),
+        remaining: Duration::from_secs(4),
+    };
+    let after = pushed(&observed);
+    assert!(!after.is_empty(), "the members must be pushed again");
+    assert!(after.iter().all(|m| !m.contains(&name(1))), "{after:?}");
+}
