@@ -27,6 +27,12 @@
 //!      writes;
 //!    - a replica calls its peers.
 //!
+//!    Every instance's peers are all the others, whatever it can reach. In
+//!    the product the operator pushes the member list; it keeps the lease
+//!    holder in it, at its last address, while the lease names it, even once
+//!    its pod is gone (`lifecycle::primary::members`), or a primary that
+//!    vanished without releasing could never be confirmed gone.
+//!
 //!    Both sides of an exchange record it, and each answer says whether the
 //!    peer fenced itself. Latencies are the worst the protocol allows: an
 //!    answer reaches a primary as late as the request timeout permits (so it

@@ -208,6 +208,14 @@ impl LocalNode {
         Ok(())
     }
 
+    /// SIGSTOP to `pid` from the host: the process is frozen, does nothing
+    /// more (not even on SIGTERM) and dies only by SIGKILL, as the kubelet
+    /// sends when its pod goes.
+    pub async fn freeze(&self, pid: u32) -> Result<()> {
+        host_async("kill", &["-s", "STOP", &pid.to_string()]).await?;
+        Ok(())
+    }
+
     /// Drops every packet into and out of the network namespace `netns`
     /// except on loopback: the pod can reach neither its peers, nor the API
     /// server, nor its clients, and nobody reaches it; the processes inside

@@ -4,7 +4,9 @@
 //! fault has its own test, namespace and 3-instance Database:
 //!
 //! - (a) the primary's pod force-deleted, then (f) a switchover;
-//! - (b) the primary's postmaster killed, then its instance manager;
+//! - (b) the primary's postmaster killed, then its instance manager; then
+//!   its manager frozen and its pod force-deleted, so the lease is never
+//!   released and the replicas must confirm the holder gone;
 //! - (c) the primary's network cut for 30 s: it fences, a replica takes over,
 //!   it rejoins by rewind;
 //! - (d) the API server stopped for 60 s: no failover, writes go on;
@@ -16,7 +18,7 @@
 //! (a), (f) and (b)'s postmaster kill are injected by `Drill` objects, the
 //! product's own fault injection, whose verdicts must agree (Succeeded, no
 //! acknowledged write lost); the suite's writer and checks stay the judge.
-//! (b)'s manager kill, (c), (d) and the abrupt kill act on the node (a host pid, a pod's
+//! (b)'s manager kill and freeze, (c), (d) and the abrupt kill act on the node (a host pid, a pod's
 //! network namespace, the API server's process), so they need the local
 //! cluster (`e2e/cluster up`). They find its node once the operator is
 //! installed (its containers are the proof that `$KUBECONFIG` points here),
@@ -364,6 +366,20 @@ async fn a_killed_postmaster_and_a_killed_manager_lose_no_commit() {
                     format!("moved to {now}")
                 }
             );
+
+            // (b3) The primary's manager frozen (SIGSTOP), so it can neither
+            // release the lease nor answer, then its pod force-deleted: the
+            // replicas go on calling the lease holder at its last address,
+            // confirm it gone, and one of them takes over.
+            let old = current_primary(&client, &ns, DB).await?;
+            let (container, _) = faults::main_container(&client, &ns, &old).await?;
+            let pid = node.host_pid(&container).await?;
+            node.freeze(pid).await?;
+            let fault = unix_now();
+            pods.delete(&old, &force()).await?;
+            let what = format!("(b3) primary {old} frozen (host pid {pid}) and force-deleted");
+            let new = recovers(&client, &ns, &what, fault, |p| p != old).await?;
+            println!("{what}: {new} took over");
             println!("(b) took {:.0} s", began.elapsed().as_secs_f64());
             Ok(())
         },
