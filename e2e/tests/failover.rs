@@ -380,6 +380,33 @@ async fn a_killed_postmaster_and_a_killed_manager_lose_no_commit() {
             let what = format!("(b3) primary {old} frozen (host pid {pid}) and force-deleted");
             let new = recovers(&client, &ns, &what, fault, |p| p != old).await?;
             println!("{what}: {new} took over");
+            // It was a failover, not the old primary's pod recreated while
+            // the replicas could not judge it and a later promotion riding on
+            // their stale silence: nothing recreated the pod before the new
+            // holder took the lease. (Pod times are whole seconds, so only
+            // a recreation a second or more earlier is caught.)
+            let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+            let lease = leases.get(&format!("{DB}-primary")).await?.spec;
+            let taken = lease
+                .as_ref()
+                .and_then(|l| l.acquire_time.as_ref())
+                .map(unix_seconds)
+                .ok_or("(b3) the lease has no acquire time")?;
+            let holder = lease.and_then(|l| l.holder_identity).unwrap_or_default();
+            let recreated = pods
+                .get(&old)
+                .await?
+                .metadata
+                .creation_timestamp
+                .map(|t| t.0.as_second())
+                .ok_or("(b3) the recreated pod has no creation time")?;
+            if holder != new || recreated < taken.floor() as i64 {
+                return Err(format!(
+                    "{what}: {old}'s pod was recreated at {recreated} before {holder} took \
+                     the lease at {taken:.3}: the replicas could not confirm {old} gone"
+                )
+                .into());
+            }
             println!("(b) took {:.0} s", began.elapsed().as_secs_f64());
             Ok(())
         },
