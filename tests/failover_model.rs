@@ -22,9 +22,12 @@
 //!      lease: it renews it, takes it back when it released it itself, and
 //!      otherwise learns it `lost` (a compare-and-swap on the version, so
 //!      once another instance wrote itself in, or released it in turn, the
-//!      renewal fails): it is deposed and waits to be rewound),
-//!      calls its peers and judges with `Guard::check` whether it may accept
-//!      writes;
+//!      renewal fails): it is deposed and waits to be rewound. (The manager
+//!      writes a renewal over the lease as it last wrote it, and reads only
+//!      after a lost race. That is this same step: a write that succeeds
+//!      proves the lease unchanged since, so the rule judged the lease as it
+//!      was.) It then calls its peers and judges with `Guard::check` whether
+//!      it may accept writes;
 //!    - a replica calls its peers.
 //!
 //!    Every instance's peers are all the others, whatever it can reach. In

@@ -1,11 +1,13 @@
 //! The lease traffic of leader selection, made as the real managers make it
-//! (`--leases`): every period each primary reads its Database's primary
-//! Lease and renews it, and each replica reads it. That is the API-server
+//! (`--leases`): every period each primary renews its Database's primary
+//! Lease over the one it wrote last (reading it only first, or after a lost
+//! race), and each replica reads it. That is the API-server
 //! load (and the operator's lease watch events) that decide how short a
 //! lease one cluster can afford for thousands of Databases. Only the calls
 //! are real: a simulated primary never loses, takes over or hands on the
 //! lease.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -27,6 +29,7 @@ const CONCURRENCY: usize = 64;
 /// read of its primary Lease, and for a primary the renewal.
 pub async fn run(client: Client, pods: Arc<Pods>, sim: Arc<Mutex<Sim>>) {
     let timing = Timing::DEFAULT;
+    let written = Written::default();
     let mut interval = tokio::time::interval(timing.period);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -35,8 +38,9 @@ pub async fn run(client: Client, pods: Arc<Pods>, sim: Arc<Mutex<Sim>>) {
         futures::stream::iter(members.into_iter().filter(|m| pods.exists(&m.namespace, &m.name)))
             .for_each_concurrent(CONCURRENCY, |member| {
                 let client = client.clone();
+                let written = &written;
                 async move {
-                    if let Err(error) = call(client, &member, timing.lease).await {
+                    if let Err(error) = call(client, &member, timing.lease, written).await {
                         tracing::debug!(namespace = %member.namespace, instance = %member.name, %error, "lease call failed");
                     }
                 }
@@ -45,21 +49,51 @@ pub async fn run(client: Client, pods: Arc<Pods>, sim: Arc<Mutex<Sim>>) {
     }
 }
 
+/// Each simulated primary's lease as it last wrote it, by namespace and
+/// instance.
+type Written = Mutex<HashMap<(String, String), Lease>>;
+
 async fn call(
     client: Client,
     member: &super::sim::Member,
     duration: Duration,
+    written: &Written,
 ) -> Result<(), kube::Error> {
     let api: Api<Lease> = Api::namespaced(client, &member.namespace);
     let name = tusk::resources::names::primary_lease(&member.database);
-    let Some(lease) = api.get_opt(&name).await? else {
-        return Ok(());
-    };
     if !member.primary {
+        api.get_opt(&name).await?;
         return Ok(());
     }
-    if let Some(renewed) = renewal(lease, &member.name, duration) {
-        api.replace(&name, &PostParams::default(), &renewed).await?;
+    let key = (member.namespace.clone(), member.name.clone());
+    let last = written
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&key);
+    let blind = match last.and_then(|l| renewal(l, &member.name, duration)) {
+        Some(next) => match api.replace(&name, &PostParams::default(), &next).await {
+            Err(kube::Error::Api(status)) if status.code == 409 => None,
+            other => Some(other?),
+        },
+        None => None,
+    };
+    let renewed = match blind {
+        Some(lease) => Some(lease),
+        None => {
+            let Some(lease) = api.get_opt(&name).await? else {
+                return Ok(());
+            };
+            match renewal(lease, &member.name, duration) {
+                Some(next) => Some(api.replace(&name, &PostParams::default(), &next).await?),
+                None => None,
+            }
+        }
+    };
+    if let Some(lease) = renewed {
+        written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, lease);
     }
     Ok(())
 }

@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::coordination::v1::Lease;
+
 use crate::contract::{HaStatus, Lsn, Member, PeerStatus, PeerView, PrimaryEnd};
 use crate::failover::fencing::{Guard, Writable};
 use crate::failover::lease::Observer;
@@ -21,6 +23,10 @@ pub struct State {
     answers: BTreeMap<String, PeerStatus>,
     /// The last write of the lease by this instance succeeded and named it.
     holds: bool,
+    /// The lease as this instance last wrote it, while that write named it
+    /// and nothing is known to have changed it since: the next renewal is
+    /// written over it without a read.
+    written: Option<Lease>,
     /// A replica: the furthest WAL end its primary reported, and who that was.
     primary_end: Option<PrimaryEnd>,
 }
@@ -35,7 +41,30 @@ impl State {
     /// The lease is not (or no longer) this instance's.
     pub fn lost(&mut self) {
         self.holds = false;
+        self.written = None;
         self.guard.lost();
+    }
+
+    /// This instance wrote `lease` (as the API server returned it): kept
+    /// for the next renewal when it names `me`.
+    pub fn wrote(&mut self, lease: &Lease, me: &str) {
+        let mine = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.as_deref())
+            == Some(me);
+        self.written = mine.then(|| lease.clone());
+    }
+
+    /// A write lost a race: what this instance wrote last is not the lease
+    /// any more.
+    pub fn overtaken(&mut self) {
+        self.written = None;
+    }
+
+    /// The lease to renew without reading it first, if any.
+    pub fn written(&self) -> Option<Lease> {
+        self.written.clone()
     }
 
     pub fn fenced(&self) -> bool {
@@ -164,6 +193,42 @@ mod tests {
                 lsn: Lsn(250)
             })
         );
+    }
+
+    #[test]
+    fn only_a_lease_written_in_this_instances_name_is_renewed_without_a_read() {
+        use k8s_openapi::api::coordination::v1::LeaseSpec;
+        let lease = |holder: Option<&str>, version: &str| Lease {
+            metadata: kube::api::ObjectMeta {
+                resource_version: Some(version.to_owned()),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(str::to_owned),
+                ..LeaseSpec::default()
+            }),
+        };
+        let mut state = State::default();
+        assert_eq!(state.written(), None, "nothing written yet: read first");
+        state.wrote(&lease(Some("pg-1"), "7"), "pg-1");
+        assert_eq!(state.written(), Some(lease(Some("pg-1"), "7")));
+        // A later renewal replaces it.
+        state.wrote(&lease(Some("pg-1"), "9"), "pg-1");
+        assert_eq!(state.written(), Some(lease(Some("pg-1"), "9")));
+        // A lost race forgets it: the next claim reads.
+        state.overtaken();
+        assert_eq!(state.written(), None);
+        // A write naming another instance (a hand-over) or nobody (a
+        // release) is not renewed blindly.
+        state.wrote(&lease(Some("pg-2"), "10"), "pg-1");
+        assert_eq!(state.written(), None);
+        state.wrote(&lease(Some("pg-1"), "11"), "pg-1");
+        state.wrote(&lease(None, "12"), "pg-1");
+        assert_eq!(state.written(), None);
+        // Standing down forgets it too.
+        state.wrote(&lease(Some("pg-1"), "13"), "pg-1");
+        state.lost();
+        assert_eq!(state.written(), None);
     }
 
     #[test]
