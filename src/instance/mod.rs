@@ -620,6 +620,7 @@ async fn manage(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) -> Result<
     tokio::spawn(tls::watch(shared.clone(), stop.clone()));
     if shared.ha.enabled() {
         tokio::spawn(ha::lease_loop(shared.clone(), stop.clone()));
+        tokio::spawn(ha::lease_watch_loop(shared.clone(), stop.clone()));
         tokio::spawn(ha::fence_loop(shared.clone(), stop.clone()));
         tokio::spawn(ha::peer_loop(shared.clone(), stop.clone()));
         tokio::spawn(ha::hang_loop(shared.clone(), stop.clone()));

@@ -60,7 +60,9 @@ pub fn instance_role(db: &ValidatedDatabase, pods: Option<&[String]>) -> Role {
         api_groups: Some(vec!["coordination.k8s.io".to_owned()]),
         resources: Some(vec!["leases".to_owned()]),
         resource_names: Some(vec![names::primary_lease(&name)]),
-        verbs: vec!["get".to_owned(), "update".to_owned()],
+        // `watch` of this one lease (a watch whose field selector names
+        // it): replicas learn of renewals without reading it every period.
+        verbs: vec!["get".to_owned(), "update".to_owned(), "watch".to_owned()],
         ..PolicyRule::default()
     }];
     if let Some(pods) = pods.filter(|p| !p.is_empty()) {
@@ -134,7 +136,7 @@ mod tests {
             rules[0].resource_names.as_deref(),
             Some(&["orders-primary".to_owned()][..])
         );
-        assert_eq!(rules[0].verbs, ["get", "update"]);
+        assert_eq!(rules[0].verbs, ["get", "update", "watch"]);
         let binding = instance_role_binding(&db);
         assert_eq!(binding.role_ref.name, "orders-instance");
         let subjects = binding.subjects.expect("subjects");

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 
 use crate::failover::Timing;
 use crate::failover::claim::LeaseView;
@@ -20,11 +20,17 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(1);
 /// The annotation a release leaves on the lease, naming who released it.
 pub const RELEASED_BY: &str = "tusk.dev/released-by";
 
+/// How long the API server keeps one watch of the lease open: a watch
+/// whose connection died unnoticed is replaced at the latest this long after
+/// it began.
+pub const WATCH_SECONDS: u32 = 30;
+
 /// Which call failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Call {
     Read,
     Write,
+    Watch,
 }
 
 impl fmt::Display for Call {
@@ -32,6 +38,7 @@ impl fmt::Display for Call {
         f.write_str(match self {
             Call::Read => "reading",
             Call::Write => "writing",
+            Call::Watch => "watching",
         })
     }
 }
@@ -72,7 +79,7 @@ pub enum LeaseError {
 }
 
 impl LeaseError {
-    fn of(call: Call, source: kube::Error) -> LeaseError {
+    pub(super) fn of(call: Call, source: kube::Error) -> LeaseError {
         match &source {
             kube::Error::Api(status) if status.code == 409 => LeaseError::Conflict { call, source },
             _ => LeaseError::Api { call, source },
@@ -140,6 +147,29 @@ impl LeaseClient {
             .await
             .map_err(|_| LeaseError::TimedOut { call: Call::Read })?
             .map_err(|e| LeaseError::of(Call::Read, e))
+    }
+
+    /// The lease's changes after `version`, as the API server sends them,
+    /// for [`WATCH_SECONDS`] at most. `None` without a lease.
+    pub async fn watch(
+        &self,
+        version: &str,
+    ) -> Result<
+        Option<impl futures::Stream<Item = Result<WatchEvent<Lease>, kube::Error>> + use<>>,
+        LeaseError,
+    > {
+        let Some(name) = &self.name else {
+            return Ok(None);
+        };
+        let api = self.api().await?;
+        let params = WatchParams::default()
+            .fields(&format!("metadata.name={name}"))
+            .timeout(WATCH_SECONDS);
+        tokio::time::timeout(CALL_TIMEOUT, api.watch(&params, version))
+            .await
+            .map_err(|_| LeaseError::TimedOut { call: Call::Watch })?
+            .map(Some)
+            .map_err(|e| LeaseError::of(Call::Watch, e))
     }
 
     /// Replace `lease`, which carries the resourceVersion it was read at.

@@ -14,7 +14,8 @@ use super::lease::LeaseError;
 use super::{Duty, primary_data};
 
 /// The lease loop: renew (primary) or watch (replica) every period; restart
-/// the WAL receiver of a replica when the holder changes.
+/// the WAL receiver of a replica when the holder changes. A replica reads
+/// the lease only while its watch ([`super::lease_watch`]) is quiet.
 pub async fn lease_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let ha = &shared.ha;
     let mut interval = tokio::time::interval(ha.timing.period);
@@ -49,7 +50,9 @@ pub async fn lease_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
                     tracing::debug!(%why, "cannot renew the primary lease")
                 }
             }
-        } else if let Err(why) = ha.read().await {
+        } else if !ha.watch_is_live()
+            && let Err(why) = ha.read().await
+        {
             tracing::debug!(%why, "cannot read the primary lease");
         }
         let holder = ha.lease_holder();

@@ -19,10 +19,13 @@
 //!   replica takes over; the old primary then rejoins as its replica.
 //! - A replica watches the lease too (the operator's promotion asks it to
 //!   take it) and, when the holder changes, restarts its WAL receiver so that
-//!   it finds the new primary at once instead of after a TCP timeout.
+//!   it finds the new primary at once instead of after a TCP timeout. The
+//!   lease's versions come from a Kubernetes watch ([`lease_watch`]); the
+//!   lease is read only while the watch is quiet.
 //!
 //! The parts: [`state`] (what the manager knows, behind one lock),
 //! [`lease`] (the Kubernetes Lease client and its typed errors),
+//! [`lease_watch`] (the lease's versions as a watch delivers them),
 //! [`leadership`] (claiming, taking, handing over and releasing the lease),
 //! [`peers`] (calling the other instances), [`loops`] (the periodic tasks),
 //! [`hang`] (the hang fence) and [`label`] (the pod's own role label).
@@ -31,6 +34,7 @@ mod hang;
 mod label;
 mod leadership;
 mod lease;
+mod lease_watch;
 mod loops;
 mod peers;
 #[cfg(test)]
@@ -51,6 +55,7 @@ use super::{Shared, files};
 pub use hang::{hang_loop, yield_lease};
 pub use leadership::ClaimOutcome;
 pub use lease::LeaseError;
+pub use lease_watch::lease_watch_loop;
 pub use loops::{fence_loop, lease_loop, peer_loop};
 
 /// What the supervisor is to do with PostgreSQL.

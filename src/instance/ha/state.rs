@@ -27,6 +27,8 @@ pub struct State {
     /// and nothing is known to have changed it since: the next renewal is
     /// written over it without a read.
     written: Option<Lease>,
+    /// When the lease watch last delivered a version.
+    watched: Option<Moment>,
     /// A replica: the furthest WAL end its primary reported, and who that was.
     primary_end: Option<PrimaryEnd>,
 }
@@ -60,6 +62,17 @@ impl State {
     /// any more.
     pub fn overtaken(&mut self) {
         self.written = None;
+    }
+
+    /// The lease watch delivered a version at `now`.
+    pub fn watched(&mut self, now: Moment) {
+        self.watched = Some(now);
+    }
+
+    /// Whether the lease watch delivered a version less than `within` ago.
+    pub fn watched_within(&self, now: Moment, within: Moment) -> bool {
+        self.watched
+            .is_some_and(|at| now.saturating_sub(at) < within)
     }
 
     /// The lease to renew without reading it first, if any.
@@ -229,6 +242,22 @@ mod tests {
         state.wrote(&lease(Some("pg-1"), "13"), "pg-1");
         state.lost();
         assert_eq!(state.written(), None);
+    }
+
+    #[test]
+    fn the_lease_is_read_only_while_its_watch_is_quiet() {
+        let two = Moment::from_secs(2);
+        let mut state = State::default();
+        assert!(
+            !state.watched_within(Moment::from_secs(1), two),
+            "no watch yet"
+        );
+        state.watched(Moment::from_secs(10));
+        assert!(state.watched_within(Moment::from_secs(11), two));
+        assert!(
+            !state.watched_within(Moment::from_secs(12), two),
+            "quiet for two periods"
+        );
     }
 
     #[test]
