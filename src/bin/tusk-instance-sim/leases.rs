@@ -1,20 +1,21 @@
 //! The lease traffic of leader selection, made as the real managers make it
 //! (`--leases`): every period each primary renews its Database's primary
 //! Lease over the one it wrote last (reading it only first, or after a lost
-//! race), and each replica reads it. That is the API-server
-//! load (and the operator's lease watch events) that decide how short a
-//! lease one cluster can afford for thousands of Databases. Only the calls
-//! are real: a simulated primary never loses, takes over or hands on the
-//! lease.
+//! race), and each replica keeps a watch of it open (read, then watched for
+//! 30 s, over and over). That is the API-server load (and the operator's
+//! lease watch events) that decide how short a lease one cluster can afford
+//! for thousands of Databases. Only the calls are real: a simulated primary
+//! never loses, takes over or hands on the lease, and a replica's watch never
+//! goes quiet, so it never falls back to reading every period.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::PostParams;
+use kube::api::{PostParams, WatchParams};
 use kube::{Api, Client};
 use tusk::failover::Timing;
 
@@ -25,17 +26,39 @@ use super::sim::Sim;
 /// renewals (as it would the managers') rather than piling them up.
 const CONCURRENCY: usize = 64;
 
-/// Every period, for every simulated instance whose pod still exists: a
-/// read of its primary Lease, and for a primary the renewal.
+/// Every period, for every simulated instance whose pod still exists: for
+/// a primary the renewal, for a replica a watch when it has none.
 pub async fn run(client: Client, pods: Arc<Pods>, sim: Arc<Mutex<Sim>>) {
     let timing = Timing::DEFAULT;
     let written = Written::default();
+    let watching: Arc<Mutex<HashSet<(String, String)>>> = Arc::default();
     let mut interval = tokio::time::interval(timing.period);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         interval.tick().await;
         let members = sim.lock().unwrap_or_else(PoisonError::into_inner).members();
-        futures::stream::iter(members.into_iter().filter(|m| pods.exists(&m.namespace, &m.name)))
+        let (primaries, replicas): (Vec<_>, Vec<_>) = members
+            .into_iter()
+            .filter(|m| pods.exists(&m.namespace, &m.name))
+            .partition(|m| m.primary);
+        for replica in replicas {
+            let key = (replica.namespace.clone(), replica.name.clone());
+            if watching
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key.clone())
+            {
+                let (client, pods, watching) = (client.clone(), pods.clone(), watching.clone());
+                tokio::spawn(async move {
+                    watch(client, &replica, &pods).await;
+                    watching
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&key);
+                });
+            }
+        }
+        futures::stream::iter(primaries)
             .for_each_concurrent(CONCURRENCY, |member| {
                 let client = client.clone();
                 let written = &written;
@@ -61,10 +84,6 @@ async fn call(
 ) -> Result<(), kube::Error> {
     let api: Api<Lease> = Api::namespaced(client, &member.namespace);
     let name = tusk::resources::names::primary_lease(&member.database);
-    if !member.primary {
-        api.get_opt(&name).await?;
-        return Ok(());
-    }
     let key = (member.namespace.clone(), member.name.clone());
     let last = written
         .lock()
@@ -96,6 +115,32 @@ async fn call(
             .insert(key, lease);
     }
     Ok(())
+}
+
+/// A replica's watch of its primary Lease, as the manager keeps it: a read,
+/// then a watch from that version that the API server ends after 30 s,
+/// until the replica's pod is gone.
+async fn watch(client: Client, replica: &super::sim::Member, pods: &Pods) {
+    let api: Api<Lease> = Api::namespaced(client, &replica.namespace);
+    let name = tusk::resources::names::primary_lease(&replica.database);
+    let params = WatchParams::default()
+        .fields(&format!("metadata.name={name}"))
+        .timeout(30);
+    while pods.exists(&replica.namespace, &replica.name) {
+        let watched = async {
+            let Some(lease) = api.get_opt(&name).await? else {
+                return Ok(());
+            };
+            let version = lease.metadata.resource_version.unwrap_or_default();
+            let mut events = std::pin::pin!(api.watch(&params, &version).await?);
+            while events.try_next().await?.is_some() {}
+            Ok::<(), kube::Error>(())
+        };
+        if let Err(error) = watched.await {
+            tracing::debug!(namespace = %replica.namespace, instance = %replica.name, %error, "lease watch failed");
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    }
 }
 
 /// `lease` renewed by `me` now, when `me` holds it or nobody does; `None`
