@@ -593,6 +593,99 @@ async fn a_pass_applies_the_exposure_services_and_deletes_an_unlisted_one() {
     assert_eq!(applied["metadata"]["labels"]["tusk.dev/exposed"], "rw");
 }
 
+#[tokio::test]
+async fn a_secrets_labels_are_reapplied_only_to_the_secret_seen_and_a_deleted_one_is_not_recreated()
+{
+    let db = with_finalizer(sample_database());
+    let secrets = crate::resources::SecretKind::ALL
+        .iter()
+        .map(|kind| {
+            let name = kind.secret_name("orders");
+            kube::api::ObjectMeta {
+                uid: Some(format!("uid-{name}")),
+                name: Some(name),
+                namespace: Some("shop".into()),
+                ..Default::default()
+            }
+        })
+        .collect();
+    let (ctx, mut handle) = context_with(crate::controller::caches::Caches::filled(
+        Vec::new(),
+        secrets,
+    ));
+    let db_value = serde_json::to_value(&db).unwrap();
+    // The superuser Secret was deleted after the cache saw it: the API
+    // server refuses the apply that names its old uid.
+    let server = tokio::spawn(async move {
+        let mut applied = Vec::new();
+        while let Ok(Some((request, send))) =
+            tokio::time::timeout(std::time::Duration::from_secs(2), handle.next_request()).await
+        {
+            let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+            let bytes = request.into_body().collect().await.unwrap().to_bytes();
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let gone = method == Method::PATCH && path.ends_with("/secrets/orders-superuser");
+            let (code, reply) = if gone {
+                (
+                    409,
+                    json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "reason": "Conflict", "code": 409,
+                    "message": "uid mismatch: no existing object was found" }),
+                )
+            } else if method == Method::GET
+                && [
+                    "/leases/",
+                    "/serviceaccounts/",
+                    "/roles/",
+                    "/rolebindings/",
+                    "/secrets/",
+                ]
+                .iter()
+                .any(|kind| path.contains(kind))
+            {
+                (
+                    404,
+                    json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "reason": "NotFound", "code": 404, "message": "not found" }),
+                )
+            } else if method == Method::GET {
+                (
+                    200,
+                    json!({ "apiVersion": "v1", "kind": "List", "metadata": {}, "items": [] }),
+                )
+            } else if path.ends_with("/status") {
+                (200, db_value.clone())
+            } else {
+                (200, body.clone())
+            };
+            let credential = crate::resources::SecretKind::ALL
+                .iter()
+                .any(|kind| path.ends_with(&format!("/secrets/{}", kind.secret_name("orders"))));
+            if method == Method::PATCH && credential {
+                applied.push((path.clone(), body));
+            }
+            send.send_response(
+                Response::builder()
+                    .status(code)
+                    .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                    .unwrap(),
+            );
+        }
+        applied
+    });
+    reconcile(Arc::new(db), ctx).await.unwrap();
+    let applied = server.await.unwrap();
+    assert_eq!(
+        applied.len(),
+        crate::resources::SecretKind::ALL.len(),
+        "{applied:?}"
+    );
+    for (path, body) in &applied {
+        let name = path.rsplit('/').next().unwrap();
+        assert_eq!(body["metadata"]["uid"], format!("uid-{name}"), "{path}");
+    }
+}
+
 #[test]
 fn the_new_primary_is_on_record_before_the_old_primarys_pod_goes() {
     use crate::lifecycle::{Action, DeleteReason};

@@ -37,7 +37,8 @@ impl Applier<'_> {
         for kind in SecretKind::ALL {
             let name = kind.secret_name(self.name());
             if self.snapshot.has_secret(&name) {
-                self.reapply_secret_metadata(kind, &name).await?;
+                self.reapply_secret_metadata(kind, &name, self.snapshot.secret_uid(&name))
+                    .await?;
                 continue;
             }
             let secret = resources::secret(self.model, kind, &generate_password());
@@ -56,10 +57,21 @@ impl Applier<'_> {
     }
 
     /// Re-applies the labels, inherited annotations and owner of existing
-    /// Secret `name`, leaving its data alone.
-    async fn reapply_secret_metadata(&self, kind: SecretKind, name: &str) -> Result<(), Error> {
+    /// Secret `name` (`uid` as last seen), leaving its data alone.
+    ///
+    /// The uid makes the apply a precondition: an apply creates what does
+    /// not exist, and one without it would recreate, without a password, a
+    /// Secret deleted since it was seen. The API server refuses instead (409
+    /// when it is gone, 422 when another Secret took its name), and the next
+    /// pass, which sees what happened, creates or keeps it.
+    async fn reapply_secret_metadata(
+        &self,
+        kind: SecretKind,
+        name: &str,
+        uid: Option<&str>,
+    ) -> Result<(), Error> {
         let built = resources::secret(self.model, kind, "");
-        let metadata = json!({
+        let mut metadata = json!({
             "apiVersion": "v1",
             "kind": "Secret",
             "metadata": {
@@ -69,15 +81,27 @@ impl Applier<'_> {
                 "ownerReferences": built.metadata.owner_references,
             },
         });
-        self.api::<Secret>()
+        if let Some(uid) = uid {
+            metadata["metadata"]["uid"] = json!(uid);
+        }
+        match self
+            .api::<Secret>()
             .patch(
                 name,
                 &PatchParams::apply(FIELD_MANAGER).force(),
                 &Patch::Apply(metadata),
             )
             .await
-            .map_err(Error::kube("re-applying a Secret's labels and owner"))?;
-        Ok(())
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if uid.is_some() && [409, 422].contains(&status.code) => {
+                tracing::info!(secret = name, reason = %status.message, "the Secret changed since it was seen; the next pass re-applies it");
+                Ok(())
+            }
+            Err(error) => Err(Error::kube("re-applying a Secret's labels and owner")(
+                error,
+            )),
+        }
     }
 
     /// Gives `instances` the password in `credential`'s Secret, then marks

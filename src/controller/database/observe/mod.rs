@@ -144,6 +144,14 @@ impl Snapshot {
         self.secrets.iter().any(|s| s.name.as_deref() == Some(name))
     }
 
+    /// The uid of the Secret named `name`, as last seen.
+    pub fn secret_uid(&self, name: &str) -> Option<&str> {
+        self.secrets
+            .iter()
+            .find(|s| s.name.as_deref() == Some(name))
+            .and_then(|s| s.uid.as_deref())
+    }
+
     /// Managers that speak this build's instance API, by pod name.
     fn understood(&self) -> impl Iterator<Item = (&String, &Status)> {
         self.managers
