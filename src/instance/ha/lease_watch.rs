@@ -32,6 +32,7 @@ pub async fn lease_watch_loop(shared: Arc<Shared>, mut stop: watch::Receiver<boo
     // Said once at warning level, until a watch works again.
     let mut failing = false;
     loop {
+        let began = tokio::time::Instant::now();
         let wait = tokio::select! {
             _ = stop.wait_for(|stop| *stop) => return,
             _ = cuts.changed() => Duration::ZERO,
@@ -40,7 +41,9 @@ pub async fn lease_watch_loop(shared: Arc<Shared>, mut stop: watch::Receiver<boo
                     if std::mem::take(&mut failing) {
                         tracing::info!("watching the primary lease again");
                     }
-                    Duration::ZERO
+                    // A watch the server ends at once is not started over
+                    // in a busy loop.
+                    ha.timing.period.saturating_sub(began.elapsed())
                 }
                 Err(why) if failing => {
                     tracing::debug!(%why, "cannot watch the primary lease");
