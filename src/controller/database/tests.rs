@@ -117,7 +117,17 @@ fn with_finalizer(mut db: Database) -> Database {
 
 /// Answers every request like an empty namespace would: lists are empty, and
 /// creates and applies echo the object. Returns each request's method, path and body.
-async fn serve_empty_namespace(mut handle: Handle, db: Value) -> Vec<(Method, String, Value)> {
+async fn serve_empty_namespace(handle: Handle, db: Value) -> Vec<(Method, String, Value)> {
+    serve_namespace(handle, db, |_, _| None).await
+}
+
+/// [`serve_empty_namespace`], except for the requests `answer` answers
+/// itself (with a status code and a body).
+async fn serve_namespace(
+    mut handle: Handle,
+    db: Value,
+    answer: impl Fn(&Method, &str) -> Option<(u16, Value)>,
+) -> Vec<(Method, String, Value)> {
     let mut seen = Vec::new();
     while let Ok(Some((request, send))) =
         tokio::time::timeout(std::time::Duration::from_secs(2), handle.next_request()).await
@@ -130,6 +140,16 @@ async fn serve_empty_namespace(mut handle: Handle, db: Value) -> Vec<(Method, St
         } else {
             serde_json::from_slice(&bytes).unwrap()
         };
+        if let Some((code, reply)) = answer(&method, &path) {
+            send.send_response(
+                Response::builder()
+                    .status(code)
+                    .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                    .unwrap(),
+            );
+            seen.push((method, path, body));
+            continue;
+        }
         let named = [
             "/leases/",
             "/serviceaccounts/",
@@ -609,72 +629,42 @@ async fn a_secrets_labels_are_reapplied_only_to_the_secret_seen_and_a_deleted_on
             }
         })
         .collect();
-    let (ctx, mut handle) = context_with(crate::controller::caches::Caches::filled(
+    let (ctx, handle) = context_with(crate::controller::caches::Caches::filled(
         Vec::new(),
         secrets,
     ));
-    let db_value = serde_json::to_value(&db).unwrap();
     // The superuser Secret was deleted after the cache saw it: the API
     // server refuses the apply that names its old uid.
-    let server = tokio::spawn(async move {
-        let mut applied = Vec::new();
-        while let Ok(Some((request, send))) =
-            tokio::time::timeout(std::time::Duration::from_secs(2), handle.next_request()).await
-        {
-            let (method, path) = (request.method().clone(), request.uri().path().to_owned());
-            let bytes = request.into_body().collect().await.unwrap().to_bytes();
-            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let server = tokio::spawn(serve_namespace(
+        handle,
+        serde_json::to_value(&db).unwrap(),
+        |method, path| {
             let gone = method == Method::PATCH && path.ends_with("/secrets/orders-superuser");
-            let (code, reply) = if gone {
-                (
-                    409,
-                    json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure",
+            gone.then(|| {
+                let status = json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure",
                     "reason": "Conflict", "code": 409,
-                    "message": "uid mismatch: no existing object was found" }),
-                )
-            } else if method == Method::GET
-                && [
-                    "/leases/",
-                    "/serviceaccounts/",
-                    "/roles/",
-                    "/rolebindings/",
-                    "/secrets/",
-                ]
-                .iter()
-                .any(|kind| path.contains(kind))
-            {
-                (
-                    404,
-                    json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure",
-                    "reason": "NotFound", "code": 404, "message": "not found" }),
-                )
-            } else if method == Method::GET {
-                (
-                    200,
-                    json!({ "apiVersion": "v1", "kind": "List", "metadata": {}, "items": [] }),
-                )
-            } else if path.ends_with("/status") {
-                (200, db_value.clone())
-            } else {
-                (200, body.clone())
-            };
-            let credential = crate::resources::SecretKind::ALL
-                .iter()
-                .any(|kind| path.ends_with(&format!("/secrets/{}", kind.secret_name("orders"))));
-            if method == Method::PATCH && credential {
-                applied.push((path.clone(), body));
-            }
-            send.send_response(
-                Response::builder()
-                    .status(code)
-                    .body(Body::from(serde_json::to_vec(&reply).unwrap()))
-                    .unwrap(),
-            );
-        }
-        applied
-    });
+                    "message": "uid mismatch: no existing object was found" });
+                (409, status)
+            })
+        },
+    ));
     reconcile(Arc::new(db), ctx).await.unwrap();
-    let applied = server.await.unwrap();
+    let credentials: Vec<String> = crate::resources::SecretKind::ALL
+        .iter()
+        .map(|kind| {
+            format!(
+                "/api/v1/namespaces/shop/secrets/{}",
+                kind.secret_name("orders")
+            )
+        })
+        .collect();
+    let applied: Vec<(String, Value)> = server
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|(method, path, _)| method == Method::PATCH && credentials.contains(path))
+        .map(|(_, path, body)| (path, body))
+        .collect();
     assert_eq!(
         applied.len(),
         crate::resources::SecretKind::ALL.len(),
