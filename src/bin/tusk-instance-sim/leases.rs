@@ -1,8 +1,8 @@
 //! The lease traffic of leader selection, made as the real managers make it
 //! (`--leases`): every period each primary renews its Database's primary
 //! Lease over the one it wrote last (reading it only first, or after a lost
-//! race), and each replica keeps a watch of it open (read, then watched for
-//! 30 s, over and over). That is the API-server load (and the operator's
+//! race), and each replica keeps a watch of it open (read once, then watched
+//! 30 s at a time, each watch going on from the last version seen). That is the API-server load (and the operator's
 //! lease watch events) that decide how short a lease one cluster can afford
 //! for thousands of Databases. Only the calls are real: a simulated primary
 //! never loses, takes over or hands on the lease, and a replica's watch never
@@ -15,7 +15,7 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::{PostParams, WatchParams};
+use kube::api::{PostParams, WatchEvent, WatchParams};
 use kube::{Api, Client};
 use tusk::failover::Timing;
 
@@ -118,27 +118,46 @@ async fn call(
 }
 
 /// A replica's watch of its primary Lease, as the manager keeps it: a read,
-/// then a watch from that version that the API server ends after 30 s,
-/// until the replica's pod is gone.
+/// then watches that the API server ends after 30 s, each going on from the
+/// version the last one ended at, until the replica's pod is gone.
 async fn watch(client: Client, replica: &super::sim::Member, pods: &Pods) {
     let api: Api<Lease> = Api::namespaced(client, &replica.namespace);
     let name = tusk::resources::names::primary_lease(&replica.database);
     let params = WatchParams::default()
         .fields(&format!("metadata.name={name}"))
         .timeout(30);
+    // The version the last watch ended at: the next goes on from it.
+    let mut resume: Option<String> = None;
     while pods.exists(&replica.namespace, &replica.name) {
+        let from = resume.take();
         let watched = async {
-            let Some(lease) = api.get_opt(&name).await? else {
-                return Ok(());
+            let mut version = match from {
+                Some(version) => version,
+                None => match api.get_opt(&name).await? {
+                    Some(lease) => lease.metadata.resource_version.unwrap_or_default(),
+                    None => return Ok(None),
+                },
             };
-            let version = lease.metadata.resource_version.unwrap_or_default();
             let mut events = std::pin::pin!(api.watch(&params, &version).await?);
-            while events.try_next().await?.is_some() {}
-            Ok::<(), kube::Error>(())
+            while let Some(event) = events.try_next().await? {
+                match event {
+                    WatchEvent::Added(lease) | WatchEvent::Modified(lease) => {
+                        if let Some(seen) = lease.metadata.resource_version {
+                            version = seen;
+                        }
+                    }
+                    WatchEvent::Bookmark(_) => {}
+                    WatchEvent::Deleted(_) | WatchEvent::Error(_) => return Ok(None),
+                }
+            }
+            Ok::<_, kube::Error>(Some(version))
         };
-        if let Err(error) = watched.await {
-            tracing::debug!(namespace = %replica.namespace, instance = %replica.name, %error, "lease watch failed");
-            tokio::time::sleep(Duration::from_secs(5)).await;
+        match watched.await {
+            Ok(next) => resume = next,
+            Err(error) => {
+                tracing::debug!(namespace = %replica.namespace, instance = %replica.name, %error, "lease watch failed");
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
         }
     }
 }

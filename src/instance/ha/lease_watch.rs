@@ -31,13 +31,17 @@ pub async fn lease_watch_loop(shared: Arc<Shared>, mut stop: watch::Receiver<boo
     let mut cuts = partition::cuts();
     // Said once at warning level, until a watch works again.
     let mut failing = false;
+    // The version the last watch ended at, to go on from without a read.
+    let mut resume: Option<String> = None;
     loop {
         let began = tokio::time::Instant::now();
+        let from = resume.take();
         let wait = tokio::select! {
             _ = stop.wait_for(|stop| *stop) => return,
             _ = cuts.changed() => Duration::ZERO,
-            ended = ha.watch_lease() => match ended {
-                Ok(()) => {
+            ended = ha.watch_lease(from) => match ended {
+                Ok(next) => {
+                    resume = next;
                     if std::mem::take(&mut failing) {
                         tracing::info!("watching the primary lease again");
                     }
@@ -64,12 +68,20 @@ pub async fn lease_watch_loop(shared: Arc<Shared>, mut stop: watch::Receiver<boo
 }
 
 impl Ha {
-    /// One watch, from a read of the lease until the API server ends it.
-    async fn watch_lease(&self) -> Result<(), LeaseError> {
-        let Some(lease) = self.read().await? else {
-            return Err(LeaseError::NotFound);
+    /// One watch, from version `from` or else from a read of the lease,
+    /// until the API server ends it. The version to go on from when it ended
+    /// as it does every WATCH_SECONDS; `None` when the next watch must read
+    /// first.
+    async fn watch_lease(&self, from: Option<String>) -> Result<Option<String>, LeaseError> {
+        let mut version = match from {
+            Some(version) => version,
+            None => {
+                let Some(lease) = self.read().await? else {
+                    return Err(LeaseError::NotFound);
+                };
+                lease.metadata.resource_version.unwrap_or_default()
+            }
         };
-        let version = lease.metadata.resource_version.unwrap_or_default();
         let Some(events) = self.lease.watch(&version).await? else {
             return Err(LeaseError::Disabled);
         };
@@ -79,16 +91,22 @@ impl Ha {
         let limit = Duration::from_secs(u64::from(WATCH_SECONDS) + 5);
         loop {
             let event = match tokio::time::timeout(limit, events.try_next()).await {
-                Err(_) | Ok(Ok(None)) => return Ok(()),
+                Ok(Ok(None)) => return Ok(Some(version)),
+                Err(_) => return Ok(None),
                 Ok(Err(error)) => return Err(LeaseError::of(Call::Watch, error)),
                 Ok(Ok(Some(event))) => event,
             };
             match event {
-                WatchEvent::Added(lease) | WatchEvent::Modified(lease) => self.watched(&lease),
+                WatchEvent::Added(lease) | WatchEvent::Modified(lease) => {
+                    if let Some(seen) = &lease.metadata.resource_version {
+                        version.clone_from(seen);
+                    }
+                    self.watched(&lease);
+                }
                 WatchEvent::Bookmark(_) => {}
                 // Gone, or too old a version: read and watch again.
-                WatchEvent::Deleted(_) => return Ok(()),
-                WatchEvent::Error(status) if status.code == 410 => return Ok(()),
+                WatchEvent::Deleted(_) => return Ok(None),
+                WatchEvent::Error(status) if status.code == 410 => return Ok(None),
                 WatchEvent::Error(status) => {
                     return Err(LeaseError::of(Call::Watch, kube::Error::Api(status)));
                 }
