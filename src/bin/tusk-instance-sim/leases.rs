@@ -2,9 +2,9 @@
 //! (`--leases`): every period each primary renews its Database's primary
 //! Lease over the one it wrote last (reading it only first, or after a lost
 //! race), and each replica keeps a watch of it open (read once, then watched
-//! 30 s at a time, each watch going on from the last version seen). That is the API-server load (and the operator's
-//! lease watch events) that decide how short a lease one cluster can afford
-//! for thousands of Databases. Only the calls are real: a simulated primary
+//! 30 s at a time, each watch going on from the last version seen). That is
+//! the API-server load (and the operator's lease watch events) that decide
+//! how short a lease one cluster can afford for thousands of Databases. Only the calls are real: a simulated primary
 //! never loses, takes over or hands on the lease, and a replica's watch never
 //! goes quiet, so it never falls back to reading every period.
 
