@@ -435,6 +435,7 @@ const PURE: &[&str] = &[
     "controller/database/observe/views.rs",
     "controller/database/observe/exposure.rs",
     "controller/database/migration_jobs.rs",
+    "controller/database/client_pool.rs",
     "api/validate.rs",
     "api/validate_drill.rs",
     "api/conversion.rs",

@@ -10,8 +10,8 @@
 
 use std::sync::Arc;
 
-use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{Resumption, WebPkiServerVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::server::WebPkiClientVerifier;
@@ -56,8 +56,8 @@ pub(crate) fn client(
         })?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(NamedServerVerifier { inner, name }));
-    match identity {
-        None => Ok(builder.with_no_client_auth()),
+    let mut config = match identity {
+        None => builder.with_no_client_auth(),
         Some((cert_pem, key_pem)) => {
             check_key("the client certificate", cert_pem, key_pem)?;
             let certs = pem::certificates("the client certificate", cert_pem)?;
@@ -67,10 +67,19 @@ pub(crate) fn client(
                 .map_err(|source| Error::Rustls {
                     what: "the client certificate",
                     source,
-                })
+                })?
         }
-    }
+    };
+    // A config is pinned to one server, dialled at one address or a few over
+    // its life; rustls' default session cache is sized for 256 servers and
+    // allocated up front, which is about half of a config's memory, and the
+    // operator holds a config for every instance it polls.
+    config.resumption = Resumption::in_memory_sessions(SESSIONS_PER_CONFIG);
+    Ok(config)
 }
+
+/// Servers whose sessions a client config keeps for resumption.
+const SESSIONS_PER_CONFIG: usize = 4;
 
 /// A server presenting `cert_pem` (its chain, leaf first) with `key_pem`.
 /// With `client_ca_bundle`, client certificates are verified against it but

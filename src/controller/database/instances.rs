@@ -13,9 +13,9 @@
 //! material, so a renewed identity or a rotated bundle takes effect on the
 //! next call. A pod built before TLS is called in plaintext.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -29,6 +29,7 @@ use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 use tracing::{Instrument, Span, field, info_span};
 
+use super::client_pool::ClientPool;
 use crate::contract::drill::{self, FaultRequest, FaultResponse};
 use crate::contract::{
     BackupRequest, BackupState, Backups, DropSlotRequest, DropSlotResponse, ErrorBody, Members,
@@ -319,22 +320,11 @@ pub trait Instances: Send + Sync {
 
 type HttpsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
-/// Pooled HTTPS clients, one per pod address and instance name (the name is
-/// pinned in the client's verifier), with the digest of the material each
-/// was built from.
-#[derive(Default)]
-struct TlsClients {
-    by_target: HashMap<(String, String), ([u8; 32], HttpsClient)>,
-}
-
-/// Clients of pods that are gone are dropped all at once past this many.
-const MAX_TLS_CLIENTS: usize = 1024;
-
 /// The instance API over HTTP/1.1 or HTTPS, pooled.
 #[derive(Clone)]
 pub struct HttpInstances {
     client: Client<HttpConnector, Full<Bytes>>,
-    tls: Arc<Mutex<TlsClients>>,
+    tls: Arc<Mutex<ClientPool<HttpsClient>>>,
     /// Pod addresses whose last read failed to arrive in time.
     unanswered: Arc<Mutex<HashSet<String>>>,
 }
@@ -459,10 +449,9 @@ impl HttpInstances {
             .tls
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((built_from, client)) = clients.by_target.get(&key)
-            && *built_from == digest
-        {
-            return Ok(Channel::Tls(client.clone()));
+        let now = Instant::now();
+        if let Some(client) = clients.get(&key, &digest, now) {
+            return Ok(Channel::Tls(client));
         }
         let config = crate::tls::rustls_config::client_config(
             &tls.client.trust_pem,
@@ -480,10 +469,7 @@ impl HttpInstances {
             .enable_http1()
             .wrap_connector(connector());
         let client = Client::builder(TokioExecutor::new()).build(https);
-        if clients.by_target.len() >= MAX_TLS_CLIENTS {
-            clients.by_target.clear();
-        }
-        clients.by_target.insert(key, (digest, client.clone()));
+        clients.insert(key, digest, client.clone(), now);
         Ok(Channel::Tls(client))
     }
 

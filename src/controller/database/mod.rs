@@ -7,6 +7,7 @@
 
 mod apply;
 pub mod backups;
+mod client_pool;
 pub mod history;
 pub mod instances;
 mod migration_jobs;
