@@ -224,7 +224,7 @@ where
 }
 
 /// Drops what no pass reads and costs memory in every cached object.
-fn slim(metadata: &mut ObjectMeta) {
+pub(crate) fn slim(metadata: &mut ObjectMeta) {
     metadata.managed_fields = None;
 }
 

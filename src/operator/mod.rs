@@ -4,6 +4,7 @@ mod error;
 pub mod http;
 pub mod leader;
 
+use std::fmt::Debug;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -15,10 +16,11 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::events::Reporter;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, watcher};
-use kube::{Client, ResourceExt};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
 use prometheus_client::registry::Registry;
+use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
@@ -288,7 +290,7 @@ fn run_database(
     // (`controller::caches`).
     let owned = crate::controller::caches::tusks_own();
     let guarded = same_scope::<DeserializeGuard<Database>>(&client, &api);
-    let controller = Controller::new(guarded, watcher::Config::default().any_semantic())
+    let controller = slimmed(guarded)
         .owns(same_scope::<Pod>(&client, &api), owned.clone())
         .owns(same_scope::<PersistentVolumeClaim>(&client, &api), owned)
         .owns_stream(feeds.services)
@@ -360,6 +362,22 @@ fn run_database(
     (store, run.boxed())
 }
 
+/// A controller of every `K` in `api`'s scope whose cache keeps no managed
+/// fields (as the caches a pass reads): no pass reads them, and they are a
+/// good part of every object held, thousands of Databases and their Backups.
+fn slimmed<K>(api: Api<K>) -> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (cache, writer) = reflector::store();
+    let changes = watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(|object: &mut K| crate::controller::caches::slim(object.meta_mut()))
+        .reflect(writer)
+        .applied_objects();
+    Controller::for_stream(changes, cache)
+}
+
 /// `db`'s reference as the guarded Database controller knows it.
 fn guarded_ref(db: &ObjectRef<Database>) -> ObjectRef<DeserializeGuard<Database>> {
     let object = ObjectRef::new(&db.name);
@@ -376,7 +394,7 @@ fn run_backup(
     ctx: Arc<Context>,
     shutdown: watch::Receiver<bool>,
 ) -> (Store<Backup>, BoxFuture<'static, ()>) {
-    let controller = Controller::new(backups, watcher::Config::default().any_semantic());
+    let controller = slimmed(backups);
     let store = controller.store();
     let cache = store.clone();
     // A Backup that names a Database not created yet is revisited when it appears.
