@@ -129,6 +129,15 @@ pub struct OperatorConfig {
     /// one label of its own pod.
     #[arg(long, env = "TUSK_INSTANCE_SELF_LABEL", default_value_t = false, action = clap::ArgAction::Set)]
     pub instance_self_label: bool,
+
+    /// Passes each controller runs at once (per watched namespace when
+    /// `--namespaces` names several); the others wait in its queue. Every
+    /// pass makes API requests, each in flight on a connection of its own:
+    /// unbounded, a thousand Databases passing at once (as at an operator's
+    /// start) held some 900 connections to the API server and their buffers.
+    #[arg(long, env = "TUSK_CONCURRENCY", default_value_t = 32,
+        value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrency: u16,
 }
 
 /// The object store of Databases that set `spec.backup.schedule` or
@@ -279,6 +288,7 @@ fn run_database(
     api: Api<Database>,
     feeds: ScopeFeeds,
     ctx: Arc<Context>,
+    concurrency: u16,
     shutdown: watch::Receiver<bool>,
 ) -> (Store<DeserializeGuard<Database>>, BoxFuture<'static, ()>) {
     // What Tusk creates wakes its Database as it changes: a pod becoming ready
@@ -290,7 +300,7 @@ fn run_database(
     // (`controller::caches`).
     let owned = crate::controller::caches::tusks_own();
     let guarded = same_scope::<DeserializeGuard<Database>>(&client, &api);
-    let controller = slimmed(guarded)
+    let controller = slimmed(guarded, concurrency)
         .owns(same_scope::<Pod>(&client, &api), owned.clone())
         .owns(same_scope::<PersistentVolumeClaim>(&client, &api), owned)
         .owns_stream(feeds.services)
@@ -362,10 +372,11 @@ fn run_database(
     (store, run.boxed())
 }
 
-/// A controller of every `K` in `api`'s scope whose cache keeps no managed
-/// fields (as the caches a pass reads): no pass reads them, and they are a
-/// good part of every object held, thousands of Databases and their Backups.
-fn slimmed<K>(api: Api<K>) -> Controller<K>
+/// A controller of every `K` in `api`'s scope, running at most `concurrency`
+/// passes at once, whose cache keeps no managed fields (as the caches a pass
+/// reads): no pass reads them, and they are a good part of every object held,
+/// thousands of Databases and their Backups.
+fn slimmed<K>(api: Api<K>, concurrency: u16) -> Controller<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
@@ -376,6 +387,7 @@ where
         .reflect(writer)
         .applied_objects();
     Controller::for_stream(changes, cache)
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
 }
 
 /// `db`'s reference as the guarded Database controller knows it.
@@ -392,9 +404,10 @@ fn run_backup(
     backups: Api<Backup>,
     databases: Api<DeserializeGuard<Database>>,
     ctx: Arc<Context>,
+    concurrency: u16,
     shutdown: watch::Receiver<bool>,
 ) -> (Store<Backup>, BoxFuture<'static, ()>) {
-    let controller = slimmed(backups);
+    let controller = slimmed(backups, concurrency);
     let store = controller.store();
     let cache = store.clone();
     // A Backup that names a Database not created yet is revisited when it appears.
@@ -609,8 +622,14 @@ async fn run_controllers(
     }
     let mut db_stores = Vec::new();
     for (api, feeds) in scopes {
-        let (store, run) =
-            run_database(client.clone(), api, feeds, db_ctx.clone(), shutdown.clone());
+        let (store, run) = run_database(
+            client.clone(),
+            api,
+            feeds,
+            db_ctx.clone(),
+            config.concurrency,
+            shutdown.clone(),
+        );
         db_stores.push(store);
         tasks.push(run);
     }
@@ -620,7 +639,13 @@ async fn run_controllers(
             .into_iter()
             .zip(apis::<DeserializeGuard<Database>>(&client, namespaces))
     {
-        let (store, run) = run_backup(backups, databases, backup_ctx.clone(), shutdown.clone());
+        let (store, run) = run_backup(
+            backups,
+            databases,
+            backup_ctx.clone(),
+            config.concurrency,
+            shutdown.clone(),
+        );
         backup_stores.push(store);
         tasks.push(run);
     }
