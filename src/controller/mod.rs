@@ -18,6 +18,7 @@ pub mod drill;
 mod error;
 pub mod guarded;
 pub mod leases;
+pub mod passes;
 pub mod store_credentials;
 pub mod verification;
 

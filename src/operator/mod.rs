@@ -27,6 +27,7 @@ use tracing::{error, info, warn};
 use crate::api::expose::NodePortRange;
 use crate::api::v1::{Backup, Database, Drill, ObjectStore};
 use crate::controller::caches::{Caches, ScopeFeeds};
+use crate::controller::passes::Passes;
 use crate::controller::{self, Context, backup, database, drill, guarded, store_credentials};
 use crate::resources::{BuildConfig, labels};
 use crate::telemetry::{self, metrics::Metrics};
@@ -130,11 +131,12 @@ pub struct OperatorConfig {
     #[arg(long, env = "TUSK_INSTANCE_SELF_LABEL", default_value_t = false, action = clap::ArgAction::Set)]
     pub instance_self_label: bool,
 
-    /// Passes each controller runs at once (per watched namespace when
-    /// `--namespaces` names several); the others wait in its queue. Every
-    /// pass makes API requests, each in flight on a connection of its own:
-    /// unbounded, a thousand Databases passing at once (as at an operator's
-    /// start) held some 900 connections to the API server and their buffers.
+    /// Passes each controller runs at once, across every watched namespace;
+    /// the others wait their turn in the order they asked
+    /// (`controller::passes`). Every pass makes API requests, each in flight
+    /// on a connection of its own: unbounded, a thousand Databases passing at
+    /// once (as at an operator's start) held some 950 connections to the API
+    /// server and their buffers, and overloaded it.
     #[arg(long, env = "TUSK_CONCURRENCY", default_value_t = 32,
         value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrency: u16,
@@ -288,7 +290,7 @@ fn run_database(
     api: Api<Database>,
     feeds: ScopeFeeds,
     ctx: Arc<Context>,
-    concurrency: u16,
+    passes: Passes,
     shutdown: watch::Receiver<bool>,
 ) -> (Store<DeserializeGuard<Database>>, BoxFuture<'static, ()>) {
     // What Tusk creates wakes its Database as it changes: a pod becoming ready
@@ -300,7 +302,7 @@ fn run_database(
     // (`controller::caches`).
     let owned = crate::controller::caches::tusks_own();
     let guarded = same_scope::<DeserializeGuard<Database>>(&client, &api);
-    let controller = slimmed(guarded, concurrency)
+    let controller = slimmed(guarded)
         .owns(same_scope::<Pod>(&client, &api), owned.clone())
         .owns(same_scope::<PersistentVolumeClaim>(&client, &api), owned)
         .owns_stream(feeds.services)
@@ -356,8 +358,17 @@ fn run_database(
     let run = controller
         .graceful_shutdown_on(stopped(shutdown))
         .run(
-            |guard, ctx| {
-                guarded::reconcile_decoded(database::CONTROLLER, guard, ctx, database::reconcile)
+            move |guard, ctx| {
+                let passes = passes.clone();
+                async move {
+                    let pass = guarded::reconcile_decoded(
+                        database::CONTROLLER,
+                        guard,
+                        ctx,
+                        database::reconcile,
+                    );
+                    passes.run(pass).await
+                }
             },
             |guard, error, ctx| {
                 controller::error_policy(database::CONTROLLER, guard.as_ref(), error, &ctx)
@@ -372,11 +383,11 @@ fn run_database(
     (store, run.boxed())
 }
 
-/// A controller of every `K` in `api`'s scope, running at most `concurrency`
-/// passes at once, whose cache keeps no managed fields (as the caches a pass
-/// reads): no pass reads them, and they are a good part of every object held,
-/// thousands of Databases and their Backups.
-fn slimmed<K>(api: Api<K>, concurrency: u16) -> Controller<K>
+/// A controller of every `K` in `api`'s scope whose cache keeps no managed
+/// fields (as the caches a pass reads): no pass reads them, and they are a
+/// good part of every object held, thousands of Databases and their Backups.
+/// Its concurrency is left unbounded here: [`Passes`] bounds it, fairly.
+fn slimmed<K>(api: Api<K>) -> Controller<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
@@ -387,7 +398,6 @@ where
         .reflect(writer)
         .applied_objects();
     Controller::for_stream(changes, cache)
-        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
 }
 
 /// `db`'s reference as the guarded Database controller knows it.
@@ -404,10 +414,10 @@ fn run_backup(
     backups: Api<Backup>,
     databases: Api<DeserializeGuard<Database>>,
     ctx: Arc<Context>,
-    concurrency: u16,
+    passes: Passes,
     shutdown: watch::Receiver<bool>,
 ) -> (Store<Backup>, BoxFuture<'static, ()>) {
-    let controller = slimmed(backups, concurrency);
+    let controller = slimmed(backups);
     let store = controller.store();
     let cache = store.clone();
     // A Backup that names a Database not created yet is revisited when it appears.
@@ -430,7 +440,10 @@ fn run_backup(
         )
         .graceful_shutdown_on(stopped(shutdown))
         .run(
-            backup::reconcile,
+            move |b, ctx| {
+                let passes = passes.clone();
+                async move { passes.run(backup::reconcile(b, ctx)).await }
+            },
             |b, error, ctx| controller::error_policy(backup::CONTROLLER, b.as_ref(), error, &ctx),
             ctx,
         )
@@ -620,6 +633,8 @@ async fn run_controllers(
             ));
         }
     }
+    let db_passes = Passes::new(usize::from(config.concurrency));
+    let backup_passes = Passes::new(usize::from(config.concurrency));
     let mut db_stores = Vec::new();
     for (api, feeds) in scopes {
         let (store, run) = run_database(
@@ -627,7 +642,7 @@ async fn run_controllers(
             api,
             feeds,
             db_ctx.clone(),
-            config.concurrency,
+            db_passes.clone(),
             shutdown.clone(),
         );
         db_stores.push(store);
@@ -643,7 +658,7 @@ async fn run_controllers(
             backups,
             databases,
             backup_ctx.clone(),
-            config.concurrency,
+            backup_passes.clone(),
             shutdown.clone(),
         );
         backup_stores.push(store);
