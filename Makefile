@@ -55,9 +55,12 @@ cluster-down:
 ## with the tools it drives (helm; opm and OLM for the bundle's install). A test
 ## that cannot run where $$KUBECONFIG points fails and says why; on another
 ## cluster, TUSK_E2E_ALLOW_SKIP=node-faults lets the failover tests that act on
-## the node skip (each skip is printed, and counted by .ci/run).
+## the node skip (each skip is printed, and counted by .ci/run). Under CI the
+## local cluster starts empty: whatever an earlier run on the machine left in
+## it (an interrupted bench's Databases) would load the API server under test.
 e2e:
 	@if [[ -z "$${KUBECONFIG:-}" ]]; then \
+		if [[ -n "$${CI:-}" ]]; then e2e/cluster down; fi; \
 		e2e/cluster up && e2e/images/build-all && e2e/images/load $(TUSK_CLUSTER_DIR)/containerd/containerd.sock; \
 	fi
 	scripts/install-tools helm opm olm prometheus jaeger krew >/dev/null
