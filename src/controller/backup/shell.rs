@@ -319,6 +319,7 @@ async fn sources(
         namespace,
         database,
         user_ca,
+        &mut Default::default(),
     )
     .await?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);

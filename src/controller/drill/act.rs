@@ -33,7 +33,7 @@ use crate::api::v1::{Database, Drill};
 use crate::contract::drill::FaultRequest;
 use crate::controller::credentials::instance_token;
 use crate::controller::database::instances::{Call, CallError, Target};
-use crate::controller::database::observe::tls::client_tls;
+use crate::controller::database::observe::tls::{SecretReads, client_tls};
 use crate::controller::{Context, Error};
 use crate::drill::{Action, Outcome};
 use crate::resources::{self, names};
@@ -294,7 +294,15 @@ impl Act<'_> {
             .as_ref()
             .and_then(|db| db.spec.tls.ca.as_ref())
             .map(|r| r.secret_name.as_str());
-        let client = match client_tls(&self.ctx.client, self.namespace, database, user_ca).await {
+        let client = match client_tls(
+            &self.ctx.client,
+            self.namespace,
+            database,
+            user_ca,
+            &mut SecretReads::default(),
+        )
+        .await
+        {
             Ok(client) => client,
             Err(error) => return Outcome::Unknown(error.to_string()),
         };

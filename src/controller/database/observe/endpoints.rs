@@ -23,7 +23,6 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Secret, Service};
-use kube::api::Api;
 
 use super::Snapshot;
 use crate::api::expose::{EndpointStatus, external_secret_name, service_name};
@@ -127,15 +126,16 @@ pub async fn probe_and_secret(
         return Ok(());
     }
     let namespace = model.namespace.clone().unwrap_or_default();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-    let app = secrets
-        .get_opt(&names::app_secret(&model.name))
-        .await
-        .map_err(Error::kube("reading the app Secret"))?;
-    let existing = secrets
-        .get_opt(&external_secret_name(&model.name))
-        .await
-        .map_err(Error::kube("reading the external app Secret"))?;
+    let wanted = [
+        names::app_secret(&model.name),
+        external_secret_name(&model.name),
+    ];
+    let mut read = snapshot
+        .secret_reads
+        .read_all(client, &namespace, &wanted)
+        .await?
+        .into_iter();
+    let (app, existing) = (read.next().flatten(), read.next().flatten());
     let fallback = snapshot
         .tls
         .as_ref()

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use futures::TryFutureExt;
 use futures::future::join_all;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod as KubePod, Secret, Service};
@@ -91,6 +92,8 @@ pub struct Snapshot {
     /// The operator's client material for the instance API
     /// ([`tls::client_tls`]), read before the managers were polled.
     pub client_tls: Option<ClientTls>,
+    /// The Secrets this pass has read (`tls::SecretReads`).
+    pub secret_reads: tls::SecretReads,
     /// `<db>-app-external` as built this pass, for the apply step
     /// ([`endpoints::probe_and_secret`]); `None` when nothing can be built.
     pub external_secret: Option<Secret>,
@@ -178,59 +181,63 @@ pub async fn snapshot(
     let owned = |refs: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference]| {
         uid.is_some() && refs.iter().any(|r| Some(&r.uid) == uid.as_ref())
     };
-    let pvcs: Vec<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace)
-        .list(&params)
-        .await
-        .map_err(Error::kube("listing the Database's PVCs"))?
-        .items;
-    let jobs: Vec<Job> = Api::<Job>::namespaced(client.clone(), namespace)
-        .list(&params)
-        .await
-        .map_err(Error::kube("listing the Database's Jobs"))?
+    // Every read a pass makes before it polls the managers, at once: a pass
+    // waits for the slowest, not for their sum (with many Databases, a pass
+    // holds one of a bounded number of turns: `controller::passes`).
+    let mut secret_reads = tls::SecretReads::default();
+    let user_ca = db.spec.tls.ca.as_ref().map(|r| r.secret_name.as_str());
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
+    let pods: Api<KubePod> = Api::namespaced(client.clone(), namespace);
+    let (pvcs, jobs, pods, client_tls, (lease_access, self_label_pods)) = futures::try_join!(
+        pvcs.list(&params)
+            .map_err(Error::kube("listing the Database's PVCs")),
+        jobs.list(&params)
+            .map_err(Error::kube("listing the Database's Jobs")),
+        pods.list(&params)
+            .map_err(Error::kube("listing the Database's Pods")),
+        tls::client_tls(client, namespace, &name, user_ca, &mut secret_reads),
+        lease_access(client, &name, namespace),
+    )?;
+    let jobs: Vec<Job> = jobs
         .items
         .into_iter()
         .filter(|j| owned(j.owner_references()))
         .collect();
     let job_names: BTreeSet<String> = jobs.iter().map(ResourceExt::name_any).collect();
-    let (pods, job_pods): (Vec<KubePod>, Vec<KubePod>) =
-        Api::<KubePod>::namespaced(client.clone(), namespace)
-            .list(&params)
-            .await
-            .map_err(Error::kube("listing the Database's Pods"))?
-            .items
-            .into_iter()
-            .filter(|p| {
-                owned(p.owner_references())
-                    || p.labels()
-                        .get(JOB_NAME_LABEL)
-                        .is_some_and(|j| job_names.contains(j))
-            })
-            .partition(|p| names::serial_of(&name, &p.name_any()).is_some());
+    let (pods, job_pods): (Vec<KubePod>, Vec<KubePod>) = pods
+        .items
+        .into_iter()
+        .filter(|p| {
+            owned(p.owner_references())
+                || p.labels()
+                    .get(JOB_NAME_LABEL)
+                    .is_some_and(|j| job_names.contains(j))
+        })
+        .partition(|p| names::serial_of(&name, &p.name_any()).is_some());
+    let pvcs: Vec<PersistentVolumeClaim> = pvcs
+        .items
+        .into_iter()
+        .filter(|p| owned(p.owner_references()))
+        .collect();
     let secrets = caches.secrets(namespace, &secret_names(db));
     let services = caches.services(namespace, |s| databases_service(s, &name, uid.as_deref()));
     let pdbs = caches.budgets(namespace, |b| {
         b.labels().get(labels::DATABASE) == Some(&name)
     });
     let endpoints = caches.slices(namespace, |s| routes(s, &name));
-    let user_ca = db.spec.tls.ca.as_ref().map(|r| r.secret_name.as_str());
-    let client_tls = tls::client_tls(client, namespace, &name, user_ca).await?;
-    let (managers, volumes) = futures::join!(
+    let (managers, volumes, storage_classes) = futures::join!(
         poll_managers(api, &pods, client_tls.as_ref()),
-        volume_usage::poll(api, &pods, client_tls.as_ref())
+        volume_usage::poll(api, &pods, client_tls.as_ref()),
+        volume_usage::storage_classes(client, &pvcs),
     );
     let restoring = poll_restoring(api, &pods, &managers, client_tls.as_ref()).await;
-    let (lease_access, self_label_pods) = lease_access(client, &name, namespace).await?;
     let restore = if crate::lifecycle::restore_pending(&db.spec, db.status.as_ref()) {
         let named = restore::fetch(client, db, namespace).await?;
         restore::resolve(db, &named, default_store)
     } else {
         None
     };
-    let pvcs: Vec<PersistentVolumeClaim> = pvcs
-        .into_iter()
-        .filter(|p| owned(p.owner_references()))
-        .collect();
-    let storage_classes = volume_usage::storage_classes(client, &pvcs).await;
     Ok(Snapshot {
         restore,
         restoring,
@@ -254,6 +261,7 @@ pub async fn snapshot(
         namespace_terminating: false,
         tls: None,
         client_tls,
+        secret_reads,
         external_secret: None,
     })
 }
@@ -438,23 +446,26 @@ async fn lease_access(
     use k8s_openapi::api::core::v1::ServiceAccount;
     use k8s_openapi::api::rbac::v1::{Role as RbacRole, RoleBinding};
     let account = names::instance_account(name);
-    let lease = Api::<Lease>::namespaced(client.clone(), namespace)
-        .get_opt(&names::primary_lease(name))
-        .await
-        .map_err(Error::kube("reading the primary Lease"))?;
-    let sa = Api::<ServiceAccount>::namespaced(client.clone(), namespace)
-        .get_metadata_opt(&account)
-        .await
-        .map_err(Error::kube("reading the instances' ServiceAccount"))?;
-    let role = Api::<RbacRole>::namespaced(client.clone(), namespace)
-        .get_opt(&account)
-        .await
-        .map_err(Error::kube("reading the instances' Role"))?;
+    let lease_name = names::primary_lease(name);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let roles: Api<RbacRole> = Api::namespaced(client.clone(), namespace);
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
+    let (lease, sa, role, binding) = futures::try_join!(
+        leases
+            .get_metadata_opt(&lease_name)
+            .map_err(Error::kube("reading the primary Lease")),
+        accounts
+            .get_metadata_opt(&account)
+            .map_err(Error::kube("reading the instances' ServiceAccount")),
+        roles
+            .get_opt(&account)
+            .map_err(Error::kube("reading the instances' Role")),
+        bindings
+            .get_metadata_opt(&account)
+            .map_err(Error::kube("reading the instances' RoleBinding")),
+    )?;
     let self_label_pods = role.as_ref().and_then(resources::role_self_label_pods);
-    let binding = Api::<RoleBinding>::namespaced(client.clone(), namespace)
-        .get_metadata_opt(&account)
-        .await
-        .map_err(Error::kube("reading the instances' RoleBinding"))?;
     Ok((
         lease.is_some() && sa.is_some() && role.is_some() && binding.is_some(),
         self_label_pods,

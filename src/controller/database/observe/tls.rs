@@ -96,12 +96,42 @@ impl TlsMaterial {
     }
 }
 
-/// Secret `name`, or `None` when it does not exist.
-async fn read_secret(secrets: &Api<Secret>, name: String) -> Result<Option<Secret>, Error> {
-    secrets
-        .get_opt(&name)
-        .await
-        .map_err(Error::kube("reading a TLS Secret"))
+/// The Secrets one pass has read, by name (`None`: it does not exist): the
+/// client material is read before the managers are polled and the TLS
+/// Secrets after, and `<db>-ca` (and a user's CA) is among both, so each is
+/// read from the API server once a pass. It lives as long as the pass's
+/// snapshot, so it never stands in for a read of a later pass.
+#[derive(Clone, Debug, Default)]
+pub struct SecretReads(BTreeMap<String, Option<Secret>>);
+
+impl SecretReads {
+    /// Secrets `names` of `namespace`, in that order: those not read yet this
+    /// pass are read now, concurrently.
+    pub async fn read_all(
+        &mut self,
+        client: &kube::Client,
+        namespace: &str,
+        names: &[String],
+    ) -> Result<Vec<Option<Secret>>, Error> {
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+        let missing: BTreeSet<&String> =
+            names.iter().filter(|n| !self.0.contains_key(*n)).collect();
+        let reads = missing.into_iter().map(|name| {
+            let secrets = secrets.clone();
+            async move {
+                let secret = secrets
+                    .get_opt(name)
+                    .await
+                    .map_err(Error::kube("reading a Secret"))?;
+                Ok::<_, Error>((name.clone(), secret))
+            }
+        });
+        self.0.extend(futures::future::try_join_all(reads).await?);
+        Ok(names
+            .iter()
+            .map(|name| self.0.get(name).cloned().flatten())
+            .collect())
+    }
 }
 
 /// The operator's client material for the instance API of Database `db`:
@@ -110,16 +140,18 @@ async fn read_secret(secrets: &Api<Secret>, name: String) -> Result<Option<Secre
 /// next CA, and the user's CA when `user_ca` names its Secret). Read before
 /// the managers are polled, so a pass reaches them with the material in
 /// effect; `None` until `<db>-ca` holds an identity (a new Database's first
-/// pass, when no pod serves TLS yet).
+/// pass, when no pod serves TLS yet). The Secrets read are kept in `reads`.
 pub async fn client_tls(
     client: &kube::Client,
     namespace: &str,
     db: &str,
     user_ca: Option<&str>,
+    reads: &mut SecretReads,
 ) -> Result<Option<ClientTls>, Error> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let read = |name: String| read_secret(&secrets, name);
-    let Some(ca) = read(names::ca_secret(db)).await? else {
+    let mut names = vec![names::ca_secret(db)];
+    names.extend(user_ca.map(str::to_owned));
+    let mut read = reads.read_all(client, namespace, &names).await?.into_iter();
+    let (Some(ca), user) = (read.next().flatten(), read.next().flatten()) else {
         return Ok(None);
     };
     let text = |secret: &Secret, key: &str| built::text(secret, key).ok();
@@ -133,9 +165,7 @@ pub async fn client_tls(
         .iter()
         .filter_map(|key| text(&ca, key))
         .collect();
-    if let Some(name) = user_ca
-        && let Some(user) = read(name.to_owned()).await?
-    {
+    if let Some(user) = user {
         trust.extend(text(&user, user_secret::TLS_CRT));
     }
     Ok(Some(ClientTls {
@@ -156,20 +186,31 @@ pub async fn observe(
     recorded: Stage,
 ) -> Result<(), Error> {
     let namespace = model.namespace.clone().unwrap_or_default();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
-    let get = |name: String| read_secret(&secrets, name);
-    let ca = get(names::ca_secret(&model.name)).await?;
-    let user = match model.tls.source.user_secret() {
-        Some((_, name)) => Some(get(name.to_owned()).await?),
-        None => None,
-    };
-    let app = get(names::app_secret(&model.name)).await?;
-    let mut instances = BTreeMap::new();
-    for serial in observed.instances.keys() {
-        let name = observed.name(*serial);
-        let secret = get(names::instance_tls_secret(&name)).await?;
-        instances.insert(name, secret);
-    }
+    let instance_names: Vec<String> = observed
+        .instances
+        .keys()
+        .map(|serial| observed.name(*serial))
+        .collect();
+    let user_name = model
+        .tls
+        .source
+        .user_secret()
+        .map(|(_, name)| name.to_owned());
+    let mut wanted = vec![
+        names::ca_secret(&model.name),
+        names::app_secret(&model.name),
+    ];
+    wanted.extend(instance_names.iter().map(|n| names::instance_tls_secret(n)));
+    wanted.extend(user_name.clone());
+    let mut read = snapshot
+        .secret_reads
+        .read_all(client, &namespace, &wanted)
+        .await?
+        .into_iter();
+    let (ca, app) = (read.next().flatten(), read.next().flatten());
+    let instances: BTreeMap<String, Option<Secret>> =
+        instance_names.into_iter().zip(read.by_ref()).collect();
+    let user = user_name.map(|_| read.next().flatten());
     let read = TlsSecrets {
         ca,
         user,
