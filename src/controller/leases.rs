@@ -99,20 +99,18 @@ impl Leases {
             .map_or(State::Unobserved, |e| e.observer.state(now))
     }
 
+    /// Whether the lease has stopped changing: suspect or expired.
+    pub fn troubled(&self, namespace: &str, name: &str) -> bool {
+        staleness(&self.state(namespace, name)) > 0
+    }
+
     /// Databases whose lease turned suspect or expired since last asked.
     fn due(&self) -> Vec<ObjectRef<Database>> {
         let now = self.now();
         let mut due = Vec::new();
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         for (key, entry) in entries.iter_mut() {
-            let level = match entry.observer.state(now) {
-                State::Expired { .. } => 2,
-                // Unchanged for SUSPECT_AFTER: the remaining time says how long.
-                State::Held { remaining, .. } => {
-                    u8::from(remaining + SUSPECT_AFTER <= Timing::DEFAULT.lease)
-                }
-                State::Released | State::Unobserved => 0,
-            };
+            let level = staleness(&entry.observer.state(now));
             if level > entry.signalled {
                 entry.signalled = level;
                 if let Some((namespace, _)) = key.split_once('/') {
@@ -121,6 +119,18 @@ impl Leases {
             }
         }
         due
+    }
+}
+
+/// How stale a lease is: 0 live (or not held), 1 suspect, 2 expired.
+fn staleness(state: &State) -> u8 {
+    match state {
+        State::Expired { .. } => 2,
+        // Unchanged for SUSPECT_AFTER: the remaining time says how long.
+        State::Held { remaining, .. } => {
+            u8::from(*remaining + SUSPECT_AFTER <= Timing::DEFAULT.lease)
+        }
+        State::Released | State::Unobserved => 0,
     }
 }
 

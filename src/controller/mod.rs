@@ -56,6 +56,9 @@ pub struct Context {
     pub instances: Arc<dyn Instances>,
     /// Every primary Lease, as this process observes it.
     pub leases: Arc<leases::Leases>,
+    /// Databases whose primary's pod the pod watch saw go or fail, for the
+    /// lane of their next pass.
+    pub alarms: Arc<database::urgency::Alarms>,
     /// The objects a Database pass reads from caches (empty for the other
     /// controllers).
     pub caches: caches::Caches,
@@ -146,6 +149,7 @@ impl Context {
             build,
             instances,
             leases: Arc::default(),
+            alarms: Arc::default(),
             caches,
             failures: Mutex::default(),
             status_writes: Mutex::default(),

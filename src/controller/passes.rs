@@ -1,5 +1,6 @@
 //! How many passes of a controller run at once, and in what order the others
-//! start: in the order they asked, whatever their object.
+//! start: in the order they asked, whatever their object, except that a
+//! pass about a primary in trouble never waits behind routine ones.
 //!
 //! kube-runtime can bound a controller's concurrency itself, but then picks
 //! the next object from a hash set of those waiting: an object re-triggered
@@ -11,30 +12,50 @@
 //! fair semaphore): a Database asking again goes behind every one already
 //! waiting, so one busy Database never delays another by more than one
 //! round.
+//!
+//! With 1,000 Databases being created, that queue is hundreds of passes
+//! long: a failover waiting its turn there would wait minutes. So there are
+//! two lanes ([`Lane`]), each with its own turns: failovers are few, and
+//! take their turns from a queue no routine pass joins.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 
+/// The queue a pass waits in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// A primary in trouble, or a failover or switchover under way.
+    Failover,
+    /// Everything else: creation, changes, the steady requeue.
+    Routine,
+}
+
 /// The passes of one controller (all its watched namespaces).
 #[derive(Clone, Debug)]
 pub struct Passes {
-    permits: Arc<Semaphore>,
+    failover: Arc<Semaphore>,
+    routine: Arc<Semaphore>,
 }
 
 impl Passes {
-    /// At most `at_once` passes at a time (at least one).
+    /// At most `at_once` passes at a time in each lane (at least one).
     pub fn new(at_once: usize) -> Self {
         Self {
-            permits: Arc::new(Semaphore::new(at_once.max(1))),
+            failover: Arc::new(Semaphore::new(at_once.max(1))),
+            routine: Arc::new(Semaphore::new(at_once.max(1))),
         }
     }
 
-    /// Runs `pass` once its turn comes.
-    pub async fn run<F: Future>(&self, pass: F) -> F::Output {
+    /// Runs `pass` once its turn in `lane` comes.
+    pub async fn run<F: Future>(&self, lane: Lane, pass: F) -> F::Output {
+        let permits = match lane {
+            Lane::Failover => &self.failover,
+            Lane::Routine => &self.routine,
+        };
         // The semaphore is never closed; were it, the pass would run anyway.
-        let _turn = self.permits.acquire().await.ok();
+        let _turn = permits.acquire().await.ok();
         pass.await
     }
 }
@@ -62,7 +83,7 @@ mod tests {
             tokio::spawn(async move {
                 for round in 0..3 {
                     passes
-                        .run(pass(format!("busy-{round}"), order.clone()))
+                        .run(Lane::Routine, pass(format!("busy-{round}"), order.clone()))
                         .await;
                 }
             })
@@ -72,7 +93,11 @@ mod tests {
         let others: Vec<_> = (0..3)
             .map(|i| {
                 let (passes, order) = (passes.clone(), order.clone());
-                tokio::spawn(async move { passes.run(pass(format!("db-{i}"), order)).await })
+                tokio::spawn(async move {
+                    passes
+                        .run(Lane::Routine, pass(format!("db-{i}"), order))
+                        .await
+                })
             })
             .collect();
         busy.await.unwrap();
@@ -94,7 +119,7 @@ mod tests {
                 let (passes, running) = (passes.clone(), running.clone());
                 tokio::spawn(async move {
                     passes
-                        .run(async {
+                        .run(Lane::Routine, async {
                             {
                                 let mut r = running.lock().unwrap();
                                 r.0 += 1;
@@ -111,5 +136,32 @@ mod tests {
             task.await.unwrap();
         }
         assert_eq!(running.lock().unwrap().1, 3);
+    }
+
+    /// Every routine turn taken and many more waiting: a failover's pass
+    /// still starts at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_failover_does_not_wait_behind_routine_passes() {
+        let passes = Passes::new(2);
+        let routine: Vec<_> = (0..10)
+            .map(|_| {
+                let passes = passes.clone();
+                tokio::spawn(async move {
+                    passes
+                        .run(Lane::Routine, tokio::time::sleep(Duration::from_secs(60)))
+                        .await
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let started = tokio::time::Instant::now();
+        passes
+            .run(Lane::Failover, async {
+                assert!(started.elapsed() < Duration::from_secs(1));
+            })
+            .await;
+        for task in routine {
+            task.abort();
+        }
     }
 }

@@ -9,11 +9,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, join_all};
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::Api;
+use kube::api::{Api, PartialObjectMeta};
 use kube::core::DeserializeGuard;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -27,7 +27,7 @@ use tracing::{error, info, warn};
 use crate::api::expose::NodePortRange;
 use crate::api::v1::{Backup, Database, Drill, ObjectStore};
 use crate::controller::caches::{Caches, ScopeFeeds};
-use crate::controller::passes::Passes;
+use crate::controller::passes::{Lane, Passes};
 use crate::controller::{self, Context, backup, database, drill, guarded, store_credentials};
 use crate::resources::{BuildConfig, labels};
 use crate::telemetry::{self, metrics::Metrics};
@@ -302,8 +302,34 @@ fn run_database(
     // (`controller::caches`).
     let owned = crate::controller::caches::tusks_own();
     let guarded = same_scope::<DeserializeGuard<Database>>(&client, &api);
+    // A primary's pod going also raises an alarm: the Database's next pass
+    // takes the failover lane (`database::urgency`).
+    let alarms = ctx.alarms.clone();
+    let pods = watcher(
+        same_scope::<PartialObjectMeta<Pod>>(&client, &api),
+        owned.clone(),
+    )
+    .default_backoff()
+    .map_ok(move |event| {
+        let (pod, deleted) = match &event {
+            watcher::Event::Delete(pod) => (pod, true),
+            watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => (pod, false),
+            watcher::Event::Init | watcher::Event::InitDone => return event,
+        };
+        let owner = pod
+            .owner_references()
+            .iter()
+            .find(|o| o.kind == Database::kind(&()));
+        if let (Some(owner), Some(namespace)) = (owner, pod.namespace())
+            && database::urgency::primary_going(&pod.metadata, deleted)
+        {
+            alarms.raise(&namespace, &owner.name);
+        }
+        event
+    })
+    .touched_objects();
     let controller = slimmed(guarded)
-        .owns(same_scope::<Pod>(&client, &api), owned.clone())
+        .owns_stream(pods)
         .owns(same_scope::<PersistentVolumeClaim>(&client, &api), owned)
         .owns_stream(feeds.services)
         .owns_stream(feeds.secrets)
@@ -360,6 +386,7 @@ fn run_database(
         .run(
             move |guard, ctx| {
                 let passes = passes.clone();
+                let lane = database_lane(&guard, &ctx);
                 async move {
                     let pass = guarded::reconcile_decoded(
                         database::CONTROLLER,
@@ -367,7 +394,7 @@ fn run_database(
                         ctx,
                         database::reconcile,
                     );
-                    passes.run(pass).await
+                    passes.run(lane, pass).await
                 }
             },
             |guard, error, ctx| {
@@ -381,6 +408,20 @@ fn run_database(
             }
         });
     (store, run.boxed())
+}
+
+/// The lane a pass over the Database in `guard` waits in; taking its alarm.
+fn database_lane(guard: &DeserializeGuard<Database>, ctx: &Context) -> Lane {
+    let Ok(db) = &guard.0 else {
+        return Lane::Routine;
+    };
+    let namespace = db.namespace().unwrap_or_default();
+    let alarmed = ctx.alarms.take(&format!("{namespace}/{}", db.name_any()));
+    let troubled = ctx.leases.troubled(
+        &namespace,
+        &crate::resources::names::primary_lease(&db.name_any()),
+    );
+    database::urgency::lane(db, troubled, alarmed)
 }
 
 /// A controller of every `K` in `api`'s scope whose cache keeps no managed
@@ -442,7 +483,7 @@ fn run_backup(
         .run(
             move |b, ctx| {
                 let passes = passes.clone();
-                async move { passes.run(backup::reconcile(b, ctx)).await }
+                async move { passes.run(Lane::Routine, backup::reconcile(b, ctx)).await }
             },
             |b, error, ctx| controller::error_policy(backup::CONTROLLER, b.as_ref(), error, &ctx),
             ctx,

@@ -16,6 +16,7 @@ pub mod outage;
 pub mod plan;
 pub mod restore;
 pub mod status;
+pub mod urgency;
 
 use std::sync::Arc;
 
