@@ -436,6 +436,7 @@ const PURE: &[&str] = &[
     "controller/database/observe/exposure.rs",
     "controller/database/migration_jobs.rs",
     "controller/database/client_pool.rs",
+    "controller/database/urgency.rs",
     "api/validate.rs",
     "api/validate_drill.rs",
     "api/conversion.rs",
