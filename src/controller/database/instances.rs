@@ -24,7 +24,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 use tracing::{Instrument, Span, field, info_span};
@@ -329,6 +329,25 @@ pub struct HttpInstances {
     unanswered: Arc<Mutex<HashSet<String>>>,
 }
 
+/// How long a connection to a manager stays open unused: shorter than the
+/// steady requeue (60 s), so a stable Database's instances hold no open
+/// connection between its passes (each holds its buffers and TLS state in
+/// the operator, thousands of them at scale), while the calls of one pass,
+/// and of passes seconds apart, share one.
+const IDLE_CONNECTION: Duration = Duration::from_secs(20);
+
+/// A pooled client over `connector` whose idle connections close after
+/// [`IDLE_CONNECTION`] (hyper's pool closes none without a timer).
+fn pooled<C>(connector: C) -> Client<C, Full<Bytes>>
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone,
+{
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(IDLE_CONNECTION)
+        .pool_timer(TokioTimer::new())
+        .build(connector)
+}
+
 fn connector() -> HttpConnector {
     let mut connector = HttpConnector::new();
     connector.set_connect_timeout(Some(Duration::from_secs(2)));
@@ -340,7 +359,7 @@ fn connector() -> HttpConnector {
 impl Default for HttpInstances {
     fn default() -> Self {
         Self {
-            client: Client::builder(TokioExecutor::new()).build(connector()),
+            client: pooled(connector()),
             tls: Arc::default(),
             unanswered: Arc::default(),
         }
@@ -468,7 +487,7 @@ impl HttpInstances {
             .https_only()
             .enable_http1()
             .wrap_connector(connector());
-        let client = Client::builder(TokioExecutor::new()).build(https);
+        let client = pooled(https);
         clients.insert(key, digest, client.clone(), now);
         Ok(Channel::Tls(client))
     }
