@@ -83,13 +83,24 @@ async fn succeeds(client: &Client, ns: &str, name: &str, spec: Value) -> Result<
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    // The verdict is on record before the pass that wrote it sets
+    // `LastDrill` (write-ahead: a restarted operator finishes the run from
+    // it), so the condition may follow a moment later.
     let dbs: Api<Database> = Api::namespaced(client.clone(), ns);
-    let db = dbs.get(DB).await?;
-    let last = db
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "LastDrill"))
-        .ok_or("the Database has no LastDrill condition")?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let last = loop {
+        let db = dbs.get(DB).await?;
+        let last = db
+            .status
+            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "LastDrill"));
+        match last {
+            Some(last) if last.message.contains(name) => break last,
+            _ if Instant::now() > deadline => {
+                return Err(format!("the Database has no LastDrill condition for {name}").into());
+            }
+            _ => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    };
     if last.status != "True" || last.reason != "Succeeded" || !last.message.contains(name) {
         return Err(format!("LastDrill does not name {name}'s success: {last:?}").into());
     }
