@@ -13,7 +13,7 @@ use std::time::Duration;
 use instance_support::*;
 use objectstore_support::S3Server;
 use tusk::backup::manifest::Manifest;
-use tusk::backup::restore;
+use tusk::backup::{restore, take};
 use tusk::objectstore::{Layout, Store};
 
 const READY: Duration = Duration::from_secs(60);
@@ -256,6 +256,16 @@ async fn a_standby_backup_completes_and_a_failed_one_leaves_no_manifest(pg: Pg) 
     let (_, manifest) = manifest_of(&store, location, bucket).await;
     assert!(manifest.from_standby);
     assert_eq!(manifest.instance, "orders-2");
+    let first_location = location.to_owned();
+    // No backup may be written where a completed one is stored.
+    let layout = Layout::new(Some("team"), "orders", manifest.system_identifier);
+    let taken = take::refuse_taken(&store, &layout, &manifest.id).await;
+    assert!(
+        taken
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains(&manifest.id)),
+        "{taken:?}"
+    );
 
     // The store goes away under a backup: it fails, and nothing claims to be
     // a backup.
@@ -270,6 +280,8 @@ async fn a_standby_backup_completes_and_a_failed_one_leaves_no_manifest(pg: Pg) 
     );
     server.resume();
     let location = run["location"].as_str().expect("a location");
+    // Started within a second of the first, it still has a place of its own.
+    assert_ne!(location, first_location, "two backups share a location");
     let prefix = location
         .strip_prefix(&format!("s3://{bucket}/"))
         .expect("in the bucket");

@@ -77,6 +77,21 @@ pub fn backup_id(at: Timestamp) -> String {
     at.strftime("%Y%m%dT%H%M%SZ").to_string()
 }
 
+/// The second that names a backup starting at `now`, after the one that
+/// named the backup before it (`previous`): ids have a second's resolution
+/// and name the backup's keys, so a backup started within the same second as
+/// the one before (a scheduled one, then one asked for by hand) takes the
+/// next free second instead of writing over the first one's data.
+pub fn id_second(now: Timestamp, previous: Option<Timestamp>) -> Timestamp {
+    let now_second = Timestamp::from_second(now.as_second()).unwrap_or(now);
+    match previous {
+        Some(previous) if now_second.as_second() <= previous.as_second() => previous
+            .checked_add(jiff::SignedDuration::from_secs(1))
+            .unwrap_or(now_second),
+        _ => now_second,
+    }
+}
+
 mod u64_string {
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -130,6 +145,22 @@ pub(crate) mod tests {
         assert!(text.contains("\"beginLsn\": \"0/3000028\""), "{text}");
         assert_eq!(Manifest::from_json(&json).expect("parse"), manifest);
         assert_eq!(manifest.compression_ratio(), 8.0);
+    }
+
+    #[test]
+    fn a_backup_in_the_same_second_as_the_one_before_takes_the_next_second() {
+        let at = |text: &str| -> Timestamp { text.parse().expect("time") };
+        let first = id_second(at("2026-11-27T18:25:57.19Z"), None);
+        assert_eq!(backup_id(first), "20261127T182557Z");
+        let second = id_second(at("2026-11-27T18:25:57.71Z"), Some(first));
+        assert_eq!(backup_id(second), "20261127T182558Z");
+        // A third within that second again moves on; a clock that stepped
+        // back does not reuse an id either.
+        let third = id_second(at("2026-11-27T18:25:57.90Z"), Some(second));
+        assert_eq!(backup_id(third), "20261127T182559Z");
+        // Once time has passed the last id, the id is the start's second.
+        let later = id_second(at("2026-11-27T18:31:00.5Z"), Some(third));
+        assert_eq!(backup_id(later), "20261127T183100Z");
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub enum Error {
     WalNotArchived { file: String, waited: Duration },
     #[error("the backup stream ended early: {0}")]
     Aborted(String),
+    #[error("a backup named {id} is already stored ({key}); not writing over it")]
+    Taken { id: String, key: String },
 }
 
 /// What to back up and where.
@@ -72,6 +74,7 @@ pub async fn take(request: Request<'_>, progress: Arc<Progress>) -> Result<Manif
     let id = request.id;
     let label = format!("tusk {} {}", request.backup, id);
     progress.set_stage(Stage::Starting);
+    refuse_taken(request.store, request.layout, id).await?;
     let started = session::start(&request.client, &label).await?;
     tracing::info!(backup = request.backup, %id, begin = %started.begin_lsn, standby = started.standby, "backup started");
 
@@ -107,6 +110,22 @@ pub async fn take(request: Request<'_>, progress: Arc<Progress>) -> Result<Manif
     progress.set_stage(Stage::Done);
     tracing::info!(backup = request.backup, %id, end = %end_lsn, stored_bytes = streamed.stored_bytes, "backup completed");
     Ok(manifest)
+}
+
+/// Fails when a completed backup already has the id `id`: its manifest is
+/// there. The manager gives its own runs distinct ids; this guards the
+/// backups of another instance, or of this one before a restart, taken in
+/// the same second. Data without a manifest is an interrupted run's and may
+/// be written over.
+pub async fn refuse_taken(store: &Store, layout: &Layout, id: &str) -> Result<(), Error> {
+    let key = layout.backup_manifest_key(id);
+    match store.head(&key).await? {
+        Some(_) => Err(Error::Taken {
+            id: id.to_owned(),
+            key,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// What streaming the data left: the tar's figures, the bytes stored, and

@@ -14,7 +14,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::{Shared, sql};
-use crate::backup::manifest::backup_id;
+use crate::backup::manifest::{backup_id, id_second};
 use crate::backup::take::{self, Progress, Stage};
 use crate::contract::{BackupRun, BackupStage, BackupState};
 use crate::objectstore::{Configured, Layout, Store};
@@ -28,6 +28,8 @@ const WAL_TIMEOUT: Duration = Duration::from_secs(300);
 struct Run {
     backup: String,
     started_at: Timestamp,
+    /// The second its id names ([`id_second`]).
+    id_at: Timestamp,
     location: Option<String>,
     progress: Arc<Progress>,
     outcome: Option<Result<crate::backup::manifest::Manifest, String>>,
@@ -133,7 +135,8 @@ pub(crate) fn start(shared: &Arc<Shared>, backup: &str) -> Result<BackupState, R
         return Err(Refused::Busy(running.backup.clone()));
     }
     let started_at = Timestamp::now();
-    let id = backup_id(started_at);
+    let id_at = id_second(started_at, runs.iter().map(|r| r.id_at).max());
+    let id = backup_id(id_at);
     let system = wal::system_identifier(&shared.config.pgdata).ok();
     let location = system.map(|system| {
         let layout = Layout::new(configured.path.as_deref(), &database, system);
@@ -147,6 +150,7 @@ pub(crate) fn start(shared: &Arc<Shared>, backup: &str) -> Result<BackupState, R
     runs.push_front(Run {
         backup: backup.to_owned(),
         started_at,
+        id_at,
         location,
         progress: progress.clone(),
         outcome: None,
