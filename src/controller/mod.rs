@@ -17,6 +17,8 @@ pub mod database;
 pub mod drill;
 mod error;
 pub mod guarded;
+pub mod in_flight;
+pub mod lane;
 pub mod leases;
 pub mod passes;
 pub mod store_credentials;

@@ -23,14 +23,7 @@ use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 
-/// The queue a pass waits in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lane {
-    /// A primary in trouble, or a failover or switchover under way.
-    Failover,
-    /// Everything else: creation, changes, the steady requeue.
-    Routine,
-}
+use super::lane::{Lane, in_lane};
 
 /// The passes of one controller (all its watched namespaces).
 #[derive(Clone, Debug)]
@@ -56,7 +49,8 @@ impl Passes {
         };
         // The semaphore is never closed; were it, the pass would run anyway.
         let _turn = permits.acquire().await.ok();
-        pass.await
+        // Its requests to the API server wait in the same lane.
+        in_lane(lane, pass).await
     }
 }
 
@@ -162,6 +156,18 @@ mod tests {
             .await;
         for task in routine {
             task.abort();
+        }
+    }
+
+    /// What a pass sends to the API server waits in its lane too.
+    #[tokio::test]
+    async fn a_pass_runs_in_its_lane() {
+        let passes = Passes::new(1);
+        for lane in [Lane::Failover, Lane::Routine] {
+            let seen = passes
+                .run(lane, async { crate::controller::lane::current() })
+                .await;
+            assert_eq!(seen, lane);
         }
     }
 }

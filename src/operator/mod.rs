@@ -27,7 +27,9 @@ use tracing::{error, info, warn};
 use crate::api::expose::NodePortRange;
 use crate::api::v1::{Backup, Database, Drill, ObjectStore};
 use crate::controller::caches::{Caches, ScopeFeeds};
-use crate::controller::passes::{Lane, Passes};
+use crate::controller::in_flight::InFlightLayer;
+use crate::controller::lane::Lane;
+use crate::controller::passes::Passes;
 use crate::controller::{self, Context, backup, database, drill, guarded, store_credentials};
 use crate::resources::{BuildConfig, labels};
 use crate::telemetry::{self, metrics::Metrics};
@@ -140,6 +142,14 @@ pub struct OperatorConfig {
     #[arg(long, env = "TUSK_CONCURRENCY", default_value_t = 32,
         value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrency: u16,
+
+    /// Requests to the API server in flight at once in each lane (a pass's
+    /// requests are in its lane), the others waiting their turn in the order
+    /// they were sent (`controller::in_flight`). Each one in flight holds a
+    /// connection of its own, which stays open once the burst is over.
+    #[arg(long, env = "TUSK_API_REQUESTS", default_value_t = 32,
+        value_parser = clap::value_parser!(u16).range(1..))]
+    pub api_requests: u16,
 }
 
 /// The object store of Databases that set `spec.backup.schedule` or
@@ -730,9 +740,10 @@ async fn run_controllers(
 }
 
 /// The client of the inferred configuration, its requests counted by
-/// `tusk_kube_requests_total`.
+/// `tusk_kube_requests_total`, at most `in_flight` at once in each lane.
 async fn counted_client(
     requests: &telemetry::kube_requests::KubeRequests,
+    in_flight: u16,
 ) -> Result<Client, Error> {
     let config = kube::Config::infer()
         .await
@@ -740,6 +751,7 @@ async fn counted_client(
     Ok(kube::client::ClientBuilder::try_from(config)
         .map_err(Error::KubeConfig)?
         .with_layer(&requests.layer())
+        .with_layer(&InFlightLayer::new(usize::from(in_flight)))
         .build())
 }
 
@@ -750,7 +762,7 @@ pub async fn run(config: OperatorConfig) -> Result<(), Error> {
     let mut registry = Registry::default();
     let kube_requests = telemetry::kube_requests::KubeRequests::default();
     kube_requests.register(registry.sub_registry_with_prefix("tusk"));
-    let client = counted_client(&kube_requests).await?;
+    let client = counted_client(&kube_requests, config.api_requests).await?;
     let identity = config
         .identity
         .clone()

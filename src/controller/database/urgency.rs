@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::api::v1::Database;
 use crate::contract::Role;
-use crate::controller::passes::Lane;
+use crate::controller::lane::Lane;
 use crate::resources::labels;
 
 /// The lane of a pass over `db`: `lease_troubled` when its primary Lease
