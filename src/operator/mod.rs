@@ -425,12 +425,11 @@ fn database_lane(guard: &DeserializeGuard<Database>, ctx: &Context) -> Lane {
     let Ok(db) = &guard.0 else {
         return Lane::Routine;
     };
-    let namespace = db.namespace().unwrap_or_default();
-    let alarmed = ctx.alarms.take(&format!("{namespace}/{}", db.name_any()));
-    let troubled = ctx.leases.troubled(
-        &namespace,
-        &crate::resources::names::primary_lease(&db.name_any()),
-    );
+    let (namespace, name) = (db.namespace().unwrap_or_default(), db.name_any());
+    let alarmed = ctx.alarms.take(&namespace, &name);
+    let troubled = ctx
+        .leases
+        .troubled(&namespace, &crate::resources::names::primary_lease(&name));
     database::urgency::lane(db, troubled, alarmed)
 }
 

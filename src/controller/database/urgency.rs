@@ -56,9 +56,9 @@ impl Alarms {
         self.lock().insert(format!("{namespace}/{database}"));
     }
 
-    /// Whether one was raised for `key` (`namespace/name`), clearing it.
-    pub fn take(&self, key: &str) -> bool {
-        self.lock().remove(key)
+    /// Whether one was raised for `database` in `namespace`, clearing it.
+    pub fn take(&self, namespace: &str, database: &str) -> bool {
+        self.lock().remove(&format!("{namespace}/{database}"))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
@@ -109,8 +109,8 @@ mod tests {
     fn an_alarm_is_taken_once() {
         let alarms = Alarms::default();
         alarms.raise("shop", "orders");
-        assert!(alarms.take("shop/orders"));
-        assert!(!alarms.take("shop/orders"));
-        assert!(!alarms.take("shop/billing"));
+        assert!(alarms.take("shop", "orders"));
+        assert!(!alarms.take("shop", "orders"));
+        assert!(!alarms.take("shop", "billing"));
     }
 }
