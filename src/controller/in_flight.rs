@@ -21,27 +21,23 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tokio::sync::Semaphore;
 use tower::{Layer, Service};
 
-use super::lane::{self, Lane};
+use super::lane::{self, Turns};
 
 /// The turns of both lanes, shared by every clone of the client.
 #[derive(Clone, Debug)]
 pub struct InFlightLayer {
-    failover: Arc<Semaphore>,
-    routine: Arc<Semaphore>,
+    turns: Turns,
 }
 
 impl InFlightLayer {
     /// At most `at_once` requests in flight in each lane (at least one).
     pub fn new(at_once: usize) -> Self {
         Self {
-            failover: Arc::new(Semaphore::new(at_once.max(1))),
-            routine: Arc::new(Semaphore::new(at_once.max(1))),
+            turns: Turns::new(at_once),
         }
     }
 }
@@ -52,7 +48,7 @@ impl<S> Layer<S> for InFlightLayer {
     fn layer(&self, inner: S) -> InFlight<S> {
         InFlight {
             inner,
-            turns: self.clone(),
+            turns: self.turns.clone(),
         }
     }
 }
@@ -61,7 +57,7 @@ impl<S> Layer<S> for InFlightLayer {
 #[derive(Clone, Debug)]
 pub struct InFlight<S> {
     inner: S,
-    turns: InFlightLayer,
+    turns: Turns,
 }
 
 impl<S, Request> Service<Request> for InFlight<S>
@@ -84,12 +80,8 @@ where
         let response = self.inner.call(request);
         let turns = self.turns.clone();
         Box::pin(async move {
-            let permits = match lane::current() {
-                Lane::Failover => turns.failover,
-                Lane::Routine => turns.routine,
-            };
             // The semaphores are never closed; were one, the request would go anyway.
-            let _turn = permits.acquire_owned().await.ok();
+            let _turn = turns.of(lane::current()).acquire().await.ok();
             response.await
         })
     }
@@ -104,8 +96,10 @@ mod tests {
     use tower::ServiceExt;
     use tower::util::BoxCloneService;
 
+    use std::sync::Arc;
+
     use super::*;
-    use crate::controller::lane::in_lane;
+    use crate::controller::lane::{Lane, in_lane};
 
     /// A service whose responses take 60 s, and what it has started.
     fn slow(

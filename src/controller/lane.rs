@@ -3,6 +3,9 @@
 //! work (`passes`, `in_flight`).
 
 use std::future::Future;
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
 
 /// The queue a pass waits in, and its requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,4 +28,30 @@ pub async fn in_lane<F: Future>(lane: Lane, work: F) -> F::Output {
 /// The lane of the task polling now; routine outside any pass.
 pub fn current() -> Lane {
     LANE.try_with(|lane| *lane).unwrap_or(Lane::Routine)
+}
+
+/// So many turns in each lane, each lane's taken in the order they are
+/// asked for (tokio's semaphore is fair).
+#[derive(Clone, Debug)]
+pub struct Turns {
+    failover: Arc<Semaphore>,
+    routine: Arc<Semaphore>,
+}
+
+impl Turns {
+    /// `at_once` turns in each lane (at least one).
+    pub fn new(at_once: usize) -> Self {
+        Self {
+            failover: Arc::new(Semaphore::new(at_once.max(1))),
+            routine: Arc::new(Semaphore::new(at_once.max(1))),
+        }
+    }
+
+    /// The turns of `lane`.
+    pub fn of(&self, lane: Lane) -> &Arc<Semaphore> {
+        match lane {
+            Lane::Failover => &self.failover,
+            Lane::Routine => &self.routine,
+        }
+    }
 }

@@ -19,36 +19,27 @@
 //! take their turns from a queue no routine pass joins.
 
 use std::future::Future;
-use std::sync::Arc;
 
-use tokio::sync::Semaphore;
-
-use super::lane::{Lane, in_lane};
+use super::lane::{Lane, Turns, in_lane};
 
 /// The passes of one controller (all its watched namespaces).
 #[derive(Clone, Debug)]
 pub struct Passes {
-    failover: Arc<Semaphore>,
-    routine: Arc<Semaphore>,
+    turns: Turns,
 }
 
 impl Passes {
     /// At most `at_once` passes at a time in each lane (at least one).
     pub fn new(at_once: usize) -> Self {
         Self {
-            failover: Arc::new(Semaphore::new(at_once.max(1))),
-            routine: Arc::new(Semaphore::new(at_once.max(1))),
+            turns: Turns::new(at_once),
         }
     }
 
     /// Runs `pass` once its turn in `lane` comes.
     pub async fn run<F: Future>(&self, lane: Lane, pass: F) -> F::Output {
-        let permits = match lane {
-            Lane::Failover => &self.failover,
-            Lane::Routine => &self.routine,
-        };
         // The semaphore is never closed; were it, the pass would run anyway.
-        let _turn = permits.acquire().await.ok();
+        let _turn = self.turns.of(lane).acquire().await.ok();
         // Its requests to the API server wait in the same lane.
         in_lane(lane, pass).await
     }
@@ -58,6 +49,8 @@ impl Passes {
 mod tests {
     use std::sync::Mutex;
     use std::time::Duration;
+
+    use std::sync::Arc;
 
     use super::*;
 
