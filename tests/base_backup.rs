@@ -280,7 +280,8 @@ async fn a_standby_backup_completes_and_a_failed_one_leaves_no_manifest(pg: Pg) 
     );
     server.resume();
     let location = run["location"].as_str().expect("a location");
-    // Started within a second of the first, it still has a place of its own.
+    // Even when started within the same second as the first (as it often
+    // is), it has a place of its own.
     assert_ne!(location, first_location, "two backups share a location");
     let prefix = location
         .strip_prefix(&format!("s3://{bucket}/"))

@@ -90,13 +90,11 @@ where
 #[cfg(test)]
 mod tests {
     use std::convert::Infallible;
-    use std::sync::Mutex;
+    use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
     use tower::ServiceExt;
     use tower::util::BoxCloneService;
-
-    use std::sync::Arc;
 
     use super::*;
     use crate::controller::lane::{Lane, in_lane};

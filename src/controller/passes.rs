@@ -47,10 +47,8 @@ impl Passes {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
+    use std::sync::{Arc, Mutex};
     use std::time::Duration;
-
-    use std::sync::Arc;
 
     use super::*;
 
